@@ -1,0 +1,3 @@
+"""Attention backends."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Triton kernels and their torch references."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""One reproduction scenario per fix; run each with `python -m`."""
+
+from __future__ import annotations

@@ -1,0 +1,26 @@
+"""prtoggle: revert historical bug fixes at run time and catch the failures they prevented."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prtoggle.errors import PrToggleError
+
+__all__ = [
+    "PrToggleError",
+    "is_reverted",
+    "maybe_revert_pr_fix",
+    "reverted",
+]
+__version__ = "0.1.0"
+
+_TOGGLE_EXPORTS = frozenset({"is_reverted", "maybe_revert_pr_fix", "reverted"})
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve the toggle API on first use, keeping `import prtoggle` cheap."""
+    if name in _TOGGLE_EXPORTS:
+        from prtoggle import toggle
+
+        return getattr(toggle, name)
+    raise AttributeError(f"module 'prtoggle' has no attribute {name!r}")

@@ -1,0 +1,7 @@
+"""Entry point for `python -m prtoggle`."""
+
+from __future__ import annotations
+
+from prtoggle.cli import main
+
+main()

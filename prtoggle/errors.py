@@ -1,0 +1,55 @@
+"""The one error hierarchy of prtoggle, rooted at PrToggleError."""
+
+from __future__ import annotations
+
+
+class PrToggleError(Exception):
+    """Base of every error prtoggle raises on purpose; the CLI prints it as one line."""
+
+
+class RegistryError(PrToggleError):
+    """A fix YAML file is malformed, or the set of registered fixes is inconsistent."""
+
+
+class UnknownPRError(PrToggleError):
+    """A PR number was asked for that no registry directory defines."""
+
+
+class RevertSpecError(PrToggleError):
+    """The value of SGLANG_DEBUG_REVERT_PR (or a -r option) is malformed."""
+
+
+class PatchApplicationError(PrToggleError):
+    """An edit does not apply to its target (no match, several matches, bad result)."""
+
+
+class TargetResolutionError(PatchApplicationError):
+    """A patch target names a module or attribute that does not exist."""
+
+
+class UnsupportedTargetError(PatchApplicationError):
+    """A patch target is of a kind whose code cannot be swapped safely."""
+
+
+class RunnerError(PrToggleError):
+    """A child command or scenario could not be started or classified."""
+
+
+class DetectionError(PrToggleError):
+    """A debug probe found a fault; the message names every site hit."""
+
+
+class NaNDetected(DetectionError):
+    """A NaN reached a probed tensor."""
+
+
+class InfDetected(DetectionError):
+    """An infinity reached a probed tensor."""
+
+
+class OOBDetected(DetectionError):
+    """An index or size fell outside the range its consumer can handle."""
+
+
+class RedzoneViolation(DetectionError):
+    """Bytes past the end of a guarded buffer were overwritten."""
