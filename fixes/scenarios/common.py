@@ -1,0 +1,76 @@
+"""The shared shape of a reproduction scenario: options, outcome, and the `python -m` entry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+OUTCOME_PREFIX = "prtoggle-outcome: "
+"""Last stderr line of a scenario process: this prefix, then the outcome as JSON."""
+
+
+@dataclass(frozen=True)
+class ScenarioOptions:
+    """How to run a scenario: where, and with which kernel provider (None: the default)."""
+
+    device: str = "cpu"
+    provider: str | None = None
+
+
+@dataclass(frozen=True)
+class ScenarioOutcome:
+    """What a scenario observed: a clean run that matched the reference, or a named failure."""
+
+    outcome: Literal["clean", "failure"]
+    error: str | None = None
+    site: str | None = None
+    message: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def failure_from_exception(exc: BaseException) -> ScenarioOutcome:
+    """Describe an exception as a failure; detection errors carry the first site they name."""
+    site = getattr(exc, "site", None)
+    if site is None:
+        sites = getattr(exc, "sites", None)
+        if sites:
+            site = str(sites[0])
+    return ScenarioOutcome(
+        outcome="failure", error=type(exc).__name__, site=site, message=str(exc)
+    )
+
+
+def run_scenario_main(
+    run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str
+) -> None:
+    """Parse `--device/--provider`, run the scenario, report it, and exit 0 (clean) or 1."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument(
+        "--provider",
+        default=None,
+        help="kernel provider (torch, triton, flashinfer); default: torch on CPU, "
+        "triton on CUDA",
+    )
+    args = parser.parse_args()
+    options = ScenarioOptions(device=args.device, provider=args.provider)
+    try:
+        outcome = run(options)
+    except Exception as exc:  # a scenario reports every failure, it never hides one
+        traceback.print_exc(file=sys.stderr)
+        outcome = failure_from_exception(exc)
+    if outcome.outcome == "clean":
+        sys.stdout.write(f"clean: {outcome.message}\n")
+        sys.stderr.write(OUTCOME_PREFIX + outcome.to_json() + "\n")
+        sys.exit(0)
+    where = f" at {outcome.site}" if outcome.site else ""
+    sys.stderr.write(f"{outcome.error}{where}: {outcome.message}\n")
+    sys.stderr.write(OUTCOME_PREFIX + outcome.to_json() + "\n")
+    sys.exit(1)
