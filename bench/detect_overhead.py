@@ -162,7 +162,7 @@ def _measure_batch(model: LlamaDecodeStep, batch: int, *, rounds: int, iters: in
         "item": _eager(lambda: model.forward(batch, item_probe)),
     }
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    for name, run in runs.items():  # warm-up, JIT, autotune
+    for run in runs.values():  # warm-up, JIT, autotune
         for _ in range(3):
             run()
     torch.cuda.synchronize()
