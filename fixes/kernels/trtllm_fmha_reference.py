@@ -1,0 +1,160 @@
+"""Torch reference of the TRT-LLM FMHA paged decode and context kernels (the ground truth)."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["context_reference", "decode_reference"]
+
+
+def decode_reference(
+    *,
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_seq_len: int,
+    softmax_scale: float,
+    q_len_per_req: int,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    """Paged decode over `bs = seq_lens.shape[0]` requests of `q_len_per_req` rows each.
+
+    Request b reads query rows `b*q_len_per_req + i` and writes the same rows of `out`,
+    with no check against the tensors' lengths: a row past the end raises IndexError,
+    where the GPU kernel would read or write out of bounds. Query i attends keys
+    `[0, seq_lens[b] - q_len_per_req + i]`; an empty range gives NaN (0/0), unguarded.
+    `max_seq_len` is unused here (the GPU kernels size their work splitting with it).
+    """
+    for b in range(seq_lens.shape[0]):
+        rows = [b * q_len_per_req + i for i in range(q_len_per_req)]
+        _attend_rows(
+            query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
+            request=b, rows=rows, kv_len=int(seq_lens[b]), softmax_scale=softmax_scale,
+            out=out, what="decode",
+        )
+    return out
+
+
+def context_reference(
+    *,
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_q_len: int,
+    max_kv_len: int,
+    softmax_scale: float,
+    batch_size: int,
+    cum_seq_lens_q: torch.Tensor,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    """Paged causal context attention over requests `b < batch_size`, unchecked.
+
+    Reads `cum_seq_lens_q[b]`, `cum_seq_lens_q[b+1]`, `seq_lens[b]` and `block_tables[b]`
+    with real indexing, so an overrun raises IndexError where the GPU kernel would read
+    out of bounds. Query i of request b attends keys `[0, seq_lens[b] - q_len_b + i]`;
+    only the first `max_q_len` rows of a request are computed (the kernel's grid is
+    sized by `max_q_len`). An empty key range gives NaN. `max_kv_len` is unused here.
+    """
+    for b in range(batch_size):
+        q_start = int(_checked_get(cum_seq_lens_q, b, "cum_seq_lens_q", "context"))
+        q_end = int(_checked_get(cum_seq_lens_q, b + 1, "cum_seq_lens_q", "context"))
+        kv_len = int(_checked_get(seq_lens, b, "seq_lens", "context"))
+        rows = [q_start + i for i in range(min(q_end - q_start, max_q_len))]
+        if not rows:
+            continue
+        _attend_rows(
+            query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
+            request=b, rows=rows, kv_len=kv_len, softmax_scale=softmax_scale,
+            out=out, what="context", q_len=q_end - q_start,
+        )
+    return out
+
+
+def _attend_rows(
+    *,
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    request: int,
+    rows: list[int],
+    kv_len: int,
+    softmax_scale: float,
+    out: torch.Tensor,
+    what: str,
+    q_len: int | None = None,
+) -> None:
+    """Causal attention of consecutive query rows of one request over its paged keys."""
+    q_len = len(rows) if q_len is None else q_len
+    num_keys = max(kv_len, 0)
+    keys, values = _gather_request_kv(
+        k_cache=k_cache, v_cache=v_cache, block_tables=block_tables, request=request,
+        num_keys=num_keys, what=what,
+    )
+    q = torch.stack([_checked_get(query, r, "query", what) for r in rows]).float()
+    group = q.shape[1] // keys.shape[1]
+    keys = keys.float().repeat_interleave(group, dim=1)  # [n, Hq, D]
+    values = values.float().repeat_interleave(group, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q, keys) * softmax_scale  # [Hq, rows, n]
+    last_key = kv_len - q_len + torch.arange(len(rows))  # inclusive limit per row
+    allowed = torch.arange(num_keys)[None, :] <= last_key[:, None]  # [rows, n]
+    scores = scores.masked_fill(~allowed[None], float("-inf"))
+    row_max = scores.amax(dim=-1, keepdim=True) if num_keys else torch.zeros(1)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    weights = torch.exp(scores - row_max)
+    numer = torch.einsum("hqk,khd->qhd", weights, values)
+    denom = weights.sum(dim=-1).transpose(0, 1)[..., None]  # [rows, Hq, 1]
+    result = (numer / denom).to(out.dtype)  # 0/0 = NaN for an empty key range, unguarded
+    for position, r in enumerate(rows):
+        _checked_index(out, r, "out", what)
+        out[r] = result[position]
+
+
+def _gather_request_kv(
+    *,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    request: int,
+    num_keys: int,
+    what: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values [num_keys, Hkv, D] of one request, gathered page by page."""
+    page_size = k_cache.shape[1]
+    table_row = _checked_get(block_tables, request, "block_tables", what)
+    num_pages = -(-num_keys // page_size)
+    if num_pages > table_row.shape[0]:
+        raise IndexError(
+            f"trtllm {what}: request {request} needs {num_pages} pages but block_tables "
+            f"has {table_row.shape[0]} columns"
+        )
+    pages = table_row[:num_pages].long()
+    bad = (pages < 0) | (pages >= k_cache.shape[0])
+    if bool(bad.any()):
+        page = int(pages[bad][0])
+        raise IndexError(
+            f"trtllm {what}: request {request} page index {page} is out of bounds for a "
+            f"KV pool of {k_cache.shape[0]} pages"
+        )
+    tail = k_cache.shape[2:]
+    keys = k_cache[pages].reshape(-1, *tail)[:num_keys]
+    values = v_cache[pages].reshape(-1, *tail)[:num_keys]
+    return keys, values
+
+
+def _checked_get(tensor: torch.Tensor, index: int, name: str, what: str) -> torch.Tensor:
+    """tensor[index], raising IndexError (never wrapping) when index is out of range."""
+    _checked_index(tensor, index, name, what)
+    return tensor[index]
+
+
+def _checked_index(tensor: torch.Tensor, index: int, name: str, what: str) -> None:
+    if not 0 <= index < tensor.shape[0]:
+        raise IndexError(
+            f"trtllm {what}: index {index} is out of bounds for {name} with "
+            f"{tensor.shape[0]} rows (the GPU kernel would access memory out of bounds)"
+        )

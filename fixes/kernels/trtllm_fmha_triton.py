@@ -1,0 +1,296 @@
+"""Triton paged decode (split-KV) and causal context kernels under the TRT-LLM FMHA contract."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["TritonBlockConfig", "triton_context", "triton_decode"]
+
+_LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class TritonBlockConfig:
+    """Tile sizes and launch options; `None` fields are chosen from the device."""
+
+    decode_block_n: int | None = None
+    context_block_m: int | None = None
+    context_block_n: int | None = None
+    num_kv_splits: int | None = None  # decode: None = chosen from batch and max_seq_len
+
+
+def triton_decode(
+    *,
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_seq_len: int,
+    softmax_scale: float,
+    q_len_per_req: int,
+    out: torch.Tensor,
+    config: TritonBlockConfig | None = None,
+) -> torch.Tensor:
+    """Decode kernel: one program per (query row, KV head, KV split); see trtllm_fmha."""
+    config = config or TritonBlockConfig()
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    _check_head_dim(head_dim)
+    rows, group = seq_lens.shape[0] * q_len_per_req, query.shape[1] // num_kv_heads
+    if rows == 0:
+        return out
+    on_gpu = query.is_cuda
+    block_n = config.decode_block_n or (64 if on_gpu else 16)
+    splits = config.num_kv_splits or _choose_num_splits(
+        programs=rows * num_kv_heads, max_seq_len=max_seq_len, block_n=block_n, device=query.device
+    )
+    chunk = triton.cdiv(triton.cdiv(max(max_seq_len, 1), splits), block_n) * block_n
+    partial_out = partial_lse = out  # unused placeholders when there is one split
+    if splits > 1:
+        partial_out = torch.empty((rows, query.shape[1], splits, head_dim),
+                                  dtype=torch.float32, device=query.device)
+        partial_lse = torch.empty((rows, query.shape[1], splits),
+                                  dtype=torch.float32, device=query.device)
+    _decode_kernel[(rows, num_kv_heads, splits)](
+        query, k_cache, v_cache, block_tables, seq_lens, out, partial_out, partial_lse,
+        q_len_per_req, softmax_scale * _LOG2E, chunk, splits,
+        query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
+        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        block_tables.stride(0), out.stride(0), out.stride(1),
+        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
+        PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
+        PRECISION=_dot_precision(query.dtype), num_warps=4, num_stages=2,
+    )
+    if splits > 1:
+        _combine_splits_kernel[(rows, query.shape[1])](
+            partial_out, partial_lse, out, splits, out.stride(0), out.stride(1),
+            HEAD_DIM=head_dim, SPLITS_PAD=triton.next_power_of_2(splits), num_warps=4,
+        )
+    return out
+
+
+def triton_context(
+    *,
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_q_len: int,
+    max_kv_len: int,
+    softmax_scale: float,
+    batch_size: int,
+    cum_seq_lens_q: torch.Tensor,
+    out: torch.Tensor,
+    config: TritonBlockConfig | None = None,
+) -> torch.Tensor:
+    """Context kernel: one program per (query block, request, query head); see trtllm_fmha."""
+    config = config or TritonBlockConfig()
+    num_heads, head_dim = query.shape[1], query.shape[2]
+    _check_head_dim(head_dim)
+    on_gpu = query.is_cuda
+    block_m = config.context_block_m or (128 if on_gpu else 16)
+    block_n = config.context_block_n or (64 if on_gpu else 16)
+    if batch_size == 0 or max_q_len <= 0:
+        return out
+    grid = (triton.cdiv(max_q_len, block_m), batch_size, num_heads)
+    _context_kernel[grid](
+        query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out,
+        softmax_scale * _LOG2E,
+        query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
+        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        block_tables.stride(0), out.stride(0), out.stride(1),
+        GROUP=num_heads // k_cache.shape[2], HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1],
+        BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=_dot_precision(query.dtype),
+        num_warps=8 if on_gpu and block_m >= 128 else 4, num_stages=2,
+    )
+    return out
+
+
+@triton.jit
+def _load_paged_tile(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    cache, table_row, tokens, token_mask, kv_head, stride_page, stride_slot, stride_head,
+    dims, PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr,
+):
+    """[BLOCK_N, HEAD_DIM] tile of one KV head for `tokens`, gathered through the page table."""
+    if MASKED:
+        pages = tl.load(table_row + tokens // PAGE_SIZE, mask=token_mask, other=0)
+    else:
+        pages = tl.load(table_row + tokens // PAGE_SIZE)
+    offsets = (pages.to(tl.int64) * stride_page + (tokens % PAGE_SIZE) * stride_slot
+               + kv_head * stride_head)
+    pointers = cache + offsets[:, None] + dims[None, :]
+    if MASKED:
+        return tl.load(pointers, mask=token_mask[:, None], other=0.0)
+    return tl.load(pointers)
+
+
+@triton.jit
+def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    Q, K, V, BlockTables, SeqLens, Out, PartialOut, PartialLse,
+    q_len_per_req, scale_log2, chunk, num_splits,
+    stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
+    stride_bt, stride_or, stride_oh,
+    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    row = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    request = row // q_len_per_req
+    num_keys = tl.load(SeqLens + request) - q_len_per_req + row % q_len_per_req + 1
+    start = split * chunk
+    end = tl.where(split == num_splits - 1, num_keys, tl.minimum(start + chunk, num_keys))
+    heads = kv_head * GROUP + tl.arange(0, GROUP_PAD)
+    head_mask = tl.arange(0, GROUP_PAD) < GROUP
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + row.to(tl.int64) * stride_qr + heads[:, None] * stride_qh + dims[None, :],
+                mask=head_mask[:, None], other=0.0)
+    table_row = BlockTables + request.to(tl.int64) * stride_bt
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+    for n0 in range(start, end, BLOCK_N):
+        tokens = n0 + tl.arange(0, BLOCK_N)
+        token_mask = tokens < end
+        k = _load_paged_tile(K, table_row, tokens, token_mask, kv_head, stride_kp, stride_ks,
+                             stride_kh, dims, PAGE_SIZE, True)
+        v = _load_paged_tile(V, table_row, tokens, token_mask, kv_head, stride_vp, stride_vs,
+                             stride_vh, dims, PAGE_SIZE, True)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+        qk = tl.where(token_mask[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+    if SPLIT:
+        slot = (row.to(tl.int64) * (GROUP * tl.num_programs(1)) + heads) * num_splits + split
+        safe = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
+        tl.store(PartialOut + slot[:, None] * HEAD_DIM + dims[None, :], safe,
+                 mask=head_mask[:, None])
+        tl.store(PartialLse + slot, m_i + tl.log2(l_i), mask=head_mask)
+    else:
+        result = acc / l_i[:, None]  # 0/0 = NaN over an empty key range, as in trtllm-gen
+        pointers = Out + row.to(tl.int64) * stride_or + heads[:, None] * stride_oh + dims[None, :]
+        tl.store(pointers, result.to(Out.dtype.element_ty), mask=head_mask[:, None])
+
+
+@triton.jit
+def _combine_splits_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    PartialOut, PartialLse, Out, num_splits, stride_or, stride_oh,
+    HEAD_DIM: tl.constexpr, SPLITS_PAD: tl.constexpr,
+):
+    row = tl.program_id(0)
+    head = tl.program_id(1)
+    splits = tl.arange(0, SPLITS_PAD)
+    split_mask = splits < num_splits
+    dims = tl.arange(0, HEAD_DIM)
+    base = (row.to(tl.int64) * tl.num_programs(1) + head) * num_splits
+    lse = tl.load(PartialLse + base + splits, mask=split_mask, other=float("-inf"))
+    parts = tl.load(PartialOut + (base + splits)[:, None] * HEAD_DIM + dims[None, :],
+                    mask=split_mask[:, None], other=0.0)
+    weights = tl.exp2(lse - tl.max(lse, 0))  # all splits empty: exp2(nan) -> NaN output
+    result = tl.sum(weights[:, None] * parts, 0) / tl.sum(weights, 0)
+    tl.store(Out + row.to(tl.int64) * stride_or + head * stride_oh + dims,
+             result.to(Out.dtype.element_ty))
+
+
+@triton.jit
+def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    Q, K, V, BlockTables, SeqLens, CumSeqLensQ, Out, scale_log2,
+    stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
+    stride_bt, stride_or, stride_oh,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+):
+    block = tl.num_programs(0) - 1 - tl.program_id(0)  # longest causal blocks first
+    request = tl.program_id(1)
+    head = tl.program_id(2)
+    q_start = tl.load(CumSeqLensQ + request)
+    q_len = tl.load(CumSeqLensQ + request + 1) - q_start
+    kv_len = tl.load(SeqLens + request)
+    m_start = block * BLOCK_M
+    if m_start < q_len:
+        kv_head = head // GROUP
+        rows = m_start + tl.arange(0, BLOCK_M)
+        row_mask = rows < q_len
+        dims = tl.arange(0, HEAD_DIM)
+        token_rows = (q_start + rows).to(tl.int64)
+        q = tl.load(Q + token_rows[:, None] * stride_qr + head * stride_qh + dims[None, :],
+                    mask=row_mask[:, None], other=0.0)
+        table_row = BlockTables + request.to(tl.int64) * stride_bt
+        diagonal = kv_len - q_len  # row r attends keys [0, diagonal + r]
+        full_end = tl.maximum(diagonal + m_start + 1, 0) // BLOCK_N * BLOCK_N
+        hi = tl.minimum(kv_len, diagonal + m_start + BLOCK_M)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+        for n0 in range(0, full_end, BLOCK_N):  # every row of the block sees every key
+            tokens = n0 + tl.arange(0, BLOCK_N)
+            k = _load_paged_tile(K, table_row, tokens, tokens < hi, kv_head, stride_kp,
+                                 stride_ks, stride_kh, dims, PAGE_SIZE, False)
+            v = _load_paged_tile(V, table_row, tokens, tokens < hi, kv_head, stride_vp,
+                                 stride_vs, stride_vh, dims, PAGE_SIZE, False)
+            qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(qk - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+            m_i = m_new
+        for n0 in range(full_end, hi, BLOCK_N):  # the diagonal band and the tail, masked
+            tokens = n0 + tl.arange(0, BLOCK_N)
+            token_mask = tokens < hi
+            k = _load_paged_tile(K, table_row, tokens, token_mask, kv_head, stride_kp,
+                                 stride_ks, stride_kh, dims, PAGE_SIZE, True)
+            v = _load_paged_tile(V, table_row, tokens, token_mask, kv_head, stride_vp,
+                                 stride_vs, stride_vh, dims, PAGE_SIZE, True)
+            qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+            allowed = (tokens[None, :] <= diagonal + rows[:, None]) & token_mask[None, :]
+            qk = tl.where(allowed, qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(qk - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+            m_i = m_new
+        result = acc / l_i[:, None]  # 0/0 = NaN for a row with no keys, as in trtllm-gen
+        pointers = Out + token_rows[:, None] * stride_or + head * stride_oh + dims[None, :]
+        tl.store(pointers, result.to(Out.dtype.element_ty), mask=row_mask[:, None])
+
+
+def _choose_num_splits(*, programs: int, max_seq_len: int, block_n: int,
+                       device: torch.device) -> int:
+    """KV splits so that small batches still fill the GPU (flash-decoding); 1 on CPU."""
+    if device.type != "cuda":
+        return 1
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    target_programs = 2 * sm_count
+    if programs >= target_programs:
+        return 1
+    by_occupancy = math.ceil(target_programs / programs)
+    by_length = max(1, max_seq_len // (4 * block_n))  # at least 4 tiles per split
+    return max(1, min(by_occupancy, by_length, 64))
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    """fp32 inputs use exact IEEE products (TF32 would lose ~1e-3); 16-bit use tensor cores."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _check_head_dim(head_dim: int) -> None:
+    if head_dim < 16 or head_dim & (head_dim - 1):
+        from fixes.kernels.trtllm_fmha import KernelContractError
+
+        raise KernelContractError(
+            f"the triton provider needs head_dim a power of two >= 16, got {head_dim}; "
+            "choices for other sizes: torch, flashinfer"
+        )
