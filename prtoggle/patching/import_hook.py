@@ -1,0 +1,82 @@
+"""A meta-path finder that calls back after a watched module has been executed."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+
+class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
+    """Wraps the loader of watched modules so `on_loaded(name)` runs right after exec_module.
+
+    `is_watched` and `on_loaded` are called without any lock held by this class; the
+    finder itself never imports anything.
+    """
+
+    def __init__(
+        self, *, is_watched: Callable[[str], bool], on_loaded: Callable[[str], None]
+    ) -> None:
+        self._is_watched = is_watched
+        self._on_loaded = on_loaded
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not self._is_watched(fullname):
+            return None
+        spec = _find_with_others(self, fullname, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _NotifyingLoader(spec.loader, self._on_loaded)
+        return spec
+
+    def install(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def uninstall(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+class _NotifyingLoader(importlib.abc.Loader):
+    """Delegates to the real loader; after exec_module puts it back and notifies."""
+
+    def __init__(self, loader: Any, on_loaded: Callable[[str], None]) -> None:
+        self._loader = loader
+        self._on_loaded = on_loaded
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        if module.__spec__ is not None and module.__spec__.loader is self:
+            module.__spec__.loader = self._loader
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        self._on_loaded(module.__name__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def _find_with_others(
+    finder: ModuleLoadedFinder, fullname: str, path: Sequence[str] | None,
+    target: ModuleType | None,
+) -> importlib.machinery.ModuleSpec | None:
+    for other in list(sys.meta_path):
+        if other is finder:
+            continue
+        find_spec = getattr(other, "find_spec", None)
+        if find_spec is None:
+            continue
+        spec = find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None

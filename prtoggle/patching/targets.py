@@ -1,0 +1,175 @@
+"""Resolve dotted patch targets to live functions (or to a module still to be imported)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import logging
+import sys
+import types
+from dataclasses import dataclass
+
+from prtoggle.errors import TargetResolutionError, UnsupportedTargetError
+from prtoggle.patching.compiler import FUTURE_FLAGS_MASK, FunctionShape
+
+logger = logging.getLogger(__name__)
+
+_C_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+)
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """The source text of one function definition and where it lives in its file."""
+
+    filename: str
+    first_line: int
+    text: str
+    shape: FunctionShape
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """A target resolved to the Python function whose `__code__` gets swapped."""
+
+    target: str
+    function: types.FunctionType
+
+
+@dataclass(frozen=True)
+class PendingTarget:
+    """A target whose module `module` is not imported yet."""
+
+    target: str
+    module: str
+
+
+def resolve_loaded(target: str) -> ResolvedTarget | PendingTarget:
+    """Resolve `target` using imported modules only; never imports anything.
+
+    The longest imported module prefix is walked attribute by attribute. A missing
+    attribute that names a submodule not imported yet, or a target none of whose
+    prefixes is imported, gives a PendingTarget for the module to wait for.
+    """
+    parts = target.split(".")
+    for index in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:index]))
+        if module is None:
+            continue
+        next_name = ".".join(parts[: index + 1])
+        if not hasattr(module, parts[index]) and _module_exists(next_name):
+            return PendingTarget(target=target, module=next_name)
+        return ResolvedTarget(target=target, function=_walk(module, parts[index:], target))
+    if not _module_exists(parts[0]):
+        raise TargetResolutionError(
+            f"{target}: no module named {parts[0]!r} is importable; expected a dotted path "
+            "module[.Class].function"
+        )
+    return PendingTarget(target=target, module=parts[0])
+
+
+def import_target(target: str) -> ResolvedTarget:
+    """Resolve `target`, importing its module (longest importable prefix) if needed."""
+    parts = target.split(".")
+    for index in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:index])
+        if not _module_exists(name):
+            continue
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:
+            raise TargetResolutionError(
+                f"{target}: importing module {name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        return ResolvedTarget(target=target, function=_walk(module, parts[index:], target))
+    raise TargetResolutionError(
+        f"{target}: no prefix of it is an importable module; expected a dotted path "
+        "module[.Class].function"
+    )
+
+
+def function_source(function: types.FunctionType, *, target: str) -> FunctionSource:
+    """The source of a live function as its file has it (decorators included)."""
+    code = function.__code__
+    try:
+        lines, first_line = inspect.getsourcelines(function)
+    except (OSError, TypeError) as exc:
+        raise UnsupportedTargetError(
+            f"{target}: the source of {function.__qualname__} is unavailable ({exc}); only "
+            "functions defined in a Python source file can be patched"
+        ) from exc
+    qualparts = function.__qualname__.split(".")
+    class_name = qualparts[-2] if len(qualparts) > 1 and qualparts[-2] != "<locals>" else None
+    shape = FunctionShape(
+        name=code.co_name,
+        class_name=class_name,
+        freevars=code.co_freevars,
+        future_flags=code.co_flags & FUTURE_FLAGS_MASK,
+        qualname=code.co_qualname,
+    )
+    return FunctionSource(filename=code.co_filename, first_line=max(first_line, 1),
+                          text="".join(lines), shape=shape)
+
+
+def _walk(root: object, names: list[str], target: str) -> types.FunctionType:
+    current = root
+    for depth, name in enumerate(names):
+        try:
+            if isinstance(current, type):
+                current = inspect.getattr_static(current, name)
+            else:
+                current = getattr(current, name)
+        except AttributeError as exc:
+            holder = target.rsplit(".", len(names) - depth)[0]
+            raise TargetResolutionError(
+                f"{target}: {holder} has no attribute {name!r}"
+            ) from exc
+    return _as_function(current, target)
+
+
+def _as_function(obj: object, target: str) -> types.FunctionType:
+    """Unwrap descriptors and functools.wraps wrappers down to the Python function."""
+    if isinstance(obj, staticmethod | classmethod):
+        obj = obj.__func__
+    elif isinstance(obj, property):
+        if obj.fget is None:
+            raise UnsupportedTargetError(f"{target}: is a property without a getter")
+        obj = obj.fget
+    elif isinstance(obj, functools.cached_property):
+        obj = obj.func
+    elif isinstance(obj, types.MethodType):
+        obj = obj.__func__
+    if callable(obj) and hasattr(obj, "__wrapped__"):
+        unwrapped = inspect.unwrap(obj)
+        logger.debug("%s: patching %r, the function its wrapper wraps", target, unwrapped)
+        obj = unwrapped
+    if isinstance(obj, types.FunctionType):
+        if obj.__name__ == "<lambda>":
+            raise UnsupportedTargetError(
+                f"{target}: is a lambda; only functions defined with def can be patched"
+            )
+        return obj
+    if isinstance(obj, _C_CALLABLES):
+        raise UnsupportedTargetError(
+            f"{target}: is a {type(obj).__name__} implemented in C, not a Python function; "
+            "only functions defined in Python source can be patched"
+        )
+    kind = "a class" if isinstance(obj, type) else f"a {type(obj).__name__}"
+    raise UnsupportedTargetError(
+        f"{target}: is {kind}, not a function; expected a function, method, staticmethod, "
+        "classmethod or property"
+    )
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return name in sys.modules or importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
