@@ -53,3 +53,7 @@ class OOBDetected(DetectionError):
 
 class RedzoneViolation(DetectionError):
     """Bytes past the end of a guarded buffer were overwritten."""
+
+
+class DetectUsageError(PrToggleError):
+    """A detection API got an invalid argument or setting (mode, phase, site, dtype, bound)."""

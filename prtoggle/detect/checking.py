@@ -1,0 +1,107 @@
+"""check(), report() and reset(): read every witness table and redzone, then raise, warn or keep.
+
+Each device is read with exactly one device-to-host copy (its witness rows and its redzone
+comparison results concatenated on device first). Hits are sticky: check() reports them
+again, with growing counts, until reset().
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prtoggle.detect import clock, config, poison, witness
+from prtoggle.detect.report import DetectionReport, Hit, SiteHit, make_report
+from prtoggle.errors import DetectUsageError
+
+logger = logging.getLogger(__name__)
+
+
+def check() -> None:
+    """Read all tables; on a hit raise (mode "raise"), log a warning ("warn") or keep it for
+    report() ("record"). The process and CUDA context stay usable either way."""
+    mode = config.current_mode()
+    found = report()
+    error = found.error()
+    if error is None:
+        return
+    if mode == "raise":
+        raise error
+    if mode == "warn":
+        logger.warning("%s: %s", type(error).__name__, error)
+    else:
+        logger.debug("recorded %s: %s", type(error).__name__, error)
+
+
+def report() -> DetectionReport:
+    """Everything hit since the last reset(), most severe first, without raising."""
+    registry = witness.default_registry()
+    devices = list(registry.tables) + sorted(poison.redzone_devices() - set(registry.tables))
+    if not devices:
+        return make_report([])
+    if witness.is_capturing():
+        raise DetectUsageError(
+            "check()/report() called during CUDA graph capture: call it after capture or replay"
+        )
+    clock.sync_device_clock()
+    names = registry.site_names()
+    hits: list[Hit] = []
+    for device in devices:
+        hits.extend(_read_device(registry, device, names))
+    return make_report(hits)
+
+
+def reset() -> None:
+    """Clear every witness row and re-arm every redzone (site rows stay assigned)."""
+    witness.default_registry().clear()
+    poison.rearm_redzones()
+
+
+def _read_device(
+    registry: witness.WitnessRegistry, device: str, names: dict[int, tuple[str, str]]
+) -> list[Hit]:
+    """The hits of one device, read with one device-to-host copy."""
+    import torch
+
+    table = registry.tables.get(device)
+    entries, redzone_rows = poison.redzone_probe(torch.device(device))
+    parts = [] if table is None else [table.rows.reshape(-1)]
+    if redzone_rows is not None:
+        parts.append(redzone_rows.reshape(-1))
+    host = (parts[0] if len(parts) == 1 else torch.cat(parts)).cpu().tolist()
+    hits: list[Hit] = []
+    table_values = 0
+    if table is not None:
+        table_values = table.rows.numel()
+        hits.extend(_site_hits(host[:table_values], device, names))
+    redzone_values = host[table_values:]
+    pairs = [redzone_values[i : i + 2] for i in range(0, len(redzone_values), 2)]
+    hits.extend(poison.redzone_hits(entries, pairs))
+    return hits
+
+
+def _site_hits(values: list[int], device: str, names: dict[int, tuple[str, str]]) -> list[Hit]:
+    """SiteHit records of the rows (flattened in `values`) that count at least one hit."""
+    hits: list[Hit] = []
+    width = witness.NUM_COLUMNS
+    for slot in sorted(names):
+        row = values[slot * width : (slot + 1) * width]
+        if not row or row[witness.COL_COUNT] == 0:
+            continue
+        kind, site = names[slot]
+        phase, step = clock.unpack_when(row[witness.COL_FIRST_WHEN])
+        hits.append(
+            SiteHit(
+                kind=kind,
+                site=site,
+                device=device,
+                count=row[witness.COL_COUNT],
+                lowest_index=row[witness.COL_LOWEST_INDEX],
+                phase=phase,
+                step=step,
+                min_value=row[witness.COL_MIN_VALUE],
+                max_value=row[witness.COL_MAX_VALUE],
+                low=row[witness.COL_FIRST_LOW],
+                high=row[witness.COL_FIRST_HIGH],
+            )
+        )
+    return hits
