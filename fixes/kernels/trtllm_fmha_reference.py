@@ -100,10 +100,11 @@ def _attend_rows(
     keys = keys.float().repeat_interleave(group, dim=1)  # [n, Hq, D]
     values = values.float().repeat_interleave(group, dim=1)
     scores = torch.einsum("qhd,khd->hqk", q, keys) * softmax_scale  # [Hq, rows, n]
-    last_key = kv_len - q_len + torch.arange(len(rows))  # inclusive limit per row
-    allowed = torch.arange(num_keys)[None, :] <= last_key[:, None]  # [rows, n]
+    device = scores.device
+    last_key = kv_len - q_len + torch.arange(len(rows), device=device)  # inclusive, per row
+    allowed = torch.arange(num_keys, device=device)[None, :] <= last_key[:, None]  # [rows, n]
     scores = scores.masked_fill(~allowed[None], float("-inf"))
-    row_max = scores.amax(dim=-1, keepdim=True) if num_keys else torch.zeros(1)
+    row_max = scores.amax(dim=-1, keepdim=True) if num_keys else torch.zeros(1, device=device)
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     weights = torch.exp(scores - row_max)
     numer = torch.einsum("hqk,khd->qhd", weights, values)

@@ -64,7 +64,8 @@ def triton_decode(
         block_tables.stride(0), out.stride(0), out.stride(1),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
         PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
-        PRECISION=_dot_precision(query.dtype), num_warps=4, num_stages=2,
+        PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
+        num_warps=4, num_stages=2,
     )
     if splits > 1:
         _combine_splits_kernel[(rows, query.shape[1])](
@@ -107,6 +108,7 @@ def triton_context(
         block_tables.stride(0), out.stride(0), out.stride(1),
         GROUP=num_heads // k_cache.shape[2], HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1],
         BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=_dot_precision(query.dtype),
+        UPCAST_DOT=_upcast_dot(query),
         num_warps=8 if on_gpu and block_m >= 128 else 4, num_stages=2,
     )
     return out
@@ -131,6 +133,14 @@ def _load_paged_tile(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 
 @triton.jit
+def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # type: ignore[no-untyped-def]
+    """a @ b accumulated in fp32; UPCAST: 16-bit operands widened first (interpreter only)."""
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
 def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     Q, K, V, BlockTables, SeqLens, Out, PartialOut, PartialLse,
     q_len_per_req, scale_log2, chunk, num_splits,
@@ -138,7 +148,7 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     stride_bt, stride_or, stride_oh,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
 ):
     row = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -163,13 +173,13 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                              stride_kh, dims, PAGE_SIZE, True)
         v = _load_paged_tile(V, table_row, tokens, token_mask, kv_head, stride_vp, stride_vs,
                              stride_vh, dims, PAGE_SIZE, True)
-        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+        qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
         qk = tl.where(token_mask[None, :], qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(qk - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
         m_i = m_new
     if SPLIT:
         slot = (row.to(tl.int64) * (GROUP * tl.num_programs(1)) + heads) * num_splits + split
@@ -210,6 +220,7 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     stride_bt, stride_or, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):
     block = tl.num_programs(0) - 1 - tl.program_id(0)  # longest causal blocks first
     request = tl.program_id(1)
@@ -239,12 +250,12 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                                  stride_ks, stride_kh, dims, PAGE_SIZE, False)
             v = _load_paged_tile(V, table_row, tokens, tokens < hi, kv_head, stride_vp,
                                  stride_vs, stride_vh, dims, PAGE_SIZE, False)
-            qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+            qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(qk - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
             m_i = m_new
         for n0 in range(full_end, hi, BLOCK_N):  # the diagonal band and the tail, masked
             tokens = n0 + tl.arange(0, BLOCK_N)
@@ -253,14 +264,14 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                                  stride_ks, stride_kh, dims, PAGE_SIZE, True)
             v = _load_paged_tile(V, table_row, tokens, token_mask, kv_head, stride_vp,
                                  stride_vs, stride_vh, dims, PAGE_SIZE, True)
-            qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+            qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
             allowed = (tokens[None, :] <= diagonal + rows[:, None]) & token_mask[None, :]
             qk = tl.where(allowed, qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(qk - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
             m_i = m_new
         result = acc / l_i[:, None]  # 0/0 = NaN for a row with no keys, as in trtllm-gen
         pointers = Out + token_rows[:, None] * stride_or + head * stride_oh + dims[None, :]
@@ -284,6 +295,11 @@ def _choose_num_splits(*, programs: int, max_seq_len: int, block_n: int,
 def _dot_precision(dtype: torch.dtype) -> str:
     """fp32 inputs use exact IEEE products (TF32 would lose ~1e-3); 16-bit use tensor cores."""
     return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _upcast_dot(query: torch.Tensor) -> bool:
+    """The Triton 3.9 interpreter multiplies bf16 tiles as raw integers: widen them there."""
+    return not query.is_cuda and query.dtype != torch.float32
 
 
 def _check_head_dim(head_dim: int) -> None:

@@ -1,0 +1,226 @@
+"""Triton decode and context kernels of the TRT-LLM FMHA contract, interpreted on CPU."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from trtllm_fmha_cases import PagedBatch, assert_matches, make_batch, naive_attention, rel_tolerance
+
+from fixes.kernels.trtllm_fmha import KernelContractError
+from fixes.kernels.trtllm_fmha_triton import TritonBlockConfig, triton_context, triton_decode
+
+interpreted = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1",
+    reason="Triton on CPU tensors needs TRITON_INTERPRET=1 (tests/conftest.py sets it)",
+)
+
+# The interpreter evaluates 0/0 and exp2(-inf - -inf) with numpy, which warns; those NaNs
+# are the contract (empty KV ranges), asserted below.
+pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+
+DECODE_CASES = [  # (bs, q_len_per_req, page_size, num_heads, num_kv_heads, head_dim)
+    (1, 1, 1, 4, 2, 16),
+    (4, 1, 4, 2, 2, 32),
+    (2, 3, 4, 4, 2, 16),
+    (3, 3, 1, 2, 2, 16),
+]
+DTYPES = [torch.float32, torch.bfloat16]
+CPU_TILES = TritonBlockConfig(decode_block_n=16, context_block_m=16, context_block_n=16)
+
+
+def run_decode(batch: PagedBatch, *, q_len_per_req: int, splits: int = 1) -> torch.Tensor:
+    config = TritonBlockConfig(decode_block_n=16, num_kv_splits=splits)
+    rows = batch.seq_lens.shape[0] * q_len_per_req
+    out = torch.empty((rows, *batch.query.shape[1:]), dtype=batch.query.dtype,
+                      device=batch.query.device)
+    return triton_decode(
+        query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+        block_tables=batch.block_tables, seq_lens=batch.seq_lens,
+        max_seq_len=int(batch.seq_lens.max()), softmax_scale=batch.softmax_scale,
+        q_len_per_req=q_len_per_req, out=out, config=config,
+    )
+
+
+def run_context(batch: PagedBatch, *, config: TritonBlockConfig = CPU_TILES) -> torch.Tensor:
+    return triton_context(
+        query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+        block_tables=batch.block_tables, seq_lens=batch.seq_lens,
+        max_q_len=max(batch.q_lens), max_kv_len=int(batch.seq_lens.max()),
+        softmax_scale=batch.softmax_scale, batch_size=len(batch.q_lens),
+        cum_seq_lens_q=batch.cum_seq_lens_q, out=torch.zeros_like(batch.query), config=config,
+    )
+
+
+def decode_case(case: tuple[int, ...], dtype: torch.dtype, *, device: str = "cpu") -> PagedBatch:
+    bs, q_len, page_size, heads, kv_heads, head_dim = case
+    kv_lens = [q_len + 1 + 13 * b for b in range(bs)]  # crosses 16-token tiles for b >= 1
+    return make_batch(q_lens=[q_len] * bs, kv_lens=kv_lens, num_heads=heads,
+                      num_kv_heads=kv_heads, head_dim=head_dim, page_size=page_size,
+                      dtype=dtype, seed=11 * bs + q_len, device=device)
+
+
+def context_case(page_size: int, dtype: torch.dtype, *, device: str = "cpu") -> PagedBatch:
+    # request 2 spans two 16-row query tiles and has full (unmasked) key tiles
+    return make_batch(q_lens=[5, 1, 19, 3], kv_lens=[5, 9, 50, 3], num_heads=4,
+                      num_kv_heads=2, head_dim=16, page_size=page_size, dtype=dtype,
+                      seed=5, device=device)
+
+
+@interpreted
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", DECODE_CASES, ids=str)
+def test_triton_decode_matches_dense_attention(case: tuple[int, ...], dtype: torch.dtype) -> None:
+    batch = decode_case(case, dtype)
+    result = run_decode(batch, q_len_per_req=case[1])
+    assert not torch.isnan(result).any()
+    assert_matches(result, naive_attention(batch), rel=rel_tolerance(dtype))
+
+
+@interpreted
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_triton_split_kv_decode_matches_dense_attention(dtype: torch.dtype) -> None:
+    batch = decode_case((3, 3, 4, 4, 2, 16), dtype)  # kv lens 4, 17, 30; splits of 16
+    result = run_decode(batch, q_len_per_req=3, splits=3)  # request 0: two empty splits
+    assert not torch.isnan(result).any()
+    assert_matches(result, naive_attention(batch), rel=rel_tolerance(dtype))
+
+
+@interpreted
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_triton_context_matches_dense_attention(page_size: int, dtype: torch.dtype) -> None:
+    batch = context_case(page_size, dtype)
+    result = run_context(batch)
+    assert not torch.isnan(result).any()
+    assert_matches(result, naive_attention(batch), rel=rel_tolerance(dtype))
+
+
+@interpreted
+@pytest.mark.parametrize("splits", [1, 2])
+def test_triton_decode_over_an_empty_kv_range_gives_nan(splits: int) -> None:
+    batch = make_batch(q_lens=[3, 3], kv_lens=[2, 20], num_heads=2, num_kv_heads=1,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=2)
+    result = run_decode(batch, q_len_per_req=3, splits=splits)
+    assert torch.isnan(result[0]).all()  # request 0, draft row 0 sees keys [0, -1]
+    assert not torch.isnan(result[1:]).any()
+    assert_matches(result, naive_attention(batch), rel=1e-5)
+
+
+@interpreted
+def test_triton_decode_with_zero_seq_len_gives_nan_for_that_request_only() -> None:
+    batch = make_batch(q_lens=[1, 1], kv_lens=[0, 9], num_heads=2, num_kv_heads=2,
+                       head_dim=16, page_size=1, dtype=torch.float32, seed=4)
+    result = run_decode(batch, q_len_per_req=1)
+    assert torch.isnan(result[0]).all()
+    assert not torch.isnan(result[1]).any()
+
+
+@interpreted
+def test_triton_context_rows_before_the_kv_start_give_nan() -> None:
+    batch = make_batch(q_lens=[3, 20], kv_lens=[1, 18], num_heads=2, num_kv_heads=1,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=6)
+    result = run_context(batch)  # request 0 rows 0-1, request 1 rows 0-1 see no key
+    expected = naive_attention(batch)
+    assert torch.isnan(result[[0, 1, 3, 4]]).all()
+    assert_matches(result, expected, rel=1e-5)
+
+
+@interpreted
+def test_triton_context_with_several_query_tiles_per_request() -> None:
+    batch = make_batch(q_lens=[40], kv_lens=[70], num_heads=2, num_kv_heads=2,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=8)
+    config = TritonBlockConfig(context_block_m=16, context_block_n=32)
+    assert_matches(run_context(batch, config=config), naive_attention(batch), rel=1e-5)
+
+
+@interpreted
+def test_public_api_runs_the_triton_provider_on_cpu() -> None:
+    from fixes.kernels.trtllm_fmha import (
+        trtllm_batch_context_with_kv_cache,
+        trtllm_batch_decode_with_kv_cache,
+    )
+
+    batch = make_batch(q_lens=[2, 2], kv_lens=[3, 21], num_heads=4, num_kv_heads=2,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=12)
+    common = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+                  block_tables=batch.block_tables, seq_lens=batch.seq_lens,
+                  softmax_scale=batch.softmax_scale, provider="triton")
+    decoded = trtllm_batch_decode_with_kv_cache(**common, max_seq_len=21,
+                                                q_len_per_req=2)
+    extended = trtllm_batch_context_with_kv_cache(
+        **common, max_q_len=2, max_kv_len=21, batch_size=2,
+        cum_seq_lens_q=batch.cum_seq_lens_q, cum_seq_lens_kv=batch.cum_seq_lens_q)
+    expected = naive_attention(batch)
+    assert_matches(decoded, expected, rel=1e-5)
+    assert_matches(extended, expected, rel=1e-5)
+
+
+def test_triton_rejects_a_head_dim_it_cannot_tile() -> None:
+    batch = make_batch(q_lens=[1], kv_lens=[3], num_heads=2, num_kv_heads=2, head_dim=24,
+                       page_size=1, dtype=torch.float32, seed=0)
+    with pytest.raises(KernelContractError, match=(
+            r"^the triton provider needs head_dim a power of two >= 16, got 24; choices for "
+            r"other sizes: torch, flashinfer$")):
+        run_decode(batch, q_len_per_req=1)
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", [(4, 1, 16, 8, 2, 128), (3, 3, 1, 4, 4, 64),
+                                  (64, 1, 16, 32, 8, 128)], ids=str)
+def test_triton_decode_on_cuda_matches_the_reference(case: tuple[int, ...],
+                                                     dtype: torch.dtype) -> None:
+    from fixes.kernels.trtllm_fmha import trtllm_batch_decode_with_kv_cache
+
+    batch = decode_case(case, dtype, device="cuda")
+    common = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+                  block_tables=batch.block_tables, seq_lens=batch.seq_lens,
+                  max_seq_len=int(batch.seq_lens.max()), softmax_scale=batch.softmax_scale,
+                  q_len_per_req=case[1])
+    triton_out = trtllm_batch_decode_with_kv_cache(**common, provider="triton")
+    torch_out = trtllm_batch_decode_with_kv_cache(**common, provider="torch")
+    assert not torch.isnan(triton_out).any()
+    rel = 1e-4 if dtype == torch.float32 else 2e-2
+    assert_matches(triton_out, torch_out.double().cpu(), rel=rel)
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("splits", [1, 4])
+def test_triton_decode_on_cuda_gives_nan_for_an_empty_range(splits: int) -> None:
+    batch = make_batch(q_lens=[1, 1], kv_lens=[0, 300], num_heads=8, num_kv_heads=2,
+                       head_dim=128, page_size=16, dtype=torch.bfloat16, seed=1, device="cuda")
+    out = torch.empty_like(batch.query)
+    triton_decode(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+                  block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_seq_len=300,
+                  softmax_scale=batch.softmax_scale, q_len_per_req=1, out=out,
+                  config=TritonBlockConfig(num_kv_splits=splits))
+    assert torch.isnan(out[0]).all()
+    assert not torch.isnan(out[1]).any()
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_triton_context_on_cuda_matches_the_reference(page_size: int,
+                                                      dtype: torch.dtype) -> None:
+    batch = make_batch(q_lens=[5, 1, 300, 130], kv_lens=[5, 9, 700, 130], num_heads=8,
+                       num_kv_heads=2, head_dim=128, page_size=page_size, dtype=dtype,
+                       seed=9, device="cuda")
+    from fixes.kernels.trtllm_fmha_reference import context_reference
+
+    result = run_context(batch, config=TritonBlockConfig())
+    expected = context_reference(
+        query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+        block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=300,
+        max_kv_len=700, softmax_scale=batch.softmax_scale, batch_size=4,
+        cum_seq_lens_q=batch.cum_seq_lens_q, out=torch.zeros_like(batch.query))
+    assert not torch.isnan(result).any()
+    assert_matches(result, expected.double().cpu(), rel=1e-4 if dtype == torch.float32 else 2e-2)
