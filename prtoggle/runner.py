@@ -30,6 +30,9 @@ DETECTION_ENV: Mapping[str, str] = {
 }
 """Set for both runs of `prtoggle repro`, so a reverted failure is reported by name."""
 
+BOOTSTRAP_FAILURE_PREFIX = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR"
+"""How a child's start-up hook (prtoggle/_bootstrap) says it could not revert (bisect: skip)."""
+
 PATCH_FAILURE_NAMES = ("PatchApplicationError", "TargetResolutionError", "UnsupportedTargetError")
 """Errors by which a child's start-up says a revert did not apply (bisect: skip)."""
 
@@ -186,7 +189,9 @@ def classify_exit(run: CommandRun) -> ExitClass:
 
 
 def reports_patch_failure(stderr: str) -> bool:
-    """Whether the child's stderr ends with a revert that failed to apply."""
+    """Whether the child's stderr says a revert failed to apply (start-up hook or later)."""
+    if any(line.startswith(BOOTSTRAP_FAILURE_PREFIX) for line in stderr.splitlines()):
+        return True
     error_type, _message = last_exception(stderr)
     return error_type is not None and error_type.rsplit(".", 1)[-1] in PATCH_FAILURE_NAMES
 

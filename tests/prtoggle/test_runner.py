@@ -187,3 +187,8 @@ def test_classify_scenario_refuses_a_malformed_protocol_line() -> None:
     assert str(excinfo.value).startswith(
         "scenario fixes.scenarios.x: malformed outcome line prtoggle-outcome: '{not json': "
     )
+
+
+def test_classify_exit_counts_a_start_up_revert_failure_as_skip() -> None:
+    stderr = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 1 is not registered\n"
+    assert classify_exit(finished(78, stderr)) == "skip"

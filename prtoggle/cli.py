@@ -1,0 +1,244 @@
+"""The `prtoggle` command line: list, show, check, run, repro and bisect the registered fixes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from prtoggle.cli_bisect import bisect_command
+from prtoggle.cli_repro import repro_command
+from prtoggle.cli_support import (
+    EXIT_NEGATIVE,
+    PrToggleGroup,
+    check_without_import,
+    echo_json,
+    format_table,
+    import_free_source_root,
+    json_option,
+    load_default_registry,
+    parse_revert_options,
+    selected_fixes,
+)
+from prtoggle.errors import RunnerError
+
+if TYPE_CHECKING:
+    from prtoggle.check import TargetCheck
+    from prtoggle.registry import Fix
+
+CAPTURE_NOTE = (
+    "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
+)
+
+_MAIN_EPILOG = """\b
+Exit status: 0 success; 1 the command ran and its answer is no (a check failed,
+a fix did not reproduce, bisect found no culprit); 2 bad input or a prtoggle
+error, printed as one `error: ...` line. `run` passes its command's status through.
+
+\b
+Examples:
+  prtoggle list
+  prtoggle show 26521
+  prtoggle run -r 26521 -- python app.py
+  prtoggle repro --all
+  prtoggle bisect -- pytest -q tests/regression/test_pr26521_draft_decode_capture.py
+"""
+
+
+@click.group(cls=PrToggleGroup, epilog=_MAIN_EPILOG)
+@click.version_option(package_name="prtoggle")
+def cli() -> None:
+    """Revert historical bug fixes at run time and reproduce the failures they prevented."""
+
+
+@cli.command(
+    "list",
+    epilog="\b\nExamples:\n  prtoggle list\n  prtoggle list --json",
+)
+@json_option
+def list_command(as_json: bool) -> None:
+    """List the registered fixes and whether each revert applies to the current code.
+
+    The sources are read as files: nothing is imported (torch neither).
+    """
+    registry = load_default_registry()
+    fixes = selected_fixes(registry, ())
+    checks = check_without_import(registry, fixes)
+    records = [_list_record(fix, checks[fix.pr]) for fix in fixes]
+    if as_json:
+        echo_json(records)
+        return
+    rows = [
+        [
+            str(r["pr"]),
+            r["merged"] or "-",
+            r["component"] or "-",
+            r["symptom"] or "-",
+            "yes" if r["applies"] else "NO",
+            r["title"],
+        ]
+        for r in records
+    ]
+    click.echo(format_table(["PR", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"], rows))
+
+
+@cli.command(
+    "show",
+    epilog="\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 26521 --json",
+)
+@click.argument("pr", type=int)
+@json_option
+def show_command(pr: int, as_json: bool) -> None:
+    """Show fix PR: its metadata and a unified diff, fixed -> reverted, per target."""
+    from prtoggle.check import fix_diffs
+
+    fix = load_default_registry().get(pr)
+    diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
+    if as_json:
+        record = _fix_metadata(fix)
+        record["diffs"] = [
+            {
+                "target": diff.target,
+                "filename": diff.filename,
+                "first_line": diff.first_line,
+                "diff": diff.unified_diff(),
+            }
+            for diff in diffs
+        ]
+        echo_json(record)
+        return
+    click.echo(f"PR {fix.pr}: {fix.title}")
+    for key, value in _fix_metadata(fix).items():
+        if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
+            click.echo(f"  {key + ':':<11}{value}")
+    click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
+    if fix.acts_at_capture:
+        click.echo(f"  note:      {CAPTURE_NOTE}")
+    for diff in diffs:
+        click.echo("")
+        click.echo(diff.unified_diff().rstrip("\n"))
+
+
+@cli.command(
+    "check",
+    epilog="\b\nExamples:\n  prtoggle check\n  prtoggle check 26521 24856"
+    "\n  prtoggle check --source-root ../sglang/python --json",
+)
+@click.option(
+    "--source-root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Check the targets as files under DIR, without importing them.",
+)
+@json_option
+@click.argument("prs", nargs=-1, type=int)
+def check_command(source_root: Path | None, as_json: bool, prs: tuple[int, ...]) -> None:
+    """Check that every revert of the given PRs (default: all) applies cleanly.
+
+    Without --source-root the target modules are imported and checked as loaded.
+    Exit status 1 when any target fails, with its diagnostic.
+    """
+    from prtoggle.check import check_fixes
+
+    registry = load_default_registry()
+    selected = selected_fixes(registry, prs)
+    checks = check_fixes(
+        registry=registry, source_root=source_root, prs=[fix.pr for fix in selected]
+    )
+    failed = [check for check in checks if not check.ok]
+    if as_json:
+        echo_json([_check_record(check) for check in checks])
+    else:
+        for check in checks:
+            status = "ok" if check.ok else f"FAILED: {check.message}"
+            click.echo(f"{check.pr}  {check.target}: {status}")
+        click.echo(
+            f"{len(checks) - len(failed)} of {len(checks)} targets of "
+            f"{len(selected)} fixes revert cleanly"
+        )
+    if failed:
+        sys.exit(EXIT_NEGATIVE)
+
+
+@cli.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    epilog="\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
+    "\n  prtoggle run -r 26521,24856 -- pytest -q tests/"
+    "\n  prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
+)
+@click.option(
+    "-r",
+    "--revert",
+    "reverts",
+    multiple=True,
+    required=True,
+    metavar="SPEC",
+    help="PRs to revert: `26521`, `26521,24856` or `all` (repeatable).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
+    """Run COMMAND with the given fixes reverted, even if it never imports prtoggle.
+
+    The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
+    """
+    from prtoggle.toggle import child_env
+
+    registry = load_default_registry()
+    prs = parse_revert_options(reverts, registry)
+    sys.stdout.flush()
+    status = _run_passing_through(list(command), env=child_env(prs))
+    sys.exit(status)
+
+
+cli.add_command(repro_command)
+cli.add_command(bisect_command)
+
+
+def main() -> None:
+    """Console entry point (`prtoggle`, `python -m prtoggle`)."""
+    cli(prog_name="prtoggle")
+
+
+def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:
+    try:
+        process = subprocess.Popen(argv, env=env)
+    except OSError as exc:
+        raise RunnerError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
+    while True:
+        try:
+            returncode = process.wait()
+            break
+        except KeyboardInterrupt:  # the child got the same SIGINT; report how it ends
+            continue
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _fix_metadata(fix: Fix) -> dict[str, Any]:
+    return {
+        "pr": fix.pr,
+        "title": fix.title,
+        "url": fix.url,
+        "merged": fix.merged.isoformat() if fix.merged else None,
+        "component": fix.component,
+        "symptom": fix.symptom,
+        "expect": fix.expect,
+        "repro": fix.repro,
+        "file": str(fix.path),
+        "acts_at_capture": fix.acts_at_capture,
+        "targets": [patch.target for patch in fix.patches],
+    }
+
+
+def _list_record(fix: Fix, checks: list[TargetCheck]) -> dict[str, Any]:
+    record = _fix_metadata(fix)
+    record["applies"] = all(check.ok for check in checks)
+    record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
+    return record
+
+
+def _check_record(check: TargetCheck) -> dict[str, Any]:
+    return {"pr": check.pr, "target": check.target, "ok": check.ok, "message": check.message}

@@ -1,0 +1,183 @@
+"""`prtoggle repro`: run each fix's scenario fixed and reverted, in parallel child processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import click
+
+from prtoggle.cli_support import (
+    EXIT_NEGATIVE,
+    echo_json,
+    format_table,
+    join_prs,
+    json_option,
+    load_default_registry,
+)
+
+if TYPE_CHECKING:
+    from prtoggle.registry import Fix, Registry
+    from prtoggle.runner import ReproResult, ScenarioResult
+
+_EPILOG = """\b
+Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
+SGLANG_DEBUG_POISON=1; the reverted run also SGLANG_DEBUG_REVERT_PR=N.
+A fix reproduces when its fixed run is clean and its reverted run fails
+matching the fix's `expect` regex. Exit status 0 only if every selected fix
+reproduces.
+
+\b
+Examples:
+  prtoggle repro 26521
+  prtoggle repro --all --jobs 4
+  prtoggle repro 24856 --device cuda --provider triton --json
+"""
+
+
+@click.command("repro", epilog=_EPILOG)
+@click.argument("prs", nargs=-1, type=int)
+@click.option("--all", "run_all", is_flag=True, help="Every fix that has a repro scenario.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--provider", default=None, help="Kernel provider: torch, triton, flashinfer.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds each child may run before it is killed and reported as a timeout.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Children run at once [default: min(4, CPU count)].",
+)
+@json_option
+def repro_command(
+    *,
+    prs: tuple[int, ...],
+    run_all: bool,
+    device: str,
+    provider: str | None,
+    timeout: float,
+    jobs: int | None,
+    as_json: bool,
+) -> None:
+    """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
+    registry = load_default_registry()
+    fixes = _selected(registry, prs, run_all=run_all)
+    workers = jobs or min(4, os.cpu_count() or 1)
+    results = run_repros(fixes, device=device, provider=provider, timeout=timeout, jobs=workers)
+    if as_json:
+        echo_json([result.to_dict() for result in results])
+    else:
+        _print_table(results)
+    if not all(result.reproduced for result in results):
+        sys.exit(EXIT_NEGATIVE)
+
+
+def run_repros(
+    fixes: Sequence[Fix],
+    *,
+    device: str,
+    provider: str | None,
+    timeout: float,
+    jobs: int,
+) -> list[ReproResult]:
+    """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`."""
+    from prtoggle.runner import ReproResult, run_scenario
+
+    def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
+        return pool.submit(
+            run_scenario,
+            str(fix.repro),
+            prs=prs,
+            device=device,
+            provider=provider,
+            timeout=timeout,
+        )
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [(fix, launch(fix, ()), launch(fix, (fix.pr,))) for fix in fixes]
+        return [
+            ReproResult(
+                pr=fix.pr,
+                module=str(fix.repro),
+                expect=fix.expect,
+                fixed=fixed.result(),
+                reverted=reverted.result(),
+            )
+            for fix, fixed, reverted in futures
+        ]
+
+
+def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
+    with_repro = [registry.fixes[pr] for pr in registry.prs() if registry.fixes[pr].repro]
+    choices = join_prs(fix.pr for fix in with_repro)
+    if run_all and prs:
+        raise click.UsageError("give PR numbers or --all, not both")
+    if run_all:
+        if not with_repro:
+            raise click.UsageError("no registered fix has a repro scenario")
+        return with_repro
+    if not prs:
+        raise click.UsageError(f"expected PR numbers or --all; fixes with a repro: {choices}")
+    fixes = [registry.get(pr) for pr in dict.fromkeys(prs)]
+    for fix in fixes:
+        if not fix.repro:
+            raise click.UsageError(
+                f"PR {fix.pr} has no repro scenario (no `repro:` in {fix.path}); "
+                f"fixes with a repro: {choices}"
+            )
+    return fixes
+
+
+def _print_table(results: Sequence[ReproResult]) -> None:
+    rows = [
+        [
+            str(result.pr),
+            result.fixed.describe(),
+            result.reverted.describe(),
+            "yes" if result.reproduced else "NO",
+            f"{result.seconds:.1f}",
+        ]
+        for result in results
+    ]
+    click.echo(format_table(["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"], rows))
+    for result in results:
+        if not result.reproduced:
+            click.echo("")
+            click.echo(_explain(result))
+    reproduced = sum(result.reproduced for result in results)
+    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced")
+
+
+def _explain(result: ReproResult) -> str:
+    from prtoggle.runner import output_tail
+
+    lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
+    if result.fixed.kind != "clean":
+        lines.append(f"  fixed run is not clean: {_failure(result.fixed)}")
+        lines.append(_indented(output_tail(result.fixed.run, chars=1500)))
+    if result.reverted.kind == "clean":
+        lines.append("  reverted run is clean: the revert did not bring the failure back")
+    elif not result.reverted_matches:
+        lines.append(f"  reverted run failed with {_failure(result.reverted)}")
+        lines.append(f"  expected a failure matching {result.expect!r}")
+        lines.append(_indented(output_tail(result.reverted.run, chars=1500)))
+    return "\n".join(lines)
+
+
+def _failure(scenario: ScenarioResult) -> str:
+    if scenario.kind == "timeout":
+        return scenario.describe()
+    return scenario.failure_text()
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    | {line}" for line in text.splitlines())

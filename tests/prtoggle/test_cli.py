@@ -1,0 +1,257 @@
+"""Tests for the prtoggle CLI: list, show, check, run, errors and the no-torch start-up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from cli_fakes import (
+    ANSWER_FIX,
+    BROKEN_FIX,
+    FIRST_HALF_FIX,
+    HARMLESS_FIX,
+    SECOND_HALF_FIX,
+    TARGET_MODULE,
+    FakeProject,
+    fake_project,
+    python_command,
+)
+from click.testing import CliRunner, Result
+
+from prtoggle.cli import CAPTURE_NOTE, cli
+
+__all__ = ["fake_project"]  # the fixture, imported for pytest
+
+REGISTERED = f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
+
+
+def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeProject) -> None:
+    result = invoke("list")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["PR", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
+    assert lines[1].split() == [
+        str(ANSWER_FIX),
+        "2026-03-01",
+        TARGET_MODULE,
+        "wrong-output",
+        "yes",
+        "fake",
+        "fix",
+        str(ANSWER_FIX),
+    ]
+    assert lines[2].split()[:5] == [
+        str(BROKEN_FIX),
+        "2026-01-01",
+        TARGET_MODULE,
+        "wrong-output",
+        "NO",
+    ]
+    assert len(lines) == 6
+
+
+def test_list_json_carries_metadata_and_problems(fake_project: FakeProject) -> None:
+    result = invoke("list", "--json")
+    assert result.exit_code == 0, result.output
+    records = {record["pr"]: record for record in json.loads(result.output)}
+    assert sorted(records) == [
+        ANSWER_FIX,
+        BROKEN_FIX,
+        FIRST_HALF_FIX,
+        SECOND_HALF_FIX,
+        HARMLESS_FIX,
+    ]
+    answer = records[ANSWER_FIX]
+    assert (answer["applies"], answer["problems"], answer["merged"]) == (True, [], "2026-03-01")
+    assert answer["repro"] == "prtoggle_fake_scenario"
+    assert answer["targets"] == [f"{TARGET_MODULE}.answer"]
+    broken = records[BROKEN_FIX]
+    assert broken["applies"] is False
+    assert len(broken["problems"]) == 1
+    assert broken["problems"][0].startswith(f"{TARGET_MODULE}.answer: ")
+
+
+def test_show_prints_metadata_and_the_revert_diff(fake_project: FakeProject) -> None:
+    result = invoke("show", str(ANSWER_FIX))
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert text.startswith(f"PR {ANSWER_FIX}: fake fix {ANSWER_FIX}\n")
+    assert "  merged:    2026-03-01\n" in text
+    assert "  expect:    WrongAnswer\n" in text
+    assert f"  targets:   {TARGET_MODULE}.answer\n" in text
+    assert "-    value = 42\n+    value = 41\n" in text
+    assert CAPTURE_NOTE not in text
+
+
+def test_show_json_includes_each_target_diff(fake_project: FakeProject) -> None:
+    result = invoke("show", str(FIRST_HALF_FIX), "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["pr"] == FIRST_HALF_FIX
+    assert record["acts_at_capture"] is False
+    [diff] = record["diffs"]
+    assert diff["target"] == f"{TARGET_MODULE}.first_half"
+    assert "-    half = 21\n+    half = 0\n" in diff["diff"]
+
+
+def test_show_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None:
+    result = invoke("show", "12345")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        f"error: PR 12345 is not registered; registered PRs: {REGISTERED} "
+    )
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_check_reports_each_target_and_fails_on_a_broken_revert(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("check")
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok" in lines
+    [broken] = [line for line in lines if line.startswith(str(BROKEN_FIX))]
+    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: FAILED: ")
+    assert lines[-1] == "4 of 5 targets of 5 fixes revert cleanly"
+
+
+def test_check_of_good_fixes_exits_zero(fake_project: FakeProject) -> None:
+    result = invoke("check", str(ANSWER_FIX), str(FIRST_HALF_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == "2 of 2 targets of 2 fixes revert cleanly"
+
+
+def test_check_source_root_json(fake_project: FakeProject) -> None:
+    source_root = str(fake_project.source_dir)
+    result = invoke("check", "--source-root", source_root, "--json", str(BROKEN_FIX))
+    assert result.exit_code == 1
+    [record] = json.loads(result.output)
+    assert (record["pr"], record["target"], record["ok"]) == (
+        BROKEN_FIX,
+        f"{TARGET_MODULE}.answer",
+        False,
+    )
+    assert record["message"] != ""
+
+
+def test_check_missing_source_root_is_a_usage_error(fake_project: FakeProject) -> None:
+    result = invoke("check", "--source-root", "/no/such/dir")
+    assert result.exit_code == 2
+    assert "Directory '/no/such/dir' does not exist." in result.stderr
+
+
+def test_run_rejects_an_unknown_pr_before_starting(fake_project: FakeProject) -> None:
+    result = invoke("run", "-r", "777", "--", "true")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: -r='777': PR 777 is not registered; registered PRs: {REGISTERED}\n"
+    )
+
+
+def test_run_rejects_a_malformed_spec(fake_project: FakeProject) -> None:
+    result = invoke("run", "-r", "12x", "--", "true")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: -r='12x': '12x' is not a PR number; expected PR numbers separated by commas "
+        f"or spaces, or 'all'; registered PRs: {REGISTERED}\n"
+    )
+
+
+def test_run_names_a_missing_program(fake_project: FakeProject) -> None:
+    result = invoke("run", "-r", str(ANSWER_FIX), "--", "no-such-program-xyz")
+    assert result.exit_code == 2
+    assert result.stderr == ("error: cannot run 'no-such-program-xyz': No such file or directory\n")
+
+
+def test_run_requires_a_command(fake_project: FakeProject) -> None:
+    result = invoke("run", "-r", str(ANSWER_FIX))
+    assert result.exit_code == 2
+    assert "Missing argument 'COMMAND...'" in result.stderr
+
+
+@pytest.mark.parametrize("status", [0, 3, 125])
+def test_run_passes_the_exit_status_through(fake_project: FakeProject, status: int) -> None:
+    command = python_command(f"import sys; sys.exit({status})")
+    assert invoke("run", "-r", str(ANSWER_FIX), "--", *command).exit_code == status
+
+
+def test_run_reports_a_signal_as_128_plus_its_number(fake_project: FakeProject) -> None:
+    command = python_command("import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    assert invoke("run", "-r", str(ANSWER_FIX), "--", *command).exit_code == 128 + 15
+
+
+def test_run_reverts_in_a_child_that_never_imports_prtoggle(fake_project: FakeProject) -> None:
+    code = f"import {TARGET_MODULE} as m, sys; sys.exit(m.answer())"
+    fixed = subprocess.run(python_command(code), env=fake_project.env(), check=False)
+    assert fixed.returncode == 42
+    reverted = subprocess.run(
+        ["prtoggle", "run", "-r", f"{ANSWER_FIX},{FIRST_HALF_FIX}", "--", *python_command(code)],
+        env=fake_project.env(),
+        check=False,
+    )
+    assert reverted.returncode == 41
+
+
+def test_run_accepts_repeated_r_options_and_command_options(fake_project: FakeProject) -> None:
+    code = (
+        f"import {TARGET_MODULE} as m, sys; sys.exit(m.answer() + m.first_half() + m.second_half())"
+    )
+    result = subprocess.run(
+        [
+            "prtoggle",
+            "run",
+            "-r",
+            str(ANSWER_FIX),
+            "-r",
+            str(SECOND_HALF_FIX),
+            *python_command(code),
+        ],
+        env=fake_project.env(),
+        check=False,
+    )
+    assert result.returncode == 41 + 21 + 0
+
+
+def test_python_dash_m_prtoggle_help_lists_the_commands() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "prtoggle", "--help"], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.startswith("Usage: prtoggle [OPTIONS] COMMAND [ARGS]...")
+    for command in ("bisect", "check", "list", "repro", "run", "show"):
+        assert f"\n  {command} " in result.stdout
+
+
+@pytest.mark.parametrize("command", ["list", "show", "check", "run", "repro", "bisect"])
+def test_every_command_has_help_with_examples(command: str) -> None:
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert f"  Examples:\n    prtoggle {command}" in result.output
+
+
+def test_importing_the_cli_does_not_import_torch() -> None:
+    code = "import prtoggle.cli, sys; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_prtoggle_list_does_not_import_torch() -> None:
+    code = (
+        "import sys\nfrom prtoggle.cli import main\nsys.argv = ['prtoggle', 'list']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    status = exc.code\n"
+        "assert status in (0, None), status\nassert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_a_broken_registry_is_a_one_line_error(fake_project: FakeProject) -> None:
+    (fake_project.registry_dir / "bad.yaml").write_text("pr: [unclosed\n")
+    result = invoke("list")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {fake_project.registry_dir / 'bad.yaml'}:")
+    assert "Traceback" not in result.output
