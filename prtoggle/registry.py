@@ -298,7 +298,7 @@ def _expect_mapping(
 ) -> _LineDict:
     if not isinstance(value, _LineDict):
         raise RegistryError(f"{path}:{line}: {what} must be a mapping with keys "
-                            f"{', '.join(required)}; got {type(value).__name__} {value!r}")
+                            f"{', '.join(required)}; got {_kind(value)} {value!r}")
     allowed = (*required, *optional)
     for key in value:
         if key not in allowed:
@@ -348,6 +348,10 @@ def _symptom(mapping: _LineDict, path: Path) -> str | None:
 
 def _at(path: Path, mapping: _LineDict, key: str) -> str:
     return f"{path}:{mapping.key_lines.get(key, mapping.line)}"
+
+
+def _kind(value: object) -> str:
+    return "list" if isinstance(value, list) else type(value).__name__
 
 
 def _pr_list(prs: Sequence[int]) -> str:

@@ -1,0 +1,242 @@
+"""Tests for prtoggle.patching.swap: every target kind, exact restore, layering of fixes."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from types import FunctionType
+
+import pytest
+from revert_fixtures import ModuleFactory, make_patch, modules  # noqa: F401
+
+from prtoggle.errors import PatchApplicationError
+from prtoggle.patching.swap import CodeSwapper, EditLayer
+from prtoggle.patching.targets import ResolvedTarget, resolve_loaded
+
+KINDS_MODULE = """\
+import functools
+
+
+class Base:
+    def greet(self):
+        return "base"
+
+
+class Widget(Base):
+    def __init__(self):
+        self.__secret = 5
+
+    def greet(self):
+        text = super().greet()
+        return text + "!"
+
+    def secret(self):
+        return self.__secret
+
+    @property
+    def size(self):
+        return 1
+
+    @size.setter
+    def size(self, value):
+        raise AttributeError("read only")
+
+    @staticmethod
+    def double(a):
+        return a * 2
+
+    @classmethod
+    def name(cls):
+        return cls.__name__
+
+
+def make_adder(k):
+    def add(a):
+        return a + k
+    return add
+
+
+def logged(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+    return wrapper
+
+
+@logged
+def wrapped(a):
+    return a + 1
+
+
+async def fetch(a):
+    return a + 1
+
+
+def scaled(a, factor=3, *, offset=0):
+    return a * factor + offset
+"""
+
+
+def layer(target: str, *edits: tuple[str, str, str], pr: int = 1) -> EditLayer:
+    return EditLayer(pr=pr, patch=make_patch(target, *edits), yaml_path=f"/reg/{pr}.yaml")
+
+
+def function(target: str) -> FunctionType:
+    resolved = resolve_loaded(target)
+    assert isinstance(resolved, ResolvedTarget)
+    return resolved.function
+
+
+@pytest.mark.parametrize(
+    ("target", "edit", "call", "fixed", "reverted"),
+    [
+        (
+            "kinds.Widget.greet",
+            ('return text + "!"', "replacement", 'return text + "?"'),
+            lambda m: m.Widget().greet(),
+            "base!",
+            "base?",
+        ),
+        (
+            "kinds.Widget.secret",
+            ("return self.__secret", "replacement", "return self.__secret * 10"),
+            lambda m: m.Widget().secret(),
+            5,
+            50,
+        ),
+        (
+            "kinds.Widget.size",
+            ("return 1", "replacement", "return 2"),
+            lambda m: m.Widget().size,
+            1,
+            2,
+        ),
+        (
+            "kinds.Widget.double",
+            ("return a * 2", "replacement", "return a * 3"),
+            lambda m: m.Widget.double(2),
+            4,
+            6,
+        ),
+        (
+            "kinds.Widget.name",
+            ("return cls.__name__", "replacement", 'return "renamed"'),
+            lambda m: m.Widget.name(),
+            "Widget",
+            "renamed",
+        ),
+        (
+            "kinds.wrapped",
+            ("return a + 1", "replacement", "return a + 100"),
+            lambda m: m.wrapped(1),
+            2,
+            101,
+        ),
+        (
+            "kinds.fetch",
+            ("return a + 1", "prepend", "a = -a"),
+            lambda m: asyncio.run(m.fetch(1)),
+            2,
+            0,
+        ),
+    ],
+)
+def test_every_target_kind_is_patched_and_restored_to_the_identical_code(
+    modules: ModuleFactory,
+    target: str,
+    edit: tuple[str, str, str],
+    call: object,
+    fixed: object,
+    reverted: object,
+) -> None:
+    module = modules.load("kinds", KINDS_MODULE)
+    target_function = function(target)
+    original = target_function.__code__
+    swapper = CodeSwapper()
+    swapper.patch(target_function, layer(target, edit))
+    assert call(module) == reverted  # type: ignore[operator]
+    swapper.unpatch(target_function, 1)
+    assert target_function.__code__ is original
+    assert call(module) == fixed  # type: ignore[operator]
+
+
+def test_closure_function_keeps_its_cells(modules: ModuleFactory) -> None:
+    module = modules.load("kinds", KINDS_MODULE)
+    add = module.make_adder(10)
+    CodeSwapper().patch(
+        add, layer("kinds.make_adder.add", ("return a + k", "replacement", "return a + 2 * k"))
+    )
+    assert add(1) == 21
+    assert add.__code__.co_freevars == ("k",)
+
+
+def test_defaults_and_kwdefaults_stay_those_of_the_original(modules: ModuleFactory) -> None:
+    module = modules.load("kinds", KINDS_MODULE)
+    CodeSwapper().patch(
+        function("kinds.scaled"),
+        layer(
+            "kinds.scaled",
+            (
+                "def scaled(a, factor=3, *, offset=0):",
+                "replacement",
+                "def scaled(a, factor=30, *, offset=7):",
+            ),
+        ),
+    )
+    assert module.scaled(1) == 3
+    assert module.scaled.__defaults__ == (3,)
+    assert module.scaled.__kwdefaults__ == {"offset": 0}
+
+
+def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
+    modules: ModuleFactory,
+) -> None:
+    module = modules.load("kinds", KINDS_MODULE)
+    target = function("kinds.scaled")
+    original = target.__code__
+    swapper = CodeSwapper()
+    swapper.patch(
+        target, layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = a + 1"), pr=1)
+    )
+    swapper.patch(
+        target, layer("kinds.scaled", ("return a * factor + offset", "append", "return 0"), pr=2)
+    )
+    assert module.scaled(1) == 6
+    swapper.unpatch(target, 1)
+    assert module.scaled(1) == 3
+    swapper.unpatch(target, 2)
+    assert target.__code__ is original
+
+
+def test_restoring_a_fix_another_fix_builds_on_is_refused(modules: ModuleFactory) -> None:
+    modules.load("kinds", KINDS_MODULE)
+    target = function("kinds.scaled")
+    swapper = CodeSwapper()
+    swapper.patch(
+        target,
+        layer(
+            "kinds.scaled", ("return a * factor + offset", "replacement", "return a * factor"), pr=1
+        ),
+    )
+    swapper.patch(
+        target, layer("kinds.scaled", ("return a * factor", "replacement", "return a"), pr=2)
+    )
+    with pytest.raises(PatchApplicationError) as caught:
+        swapper.unpatch(target, 1)
+    assert str(caught.value).startswith(
+        "cannot restore PR 1 on scaled while PRs 2 stay reverted: their edits need PR 1's "
+        "edits (kinds.scaled: edit 1 of 1 (/reg/2.yaml:1) matched 0 times in "
+    )
+    assert str(caught.value).endswith("; restore them first")
+    assert sys.modules["kinds"].scaled(5) == 5
+
+
+def test_a_failing_edit_leaves_the_function_untouched(modules: ModuleFactory) -> None:
+    modules.load("kinds", KINDS_MODULE)
+    target = function("kinds.scaled")
+    original = target.__code__
+    swapper = CodeSwapper()
+    with pytest.raises(PatchApplicationError):
+        swapper.patch(target, layer("kinds.scaled", ("no such line", "replacement", "")))
+    assert target.__code__ is original
+    assert not swapper.is_patched(target)
