@@ -27,9 +27,9 @@ _EPILOG = """\b
 COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
 1..127 bad. A crash (signal, status above 127) counts as bad and a timeout as
 skip, unless --crash-as/--timeout-as say so; both are reported, never fatal.
-A candidate whose revert does not apply to the current code is a skip: sets
-containing it are not run. A child whose start-up reports a
-PatchApplicationError is a skip too.
+A candidate whose revert does not apply to the current code (checked first,
+without importing it) is a skip: it is left out of the search. A run whose
+child reports a PatchApplicationError at start-up is a skip too.
 
 \b
 Modes:
@@ -130,16 +130,16 @@ def bisect_command(
     echo = _progress_echo(as_json)
     for pr, results in broken.items():
         reason = "; ".join(f"{c.target}: {c.message}" for c in results if not c.ok)
-        echo(f"note: the revert of PR {pr} does not apply (runs reverting it are skips): {reason}")
+        echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
     records: list[RunRecord] = []
     oracle = _command_oracle(
         list(command),
         timeout=timeout,
         counts={"crash": crash_as, "timeout": timeout_as},
-        not_applicable=set(broken),
         on_run=lambda record: _record(records, record, echo),
     )
-    result = run_search(mode, [fix.pr for fix in candidates], oracle)
+    usable = [fix.pr for fix in candidates if fix.pr not in broken]
+    result = run_search(mode, usable, oracle)
     if as_json:
         echo_json(_result_record(result, records, not_applicable=sorted(broken)))
     else:
@@ -153,7 +153,6 @@ def _command_oracle(
     *,
     timeout: float | None,
     counts: Mapping[str, Verdict],
-    not_applicable: set[int],
     on_run: Callable[[RunRecord], None],
 ) -> Callable[[tuple[int, ...]], Verdict]:
     from prtoggle.runner import REVERT_ENV, classify_exit, run_command
@@ -161,11 +160,6 @@ def _command_oracle(
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
 
     def oracle(reverted: tuple[int, ...]) -> Verdict:
-        unusable = sorted(not_applicable.intersection(reverted))
-        if unusable:
-            note = f"not run: the revert of {join_prs(unusable)} does not apply"
-            on_run(RunRecord(reverted, "skip", "skip", None, 0.0, note))
-            return "skip"
         run = run_command(argv, env=_env_for(reverted, base), timeout=timeout)
         exit_class = classify_exit(run)
         verdict = _verdict(exit_class, counts)

@@ -1,0 +1,140 @@
+"""Tests for `prtoggle bisect` against a fake registry and real child processes."""
+
+from __future__ import annotations
+
+import json
+
+from cli_fakes import (
+    ANSWER_FIX,
+    BROKEN_FIX,
+    FIRST_HALF_FIX,
+    HARMLESS_FIX,
+    SECOND_HALF_FIX,
+    TARGET_MODULE,
+    FakeProject,
+    fake_project,
+    python_command,
+)
+from click.testing import CliRunner, Result
+
+from prtoggle.cli import cli
+
+__all__ = ["fake_project"]
+
+FAILS_ON_WRONG_ANSWER = python_command(
+    f"import sys, {TARGET_MODULE} as m; sys.exit(0 if m.answer() == 42 else 1)"
+)
+FAILS_WHEN_BOTH_HALVES_ARE_GONE = python_command(
+    f"import sys, {TARGET_MODULE} as m; sys.exit(0 if m.first_half() + m.second_half() else 1)"
+)
+
+
+def bisect(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["bisect", *args], prog_name="prtoggle")
+
+
+def test_attribute_names_the_fix_and_prints_each_run(fake_project: FakeProject) -> None:
+    result = bisect("--", *FAILS_ON_WRONG_ANSWER)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"skip: PR {BROKEN_FIX} is left out, its revert does not apply: ")
+    runs = [line for line in lines if line.startswith("run ")]
+    assert [line.split(" (")[0] for line in runs] == [
+        "run 1: reverted none -> good",
+        f"run 2: reverted {FIRST_HALF_FIX} -> good",
+        f"run 3: reverted {ANSWER_FIX} -> bad",
+        f"run 4: reverted {SECOND_HALF_FIX} -> good",
+        f"run 5: reverted {HARMLESS_FIX} -> good",
+    ]
+    assert lines[-2:] == [
+        f"culprit: {ANSWER_FIX} (attribute, 5 runs)",
+        f"reverting {ANSWER_FIX} alone makes the command fail",
+    ]
+
+
+def test_ordered_names_the_oldest_needed_fix(fake_project: FakeProject) -> None:
+    result = bisect("--mode", "ordered", "--", *FAILS_ON_WRONG_ANSWER)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-2] == f"culprit: {ANSWER_FIX} (ordered, 4 runs)"
+    assert result.output.splitlines()[-1] == (
+        f"reverting {ANSWER_FIX} together with every newer fix makes the command fail, "
+        f"reverting only the newer {SECOND_HALF_FIX}, {HARMLESS_FIX} does not"
+    )
+
+
+def test_ddmin_finds_two_fixes_that_only_fail_together(fake_project: FakeProject) -> None:
+    result = bisect("--mode", "ddmin", "--json", "--", *FAILS_WHEN_BOTH_HALVES_ARE_GONE)
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["culprits"] == [FIRST_HALF_FIX, SECOND_HALF_FIX]
+    assert answer["not_applicable"] == [BROKEN_FIX]
+    assert answer["runs"] == len(answer["probes"])
+    assert answer["probes"][0]["reverted"] == []
+    assert answer["probes"][0]["verdict"] == "good"
+    assert {"class", "exit_code", "seconds", "note"} <= set(answer["probes"][0])
+
+
+def test_attribute_finds_no_single_culprit_for_an_interaction(fake_project: FakeProject) -> None:
+    result = bisect("--json", "--", *FAILS_WHEN_BOTH_HALVES_ARE_GONE)
+    assert result.exit_code == 1
+    answer = json.loads(result.stdout)
+    assert (answer["found"], answer["culprits"]) == (False, [])
+    assert "try --mode ddmin" in answer["conclusion"]
+
+
+def test_a_crash_counts_as_bad_by_default(fake_project: FakeProject) -> None:
+    crashes = python_command(
+        f"import os, signal, {TARGET_MODULE} as m\n"
+        "if m.answer() != 42:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    result = bisect("-r", f"{ANSWER_FIX},{FIRST_HALF_FIX}", "--", *crashes)
+    assert result.exit_code == 0, result.output
+    assert f"run 3: reverted {ANSWER_FIX} -> crash, counted bad (exit -9, " in result.output
+    assert "killed by SIGKILL" in result.output
+    assert result.output.splitlines()[-2] == f"culprit: {ANSWER_FIX} (attribute, 3 runs)"
+
+
+def test_crash_as_skip_leaves_no_culprit(fake_project: FakeProject) -> None:
+    crashes = python_command(
+        f"import os, {TARGET_MODULE} as m\nif m.answer() != 42:\n    os.abort()\n"
+    )
+    result = bisect("--crash-as", "skip", "-r", str(ANSWER_FIX), "--", *crashes)
+    assert result.exit_code == 1
+    assert "no culprit found (attribute, 2 runs)" in result.output
+    assert f"skipped: {ANSWER_FIX}" in result.output
+
+
+def test_a_timeout_is_classified_and_counted_as_skip(fake_project: FakeProject) -> None:
+    hangs = python_command(
+        f"import time, {TARGET_MODULE} as m\nif m.answer() != 42:\n    time.sleep(60)\n"
+    )
+    result = bisect("--timeout", "1", "-r", str(ANSWER_FIX), "--", *hangs)
+    assert result.exit_code == 1
+    assert (
+        f"run 2: reverted {ANSWER_FIX} -> timeout, counted skip (no exit status, " in result.output
+    )
+    assert "killed after 1 s" in result.output
+
+
+def test_exit_125_is_a_skip(fake_project: FakeProject) -> None:
+    skips = python_command(
+        f"import sys, {TARGET_MODULE} as m; sys.exit(0 if m.answer() == 42 else 125)"
+    )
+    result = bisect("-r", str(ANSWER_FIX), "--", *skips)
+    assert result.exit_code == 1
+    assert f"run 2: reverted {ANSWER_FIX} -> skip (exit 125, " in result.output
+
+
+def test_a_bad_baseline_stops_the_search(fake_project: FakeProject) -> None:
+    result = bisect("--", *python_command("raise SystemExit(1)"))
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "with nothing reverted the command is bad, expected good: "
+        "the failure does not depend on reverting a fix"
+    )
+
+
+def test_unknown_candidate_is_a_one_line_error(fake_project: FakeProject) -> None:
+    result = bisect("-r", "5", "--", "true")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: -r='5': PR 5 is not registered; registered PRs: ")
