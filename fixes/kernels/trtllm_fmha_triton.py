@@ -19,9 +19,13 @@ class TritonBlockConfig:
     """Tile sizes and launch options; `None` fields are chosen from the device."""
 
     decode_block_n: int | None = None
+    decode_num_warps: int | None = None
+    decode_num_stages: int | None = None
+    num_kv_splits: int | None = None  # decode: None = chosen from batch and max_seq_len
     context_block_m: int | None = None
     context_block_n: int | None = None
-    num_kv_splits: int | None = None  # decode: None = chosen from batch and max_seq_len
+    context_num_warps: int | None = None
+    context_num_stages: int | None = None
 
 
 def triton_decode(
@@ -38,15 +42,13 @@ def triton_decode(
     config: TritonBlockConfig | None = None,
 ) -> torch.Tensor:
     """Decode kernel: one program per (query row, KV head, KV split); see trtllm_fmha."""
-    config = config or TritonBlockConfig()
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    _check_head_dim(head_dim)
+    _check_layout(query, k_cache, v_cache, out)
     rows, group = seq_lens.shape[0] * q_len_per_req, query.shape[1] // num_kv_heads
     if rows == 0:
         return out
-    on_gpu = query.is_cuda
-    block_n = config.decode_block_n or (64 if on_gpu else 16)
-    splits = config.num_kv_splits or _choose_num_splits(
+    block_n, num_warps, num_stages = _decode_launch(config or TritonBlockConfig(), query)
+    splits = (config and config.num_kv_splits) or _choose_num_splits(
         programs=rows * num_kv_heads, max_seq_len=max_seq_len, block_n=block_n, device=query.device
     )
     chunk = triton.cdiv(triton.cdiv(max(max_seq_len, 1), splits), block_n) * block_n
@@ -65,7 +67,7 @@ def triton_decode(
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
         PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
         PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
-        num_warps=4, num_stages=2,
+        num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
         _combine_splits_kernel[(rows, query.shape[1])](
@@ -91,12 +93,9 @@ def triton_context(
     config: TritonBlockConfig | None = None,
 ) -> torch.Tensor:
     """Context kernel: one program per (query block, request, query head); see trtllm_fmha."""
-    config = config or TritonBlockConfig()
-    num_heads, head_dim = query.shape[1], query.shape[2]
-    _check_head_dim(head_dim)
-    on_gpu = query.is_cuda
-    block_m = config.context_block_m or (128 if on_gpu else 16)
-    block_n = config.context_block_n or (64 if on_gpu else 16)
+    num_heads = query.shape[1]
+    _check_layout(query, k_cache, v_cache, out)
+    block_m, block_n, num_warps, num_stages = _context_launch(config or TritonBlockConfig(), query)
     if batch_size == 0 or max_q_len <= 0:
         return out
     grid = (triton.cdiv(max_q_len, block_m), batch_size, num_heads)
@@ -106,26 +105,30 @@ def triton_context(
         query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         block_tables.stride(0), out.stride(0), out.stride(1),
-        GROUP=num_heads // k_cache.shape[2], HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1],
+        GROUP=num_heads // k_cache.shape[2], HEAD_DIM=query.shape[2], PAGE_SIZE=k_cache.shape[1],
         BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=_dot_precision(query.dtype),
-        UPCAST_DOT=_upcast_dot(query),
-        num_warps=8 if on_gpu and block_m >= 128 else 4, num_stages=2,
+        UPCAST_DOT=_upcast_dot(query), num_warps=num_warps, num_stages=num_stages,
     )
     return out
 
 
 @triton.jit
-def _load_paged_tile(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    cache, table_row, tokens, token_mask, kv_head, stride_page, stride_slot, stride_head,
-    dims, PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr,
-):
-    """[BLOCK_N, HEAD_DIM] tile of one KV head for `tokens`, gathered through the page table."""
+def _token_pages(table_row, tokens, token_mask, PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr):  # type: ignore[no-untyped-def]
+    """int64 page index of each token, read from the request's page-table row."""
     if MASKED:
         pages = tl.load(table_row + tokens // PAGE_SIZE, mask=token_mask, other=0)
     else:
         pages = tl.load(table_row + tokens // PAGE_SIZE)
-    offsets = (pages.to(tl.int64) * stride_page + (tokens % PAGE_SIZE) * stride_slot
-               + kv_head * stride_head)
+    return pages.to(tl.int64)
+
+
+@triton.jit
+def _load_tile(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    cache, pages, tokens, token_mask, kv_head, stride_page, stride_slot, stride_head, dims,
+    PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr,
+):
+    """[BLOCK_N, HEAD_DIM] tile of one KV head for `tokens` living in `pages`."""
+    offsets = pages * stride_page + (tokens % PAGE_SIZE) * stride_slot + kv_head * stride_head
     pointers = cache + offsets[:, None] + dims[None, :]
     if MASKED:
         return tl.load(pointers, mask=token_mask[:, None], other=0.0)
@@ -169,10 +172,11 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     for n0 in range(start, end, BLOCK_N):
         tokens = n0 + tl.arange(0, BLOCK_N)
         token_mask = tokens < end
-        k = _load_paged_tile(K, table_row, tokens, token_mask, kv_head, stride_kp, stride_ks,
-                             stride_kh, dims, PAGE_SIZE, True)
-        v = _load_paged_tile(V, table_row, tokens, token_mask, kv_head, stride_vp, stride_vs,
-                             stride_vh, dims, PAGE_SIZE, True)
+        pages = _token_pages(table_row, tokens, token_mask, PAGE_SIZE, True)
+        k = _load_tile(K, pages, tokens, token_mask, kv_head, stride_kp, stride_ks, stride_kh,
+                       dims, PAGE_SIZE, True)
+        v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs, stride_vh,
+                       dims, PAGE_SIZE, True)
         qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
         qk = tl.where(token_mask[None, :], qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
@@ -246,10 +250,11 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
         for n0 in range(0, full_end, BLOCK_N):  # every row of the block sees every key
             tokens = n0 + tl.arange(0, BLOCK_N)
-            k = _load_paged_tile(K, table_row, tokens, tokens < hi, kv_head, stride_kp,
-                                 stride_ks, stride_kh, dims, PAGE_SIZE, False)
-            v = _load_paged_tile(V, table_row, tokens, tokens < hi, kv_head, stride_vp,
-                                 stride_vs, stride_vh, dims, PAGE_SIZE, False)
+            pages = _token_pages(table_row, tokens, tokens < hi, PAGE_SIZE, False)
+            k = _load_tile(K, pages, tokens, tokens < hi, kv_head, stride_kp, stride_ks,
+                           stride_kh, dims, PAGE_SIZE, False)
+            v = _load_tile(V, pages, tokens, tokens < hi, kv_head, stride_vp, stride_vs,
+                           stride_vh, dims, PAGE_SIZE, False)
             qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             alpha = tl.exp2(m_i - m_new)
@@ -260,10 +265,11 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         for n0 in range(full_end, hi, BLOCK_N):  # the diagonal band and the tail, masked
             tokens = n0 + tl.arange(0, BLOCK_N)
             token_mask = tokens < hi
-            k = _load_paged_tile(K, table_row, tokens, token_mask, kv_head, stride_kp,
-                                 stride_ks, stride_kh, dims, PAGE_SIZE, True)
-            v = _load_paged_tile(V, table_row, tokens, token_mask, kv_head, stride_vp,
-                                 stride_vs, stride_vh, dims, PAGE_SIZE, True)
+            pages = _token_pages(table_row, tokens, token_mask, PAGE_SIZE, True)
+            k = _load_tile(K, pages, tokens, token_mask, kv_head, stride_kp, stride_ks,
+                           stride_kh, dims, PAGE_SIZE, True)
+            v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs,
+                           stride_vh, dims, PAGE_SIZE, True)
             qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
             allowed = (tokens[None, :] <= diagonal + rows[:, None]) & token_mask[None, :]
             qk = tl.where(allowed, qk, float("-inf"))
@@ -302,11 +308,54 @@ def _upcast_dot(query: torch.Tensor) -> bool:
     return not query.is_cuda and query.dtype != torch.float32
 
 
-def _check_head_dim(head_dim: int) -> None:
-    if head_dim < 16 or head_dim & (head_dim - 1):
-        from fixes.kernels.trtllm_fmha import KernelContractError
+_SMEM_BUDGET = 96 * 1024  # bytes of K/V tiles in flight per program (H100 has 228 KiB/SM)
 
+
+def _decode_launch(config: TritonBlockConfig, query: torch.Tensor) -> tuple[int, int, int]:
+    """(BLOCK_N, num_warps, num_stages): small tiles when interpreted, smem-bounded on GPU."""
+    if not query.is_cuda:
+        return config.decode_block_n or 16, 4, 1
+    stages = config.decode_num_stages or 3
+    tile_bytes = 2 * stages * query.shape[2] * query.element_size()  # K and V, per token
+    block_n = config.decode_block_n or max(16, min(64, _pow2_floor(_SMEM_BUDGET // tile_bytes)))
+    return block_n, config.decode_num_warps or 4, stages
+
+
+def _context_launch(config: TritonBlockConfig,
+                    query: torch.Tensor) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel."""
+    if not query.is_cuda:
+        return config.context_block_m or 16, config.context_block_n or 16, 4, 1
+    row_bytes = query.shape[2] * query.element_size()
+    wide = row_bytes <= 256  # bf16/fp16 up to D=128
+    block_m = config.context_block_m or (128 if wide else 64)
+    stages = config.context_num_stages or (3 if wide else 2)
+    kv_budget = _SMEM_BUDGET + 32 * 1024 - block_m * row_bytes  # what the Q tile leaves
+    fitting = _pow2_floor(max(kv_budget, 0) // (2 * stages * row_bytes))
+    block_n = config.context_block_n or max(16, min(64, fitting))
+    num_warps = config.context_num_warps or (8 if block_m >= 128 else 4)
+    return block_m, block_n, num_warps, stages
+
+
+def _pow2_floor(value: int) -> int:
+    return 1 << max(value, 1).bit_length() - 1
+
+
+def _check_layout(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  out: torch.Tensor) -> None:
+    """Power-of-two head_dim >= 16 (tile width) and unit stride along it."""
+    from fixes.kernels.trtllm_fmha import KernelContractError
+
+    head_dim = query.shape[2]
+    if head_dim < 16 or head_dim & (head_dim - 1):
         raise KernelContractError(
             f"the triton provider needs head_dim a power of two >= 16, got {head_dim}; "
             "choices for other sizes: torch, flashinfer"
+        )
+    strides = {name: t.stride(-1) for name, t in
+               (("query", query), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out))}
+    if any(stride != 1 for stride in strides.values()):
+        raise KernelContractError(
+            f"the triton provider needs unit stride along head_dim, got {strides}; "
+            "choices: make them contiguous, or provider torch"
         )

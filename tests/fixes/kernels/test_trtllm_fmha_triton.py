@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -164,6 +165,17 @@ def test_triton_rejects_a_head_dim_it_cannot_tile() -> None:
             r"^the triton provider needs head_dim a power of two >= 16, got 24; choices for "
             r"other sizes: torch, flashinfer$")):
         run_decode(batch, q_len_per_req=1)
+
+
+def test_triton_rejects_a_query_strided_along_head_dim() -> None:
+    batch = make_batch(q_lens=[1], kv_lens=[3], num_heads=2, num_kv_heads=2, head_dim=16,
+                       page_size=1, dtype=torch.float32, seed=0)
+    strided = PagedBatch(**{**batch.__dict__, "query": batch.query.mT.contiguous().mT})
+    with pytest.raises(KernelContractError, match=re.escape(
+            "the triton provider needs unit stride along head_dim, got {'query': 2, "
+            "'k_cache': 1, 'v_cache': 1, 'out': 1}; choices: make them contiguous, or "
+            "provider torch")):
+        run_decode(strided, q_len_per_req=1)
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
