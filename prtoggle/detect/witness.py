@@ -115,6 +115,8 @@ class WitnessRegistry:
 
     def clear(self) -> None:
         """Reset every row to its unhit state (site assignments are kept)."""
+        if not self.tables:
+            return
         import torch
 
         if is_capturing():

@@ -1,0 +1,228 @@
+"""Tests of prtoggle.detect.probes with the torch provider: gating, validation, recording."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from prtoggle import detect
+from prtoggle.detect import witness
+from prtoggle.detect.report import SiteHit
+from prtoggle.errors import DetectUsageError, NaNDetected
+
+
+def _nan_at(*positions: int, size: int = 10, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    t = torch.zeros(size, dtype=dtype)
+    t[list(positions)] = float("nan")
+    return t
+
+
+def test_probes_do_nothing_while_their_variables_are_off() -> None:
+    detect.maybe_detect_nan(_nan_at(1), "a")
+    detect.maybe_detect_inf(torch.tensor([float("inf")]), "b")
+    detect.maybe_detect_oob(torch.tensor([-5]), 0, 1, "c")
+    registry = witness.default_registry()
+    assert (registry.slots, registry.tables) == ({}, {})
+    detect.check()
+
+
+def test_importing_and_calling_probes_while_off_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from prtoggle import detect\n"
+        "detect.maybe_detect_nan(None, 'a'); detect.maybe_detect_oob(None, 0, 1, 'b')\n"
+        "detect.maybe_check_host_range(9, 0, 1, 'c'); detect.check(); detect.reset()\n"
+        "print('torch' in sys.modules, 'triton' in sys.modules)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "SGLANG_SPEC_OOB_DETECTION": "0"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert result.stdout == "False False\n"
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_none_and_empty_tensors_are_accepted_and_register_nothing() -> None:
+    detect.maybe_detect_nan(None, "a")
+    detect.maybe_detect_inf(torch.empty(0, 3), "b")
+    detect.maybe_detect_oob(None, 0, 1, "c")
+    detect.maybe_detect_oob(torch.empty(0, dtype=torch.int64), 0, 1, "d")
+    assert witness.default_registry().slots == {}
+    detect.check()
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_nan_probe_records_count_lowest_index_phase_and_step() -> None:
+    detect.set_step(3)
+    with detect.phase("capture-warmup"):
+        detect.maybe_detect_nan(_nan_at(7, 2, 9), "attn.out")
+    assert detect.report().hits == (
+        SiteHit(
+            kind="nan",
+            site="attn.out",
+            device="cpu",
+            count=3,
+            lowest_index=2,
+            phase="capture-warmup",
+            step=3,
+            min_value=witness.INT64_MAX,
+            max_value=witness.INT64_MIN,
+        ),
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_later_hits_add_counts_and_lower_the_index_but_keep_the_first_phase_and_step() -> None:
+    detect.maybe_detect_nan(_nan_at(5), "x")
+    detect.set_step(8)
+    with detect.phase("replay"):
+        detect.maybe_detect_nan(_nan_at(1, 2), "x")
+    (hit,) = detect.report().hits
+    assert isinstance(hit, SiteHit)
+    assert (hit.count, hit.lowest_index, hit.phase, hit.step) == (3, 1, "eager", 0)
+
+
+@pytest.mark.usefixtures("detection_on")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_nan_and_inf_probes_handle_every_float_dtype(dtype: torch.dtype) -> None:
+    t = torch.tensor([0.0, float("-inf"), float("nan"), float("inf")], dtype=dtype)
+    detect.maybe_detect_nan(t, "n")
+    detect.maybe_detect_inf(t, "i")
+    assert detect.report().message() == (
+        "2 sites hit: nan at n: 1 element, first hit in phase eager at step 0, lowest flat "
+        "index 2; inf at i: 2 elements (+inf and -inf), first hit in phase eager at step 0, "
+        "lowest flat index 1"
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_flat_index_is_row_major_for_non_contiguous_tensors() -> None:
+    t = torch.zeros(4, 3).t()  # shape (3, 4), not contiguous
+    t[2, 1] = float("nan")
+    detect.maybe_detect_nan(t, "x")
+    (hit,) = detect.report().hits
+    assert isinstance(hit, SiteHit)
+    assert hit.lowest_index == 2 * 4 + 1
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_integer_and_bool_tensors_cannot_hold_nan_and_are_skipped() -> None:
+    detect.maybe_detect_nan(torch.tensor([1, 2]), "ints")
+    detect.maybe_detect_inf(torch.tensor([True]), "bools")
+    assert witness.default_registry().slots == {}
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_complex_tensors_are_refused_with_a_way_out() -> None:
+    with pytest.raises(DetectUsageError) as excinfo:
+        detect.maybe_detect_nan(torch.zeros(2, dtype=torch.complex64), "c")
+    assert str(excinfo.value) == (
+        "maybe_detect_nan('c'): complex tensors are not supported, got torch.complex64; "
+        "probe torch.view_as_real(t) instead"
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_a_non_tensor_is_refused() -> None:
+    with pytest.raises(DetectUsageError) as excinfo:
+        detect.maybe_detect_nan([1.0], "lst")  # type: ignore[arg-type]
+    assert str(excinfo.value) == "probe 'lst': t must be a torch.Tensor or None, got list"
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_oob_probe_is_half_open_and_records_values_and_bounds() -> None:
+    detect.maybe_detect_oob(torch.tensor([[0, 4], [5, -1]], dtype=torch.int32), 0, 5, "kv.idx")
+    assert detect.report().message() == (
+        "1 site hit: oob at kv.idx: 2 elements, values -1..5 outside [0, 5), first hit in "
+        "phase eager at step 0, lowest flat index 2"
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_oob_bounds_may_be_one_element_tensors_read_when_the_probe_runs() -> None:
+    high = torch.tensor([3], dtype=torch.int32)
+    indices = torch.tensor([0, 1, 2], dtype=torch.int64)
+    detect.maybe_detect_oob(indices, torch.tensor(0), high, "seq")
+    high.fill_(2)
+    detect.maybe_detect_oob(indices, torch.tensor(0), high, "seq")
+    assert detect.report().message() == (
+        "1 site hit: oob at seq: 1 element, value 2 outside [0, 2), first hit in phase eager "
+        "at step 0, lowest flat index 2"
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+@pytest.mark.parametrize(
+    ("bound", "message"),
+    [
+        (
+            torch.tensor([1, 2]),
+            "low tensor must hold exactly one integer, got shape (2,) dtype torch.int64",
+        ),
+        (
+            torch.tensor(1.0),
+            "low tensor must hold exactly one integer, got shape () dtype torch.float32",
+        ),
+        (
+            torch.tensor(1, device="meta"),
+            "low is on meta but indices are on cpu; keep the bound on the same device",
+        ),
+        (1.0, "low must be an int or a 1-element integer tensor, got float"),
+        (True, "low must be an int or a 1-element integer tensor, got bool"),
+        (2**63, "low=9223372036854775808 is outside int64"),
+    ],
+)
+def test_bad_oob_bounds_are_refused(bound: object, message: str) -> None:
+    with pytest.raises(DetectUsageError) as excinfo:
+        detect.maybe_detect_oob(torch.tensor([0]), bound, 4, "b")  # type: ignore[arg-type]
+    assert str(excinfo.value) == f"maybe_detect_oob('b'): {message}"
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_float_indices_are_refused() -> None:
+    with pytest.raises(DetectUsageError) as excinfo:
+        detect.maybe_detect_oob(torch.tensor([0.0]), 0, 4, "f")
+    assert str(excinfo.value) == (
+        "maybe_detect_oob('f'): indices must be an integer tensor, got torch.float32"
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_unknown_provider_lists_the_providers() -> None:
+    with pytest.raises(DetectUsageError) as excinfo:
+        detect.maybe_detect_nan(_nan_at(1), "x", provider="cuda")
+    assert str(excinfo.value) == "unknown probe provider 'cuda': expected one of torch, triton"
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_triton_provider_on_cpu_needs_interpreter_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(DetectUsageError) as excinfo:
+        detect.maybe_detect_nan(_nan_at(1), "x", provider="triton")
+    assert str(excinfo.value) == (
+        "probe provider 'triton' needs a CUDA tensor or TRITON_INTERPRET=1 (set before triton "
+        "is imported); got a tensor on cpu"
+    )
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_probing_keeps_working_after_a_detection_and_reset() -> None:
+    detect.maybe_detect_nan(_nan_at(0), "x")
+    with pytest.raises(NaNDetected):
+        detect.check()
+    detect.maybe_detect_nan(torch.zeros(4), "x")
+    detect.reset()
+    detect.maybe_detect_nan(torch.zeros(4), "x")
+    detect.check()
+    detect.maybe_detect_nan(_nan_at(3), "x")
+    (hit,) = detect.report().hits
+    assert isinstance(hit, SiteHit)
+    assert (hit.count, hit.lowest_index) == (1, 3)
+
+
+def test_prepare_device_allocates_the_table_before_capture() -> None:
+    detect.prepare_device("cpu")
+    assert list(witness.default_registry().tables) == ["cpu"]
