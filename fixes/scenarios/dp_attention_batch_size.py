@@ -1,0 +1,153 @@
+"""PR #21649: under DP attention the context kernel must take its batch size from metadata."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from fixes.attention.toy_requests import build_stack, random_tokens
+from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
+from fixes.dp_attention import prepare_mlp_sync_batch
+from fixes.scenarios.common import (
+    ScenarioOptions,
+    ScenarioOutcome,
+    failure_from_exception,
+    run_scenario_main,
+)
+from fixes.scenarios.trtllm_scenario_support import compare_with_reference, start_scenario
+from prtoggle import detect, toggle
+
+PROMPT_LENS_PER_RANK = ([5, 7], [4, 6, 3, 8])
+"""Rank r prefills these requests: rank 0 has the smaller batch and gets padded."""
+
+RANK_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class _RankTask:
+    """What a spawned rank needs (picklable): where to meet, how to run, what to revert."""
+
+    rank: int
+    world_size: int
+    port: int
+    options: ScenarioOptions
+    reverts: tuple[int, ...]
+
+
+def run(options: ScenarioOptions) -> ScenarioOutcome:
+    """Spawn one process per DP rank (gloo on CPU, nccl on CUDA); first failing rank wins."""
+    start_scenario(options)
+    reverts = toggle.active_reverts()
+    world_size = len(PROMPT_LENS_PER_RANK)
+    context = mp.get_context("spawn")
+    results = context.SimpleQueue()
+    port = _free_port()
+    workers = [
+        context.Process(
+            target=_rank_main,
+            args=(_RankTask(rank, world_size, port, options, reverts), results),
+        )
+        for rank in range(world_size)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(RANK_TIMEOUT_S)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+            worker.join()
+    outcomes: dict[int, dict[str, Any]] = {}
+    while not results.empty():
+        rank, outcome = results.get()
+        outcomes[rank] = outcome
+    return _combine(outcomes, workers, world_size)
+
+
+def _rank_main(task: _RankTask, results: Any) -> None:
+    """One DP rank: apply the parent's reverts, run, and report its outcome to the parent."""
+    try:
+        for pr in task.reverts:
+            toggle.apply_revert(pr)
+        detect.reset()
+        outcome = _rank_forward(task)
+    except Exception as exc:  # reported to the parent, never hidden
+        traceback.print_exc()
+        outcome = failure_from_exception(exc)
+    results.put((task.rank, asdict(outcome)))
+
+
+def _rank_forward(task: _RankTask) -> ScenarioOutcome:
+    """Prefill this rank's batch, sync batch sizes across ranks, run attention, compare."""
+    rank, options = task.rank, task.options
+    device = torch.device(options.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        device = torch.device("cuda", torch.cuda.current_device())
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        init_method=f"tcp://127.0.0.1:{task.port}", rank=rank, world_size=task.world_size,
+        timeout=datetime.timedelta(seconds=RANK_TIMEOUT_S // 2),
+    )
+    try:
+        detect.prepare_device(device)
+        stack = build_stack(device=device)
+        prompt_lens = PROMPT_LENS_PER_RANK[rank]
+        requests = stack.new_requests(len(prompt_lens))
+        tokens = random_tokens(prompt_lens, vocab_size=stack.model.config.vocab_size,
+                               seed=31 + rank)
+        backend = TRTLLMHAAttnBackend(
+            req_to_token_pool=stack.req_to_token_pool,
+            token_to_kv_pool=stack.token_to_kv_pool, provider=options.provider,
+        )
+        batch = stack.extend_batch(requests, tokens)
+        backend.init_forward_metadata(batch)  # built for the real batch
+        sync = prepare_mlp_sync_batch(batch)  # pads batch.batch_size for the MLP gather
+        hidden = stack.model.forward(batch, backend)
+        detect.check()
+    finally:
+        dist.destroy_process_group()
+    reference = torch.cat([stack.model.reference(torch.tensor(t, device=device)) for t in tokens])
+    mismatch = compare_with_reference(hidden, reference, site=f"dp_rank[{rank}].extend.output")
+    if mismatch is not None:
+        return mismatch
+    return ScenarioOutcome(
+        outcome="clean",
+        message=f"rank {rank}: batch {len(prompt_lens)} padded to {sync.max_batch_size} "
+        f"(batch sizes per rank {list(sync.batch_size_per_rank)}); matches the reference",
+    )
+
+
+def _combine(
+    outcomes: dict[int, dict[str, Any]], workers: list[Any], world_size: int
+) -> ScenarioOutcome:
+    """The first failing rank's outcome; a rank that reported nothing is a failure too."""
+    for rank in range(world_size):
+        reported = outcomes.get(rank)
+        if reported is None:
+            return ScenarioOutcome(
+                outcome="failure", error="RankDied", site=f"dp_rank[{rank}]",
+                message=f"rank {rank} reported nothing (exit code {workers[rank].exitcode})",
+            )
+        if reported["outcome"] != "clean":
+            return ScenarioOutcome(**reported)
+    return ScenarioOutcome(
+        outcome="clean", message="; ".join(outcomes[r]["message"] for r in range(world_size))
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":
+    run_scenario_main(run, description=__doc__ or "")
