@@ -62,7 +62,7 @@ def _module_file(target: str, *, source_root: Path) -> tuple[Path, list[str]]:
                 return candidate, parts[index:]
     raise TargetResolutionError(
         f"{target}: no module file for it under {source_root}; looked for "
-        f"{', '.join(reversed(looked))}"
+        f"{', '.join(looked)}"
     )
 
 

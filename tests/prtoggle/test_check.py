@@ -1,0 +1,182 @@
+"""Tests for prtoggle.check: recipe checks (imported and source-tree) and fixed->reverted diffs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from revert_fixtures import ModuleFactory, clean_toggle_state, modules, write_fix  # noqa: F401
+
+from prtoggle.check import TargetCheck, TargetDiff, check_fixes, fix_diffs
+from prtoggle.registry import Registry, load_registry
+
+APP_MODULE = '''\
+"""An application module."""
+
+
+class Backend:
+    @property
+    def width(self):
+        return 8
+
+    @width.setter
+    def width(self, value):
+        self._width = value
+
+    def forward(self, x):
+        y = x + 1
+        z = y * 2
+        w = z - 3
+        v = w * w
+        return v
+
+
+def helper(a):
+    return a
+'''
+FIX = """\
+pr: 921
+title: check me
+patches:
+  - target: app.core.Backend.forward
+    edits:
+      - match: z = y * 2
+        replacement: |
+          z = y * 3
+          z = z + 0
+  - target: app.core.Backend.width
+    edits:
+      - match: return 8
+        replacement: return 4
+"""
+BROKEN_FIX = """\
+pr: 922
+title: stale recipe
+patches:
+  - target: app.core.helper
+    edits:
+      - match: return a + 1
+        replacement: return a
+  - target: app.core.Backend.forward
+    edits:
+      - match: return v
+        replacement: return v +
+"""
+
+
+def registry_for(tmp_path: Path) -> Registry:
+    write_fix(tmp_path / "reg", 921, FIX)
+    write_fix(tmp_path / "reg", 922, BROKEN_FIX)
+    return load_registry(dirs=[tmp_path / "reg"])
+
+
+def test_check_reports_each_target_and_patches_nothing(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    path = modules.write("app.core", APP_MODULE)
+    registry = registry_for(tmp_path)
+    checks = check_fixes(registry=registry)
+    module = sys.modules["app.core"]
+    assert module.Backend().forward(1) == 1 and module.Backend().width == 8
+    yaml_path = tmp_path / "reg" / "922.yaml"
+    assert checks == [
+        TargetCheck(pr=921, target="app.core.Backend.forward", ok=True, message=""),
+        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message=""),
+        TargetCheck(
+            pr=922, target="app.core.helper", ok=False,
+            message=(
+                f"app.core.helper: edit 1 of 1 ({yaml_path}:6) matched 0 times in "
+                f"{path}:21-22; expected exactly 1.\n"
+                "match (whitespace-stripped, blank lines ignored):\n"
+                "    return a + 1\n"
+                "nearest windows:\n"
+                f"  {path}:22 (similarity 80%)\n"
+                "      22 |     return a\n"
+                f"  {path}:21 (similarity 23%)\n"
+                "      21 | def helper(a):"
+            ),
+        ),
+        TargetCheck(
+            pr=922, target="app.core.Backend.forward", ok=False,
+            message=(
+                f"app.core.Backend.forward: the edited source does not compile: invalid "
+                f"syntax at {path}:18 (edited line 6 of 6: 'return v +')"
+            ),
+        ),
+    ]
+
+
+def test_check_of_a_source_tree_never_imports_it(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "app" / "core").mkdir(parents=True)
+    (root / "app" / "__init__.py").write_text("raise RuntimeError('must not be imported')\n")
+    (root / "app" / "core" / "__init__.py").write_text(APP_MODULE)
+    checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
+    assert checks == [
+        TargetCheck(pr=921, target="app.core.Backend.forward", ok=True, message=""),
+        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message=""),
+    ]
+    assert "app" not in sys.modules
+
+
+def test_check_of_a_source_tree_names_the_missing_file_or_definition(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "core.py").write_text("class Backend:\n    pass\n")
+    checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
+    assert [check.message for check in checks] == [
+        f"app.core.Backend.forward: {root / 'app' / 'core.py'} has no definition of 'forward' "
+        "in Backend",
+        f"app.core.Backend.width: {root / 'app' / 'core.py'} has no definition of 'width' "
+        "in Backend",
+    ]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = check_fixes(registry=registry_for(tmp_path), source_root=empty, prs=[921])
+    assert missing[0].message == (
+        f"app.core.Backend.forward: no module file for it under {empty}; looked for "
+        f"{empty / 'app' / 'core' / 'Backend.py'}, "
+        f"{empty / 'app' / 'core' / 'Backend' / '__init__.py'}, {empty / 'app' / 'core.py'}, "
+        f"{empty / 'app' / 'core' / '__init__.py'}, {empty / 'app.py'}, "
+        f"{empty / 'app' / '__init__.py'}"
+    )
+
+
+def test_diff_hunks_carry_real_file_line_numbers(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "core.py").write_text(APP_MODULE)
+    fix = registry_for(tmp_path).get(921)
+    diffs = fix_diffs(fix, source_root=root)
+    path = root / "app" / "core.py"
+    assert [(d.target, d.filename, d.first_line) for d in diffs] == [
+        ("app.core.Backend.forward", str(path), 13),
+        ("app.core.Backend.width", str(path), 5),
+    ]
+    assert diffs[0].unified_diff() == (
+        f"--- {path} (fixed)\n"
+        f"+++ {path} (PR 921 reverted)\n"
+        "@@ -13,6 +13,7 @@\n"
+        "     def forward(self, x):\n"
+        "         y = x + 1\n"
+        "-        z = y * 2\n"
+        "+        z = y * 3\n"
+        "+        z = z + 0\n"
+        "         w = z - 3\n"
+        "         v = w * w\n"
+        "         return v\n"
+    )
+
+
+def test_diff_of_an_imported_module_matches_the_source_tree_diff(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    path = modules.write("app.core", APP_MODULE)
+    imported = fix_diffs(registry_for(tmp_path).get(921))
+    from_tree = fix_diffs(registry_for(tmp_path).get(921), source_root=modules.root)
+    assert imported == from_tree
+    assert imported[1] == TargetDiff(
+        pr=921, target="app.core.Backend.width", filename=str(path), first_line=5,
+        fixed_source="    @property\n    def width(self):\n        return 8\n",
+        reverted_source="    @property\n    def width(self):\n        return 4\n",
+    )
