@@ -5,6 +5,11 @@ Each program reduces one block of the flat tensor; a block with hits adds its co
 claims the first-hit `when` with a compare-and-swap on -1; the winner of that swap also
 stores the bounds in force. Same row layout and results as torch_probes.py. Runs on CUDA,
 and on CPU tensors under TRITON_INTERPRET=1 (set before triton is first imported).
+
+Sizes and scalar bounds are not specialized on, nor are the alignments of the row, `when`
+and bound pointers, so one compiled variant per dtype (and data alignment) serves every
+call: run each probe once before CUDA graph capture (the warm-up runs do) so nothing is
+compiled while capturing.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ def _claim_first_hit(row_ptr, when_ptr):  # type: ignore[no-untyped-def]
     return previous == unhit
 
 
-@triton.jit(do_not_specialize=["n"])
+@triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["row_ptr", "when_ptr"])
 def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     x_ptr,
     n,
@@ -103,19 +108,26 @@ def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         bad = ((x == float("inf")) | (x == float("-inf"))) & in_range
     else:
         bad = (x != x) & in_range  # noqa: PLR0124 (NaN is the one value unequal to itself)
+    # Reductions stay outside the branch: only the scalar atomics are conditional.
     count = tl.sum(bad.to(tl.int64), axis=0)
+    lowest = tl.min(tl.where(bad, offsets, 9223372036854775807), axis=0)
+    if CHECK_INF:
+        signs = tl.where(x > 0, 1, -1).to(tl.int64)
+        lowest_sign = tl.min(tl.where(bad, signs, 1), axis=0)
+        highest_sign = tl.max(tl.where(bad, signs, -1), axis=0)
     if count > 0:
-        lowest = tl.min(tl.where(bad, offsets, 9223372036854775807), axis=0)
         tl.atomic_add(row_ptr + 0, count)
         tl.atomic_min(row_ptr + 1, lowest)
         if CHECK_INF:
-            signs = tl.where(x > 0, 1, -1).to(tl.int64)
-            tl.atomic_min(row_ptr + 3, tl.min(tl.where(bad, signs, 1), axis=0))
-            tl.atomic_max(row_ptr + 4, tl.max(tl.where(bad, signs, -1), axis=0))
+            tl.atomic_min(row_ptr + 3, lowest_sign)
+            tl.atomic_max(row_ptr + 4, highest_sign)
         _claim_first_hit(row_ptr, when_ptr)
 
 
-@triton.jit(do_not_specialize=["n", "low_value", "high_value"])
+@triton.jit(
+    do_not_specialize=["n", "low_value", "high_value"],
+    do_not_specialize_on_alignment=["low_ptr", "high_ptr", "row_ptr", "when_ptr"],
+)
 def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     x_ptr,
     n,
@@ -142,12 +154,15 @@ def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         high = high_value.to(tl.int64)
     bad = ((values < low) | (values >= high)) & in_range
     count = tl.sum(bad.to(tl.int64), axis=0)
+    lowest = tl.min(tl.where(bad, offsets, 9223372036854775807), axis=0)
+    lowest_value = tl.min(tl.where(bad, values, 9223372036854775807), axis=0)
+    highest_value = tl.max(tl.where(bad, values, -9223372036854775807 - 1), axis=0)
     if count > 0:
-        lowest = tl.min(tl.where(bad, offsets, 9223372036854775807), axis=0)
         tl.atomic_add(row_ptr + 0, count)
         tl.atomic_min(row_ptr + 1, lowest)
-        tl.atomic_min(row_ptr + 3, tl.min(tl.where(bad, values, 9223372036854775807), axis=0))
-        tl.atomic_max(row_ptr + 4, tl.max(tl.where(bad, values, -9223372036854775807 - 1), axis=0))
-        if _claim_first_hit(row_ptr, when_ptr):
+        tl.atomic_min(row_ptr + 3, lowest_value)
+        tl.atomic_max(row_ptr + 4, highest_value)
+        won = _claim_first_hit(row_ptr, when_ptr)
+        if won:
             tl.store(row_ptr + 5, low)
             tl.store(row_ptr + 6, high)
