@@ -40,8 +40,8 @@ class ModuleFactory:
         return importlib.import_module(name)
 
 
-@pytest.fixture
-def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleFactory]:
+@pytest.fixture(name="modules")
+def modules_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleFactory]:
     """Fixture modules in tmp_path/src on sys.path; removed from sys.modules afterwards."""
     root = tmp_path / "src"
     root.mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from revert_fixtures import ModuleFactory, clean_toggle_state, modules, write_fix  # noqa: F401
+from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
 from prtoggle.check import TargetCheck, TargetDiff, check_fixes, fix_diffs
 from prtoggle.registry import Registry, load_registry

@@ -6,7 +6,7 @@ import traceback
 from types import FunctionType
 
 import pytest
-from revert_fixtures import ModuleFactory, make_patch, modules  # noqa: F401
+from revert_fixtures import ModuleFactory, make_patch, modules_fixture  # noqa: F401
 
 from prtoggle.errors import PatchApplicationError, UnsupportedTargetError
 from prtoggle.patching.swap import CodeSwapper, EditLayer

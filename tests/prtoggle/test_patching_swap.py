@@ -7,7 +7,7 @@ import sys
 from types import FunctionType
 
 import pytest
-from revert_fixtures import ModuleFactory, make_patch, modules  # noqa: F401
+from revert_fixtures import ModuleFactory, make_patch, modules_fixture  # noqa: F401
 
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.swap import CodeSwapper, EditLayer
@@ -88,56 +88,49 @@ def function(target: str) -> FunctionType:
 
 
 @pytest.mark.parametrize(
-    ("target", "edit", "call", "fixed", "reverted"),
+    ("target", "edit", "call", "expected"),
     [
         (
             "kinds.Widget.greet",
             ('return text + "!"', "replacement", 'return text + "?"'),
             lambda m: m.Widget().greet(),
-            "base!",
-            "base?",
+            ("base!", "base?"),
         ),
         (
             "kinds.Widget.secret",
             ("return self.__secret", "replacement", "return self.__secret * 10"),
             lambda m: m.Widget().secret(),
-            5,
-            50,
+            (5, 50),
         ),
         (
             "kinds.Widget.size",
             ("return 1", "replacement", "return 2"),
             lambda m: m.Widget().size,
-            1,
-            2,
+            (1, 2),
         ),
         (
             "kinds.Widget.double",
             ("return a * 2", "replacement", "return a * 3"),
             lambda m: m.Widget.double(2),
-            4,
-            6,
+            (4, 6),
         ),
         (
             "kinds.Widget.name",
             ("return cls.__name__", "replacement", 'return "renamed"'),
             lambda m: m.Widget.name(),
-            "Widget",
-            "renamed",
+            ("Widget", "renamed"),
         ),
         (
             "kinds.wrapped",
             ("return a + 1", "replacement", "return a + 100"),
             lambda m: m.wrapped(1),
-            2,
-            101,
+            (2, 101),
         ),
         (
             "kinds.fetch",
             ("return a + 1", "prepend", "a = -a"),
             lambda m: asyncio.run(m.fetch(1)),
-            2,
-            0,
+            (2, 0),
         ),
     ],
 )
@@ -146,9 +139,9 @@ def test_every_target_kind_is_patched_and_restored_to_the_identical_code(
     target: str,
     edit: tuple[str, str, str],
     call: object,
-    fixed: object,
-    reverted: object,
+    expected: tuple[object, object],
 ) -> None:
+    fixed, reverted = expected
     module = modules.load("kinds", KINDS_MODULE)
     target_function = function(target)
     original = target_function.__code__

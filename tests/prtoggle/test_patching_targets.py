@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from revert_fixtures import ModuleFactory, modules  # noqa: F401
+from revert_fixtures import ModuleFactory, modules_fixture  # noqa: F401
 
 from prtoggle.errors import TargetResolutionError, UnsupportedTargetError
 from prtoggle.patching.targets import (

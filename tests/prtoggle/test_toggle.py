@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
-from revert_fixtures import ModuleFactory, clean_toggle_state, modules, write_fix  # noqa: F401
+from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
 from prtoggle import toggle
 from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRError
