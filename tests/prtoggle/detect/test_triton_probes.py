@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -245,3 +248,43 @@ def test_redzone_overwrite_inside_a_cuda_graph_is_reported(
     detect.reset()
     detect.check()
     assert poison.redzone_devices() == {"cuda:0"}
+
+
+_COMPILE_SCRIPT = r"""
+import re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from prtoggle.detect import triton_probes as tp
+
+FLOAT = {"x_ptr": "*bf16", "n": "i32", "row_ptr": "*i64", "when_ptr": "*i64",
+         "CHECK_INF": "constexpr", "UPCAST": "constexpr", "BLOCK": "constexpr"}
+OOB = {"x_ptr": "*i32", "n": "i64", "low_ptr": "*i64", "high_ptr": "*i32", "low_value": "i32",
+       "high_value": "i64", "row_ptr": "*i64", "when_ptr": "*i64", "LOW_IS_PTR": "constexpr",
+       "HIGH_IS_PTR": "constexpr", "BLOCK": "constexpr"}
+atomics = set()
+for fn, signature, constexprs in [
+    (tp._float_probe_kernel, FLOAT, {"CHECK_INF": False, "UPCAST": True, "BLOCK": 1024}),
+    (tp._float_probe_kernel, FLOAT, {"CHECK_INF": True, "UPCAST": True, "BLOCK": 1024}),
+    (tp._oob_probe_kernel, OOB, {"LOW_IS_PTR": False, "HIGH_IS_PTR": True, "BLOCK": 1024}),
+]:
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    atomics |= {".".join(op) for op in re.findall(r"atom\.[\w.]*?\.(add|cas|max|min)\.(\w+)", ptx)}
+print(sorted(atomics))
+"""
+
+
+@pytest.mark.slow
+def test_kernels_compile_to_sm90_with_64_bit_atomics_without_a_gpu(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "['add.u64', 'cas.b64', 'max.s64', 'min.s64']\n"
