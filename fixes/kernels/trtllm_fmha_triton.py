@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -289,13 +290,18 @@ def _choose_num_splits(*, programs: int, max_seq_len: int, block_n: int,
     """KV splits so that small batches still fill the GPU (flash-decoding); 1 on CPU."""
     if device.type != "cuda":
         return 1
-    sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-    target_programs = 2 * sm_count
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    target_programs = 4 * _sm_count(index)  # ~4 resident programs per SM hide HBM latency
     if programs >= target_programs:
         return 1
     by_occupancy = math.ceil(target_programs / programs)
     by_length = max(1, max_seq_len // (4 * block_n))  # at least 4 tiles per split
     return max(1, min(by_occupancy, by_length, 64))
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
