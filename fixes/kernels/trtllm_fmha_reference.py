@@ -1,4 +1,8 @@
-"""Torch reference of the TRT-LLM FMHA paged decode and context kernels (the ground truth)."""
+"""Torch reference of the TRT-LLM FMHA paged decode and context kernels (the ground truth).
+
+Loops over requests on the host (reads lengths with `int()`): exact and strict, but it
+synchronises with the device, so it cannot run inside CUDA graph capture.
+"""
 
 from __future__ import annotations
 

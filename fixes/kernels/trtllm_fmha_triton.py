@@ -102,7 +102,7 @@ def triton_context(
     grid = (triton.cdiv(max_q_len, block_m), batch_size, num_heads)
     _context_kernel[grid](
         query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out,
-        softmax_scale * _LOG2E,
+        softmax_scale * _LOG2E, max_q_len,
         query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         block_tables.stride(0), out.stride(0), out.stride(1),
@@ -220,7 +220,7 @@ def _combine_splits_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 @triton.jit
 def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    Q, K, V, BlockTables, SeqLens, CumSeqLensQ, Out, scale_log2,
+    Q, K, V, BlockTables, SeqLens, CumSeqLensQ, Out, scale_log2, max_q_len,
     stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
     stride_bt, stride_or, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
@@ -234,10 +234,11 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     q_len = tl.load(CumSeqLensQ + request + 1) - q_start
     kv_len = tl.load(SeqLens + request)
     m_start = block * BLOCK_M
-    if m_start < q_len:
+    rows_end = tl.minimum(q_len, max_q_len)  # rows past max_q_len are not computed
+    if m_start < rows_end:
         kv_head = head // GROUP
         rows = m_start + tl.arange(0, BLOCK_M)
-        row_mask = rows < q_len
+        row_mask = rows < rows_end
         dims = tl.arange(0, HEAD_DIM)
         token_rows = (q_start + rows).to(tl.int64)
         q = tl.load(Q + token_rows[:, None] * stride_qr + head * stride_qh + dims[None, :],

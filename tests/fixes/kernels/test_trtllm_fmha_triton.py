@@ -158,6 +158,22 @@ def test_public_api_runs_the_triton_provider_on_cpu() -> None:
     assert_matches(extended, expected, rel=1e-5)
 
 
+@interpreted
+def test_triton_context_leaves_rows_past_max_q_len_uncomputed_like_the_reference() -> None:
+    from fixes.kernels.trtllm_fmha_reference import context_reference
+
+    batch = make_batch(q_lens=[6, 2], kv_lens=[9, 4], num_heads=2, num_kv_heads=2,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=13)
+    common = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+                  block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=4,
+                  max_kv_len=9, softmax_scale=batch.softmax_scale, batch_size=2,
+                  cum_seq_lens_q=batch.cum_seq_lens_q)
+    result = triton_context(**common, out=torch.zeros_like(batch.query), config=CPU_TILES)
+    expected = context_reference(**common, out=torch.zeros_like(batch.query))
+    assert torch.equal(result[4:6], torch.zeros_like(result[4:6]))  # request 0 rows 4, 5
+    assert_matches(result, expected.double(), rel=1e-5)
+
+
 def test_triton_rejects_a_head_dim_it_cannot_tile() -> None:
     batch = make_batch(q_lens=[1], kv_lens=[3], num_heads=2, num_kv_heads=2, head_dim=24,
                        page_size=1, dtype=torch.float32, seed=0)
