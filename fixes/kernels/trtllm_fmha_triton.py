@@ -44,7 +44,7 @@ def triton_decode(
 ) -> torch.Tensor:
     """Decode kernel: one program per (query row, KV head, KV split); see trtllm_fmha."""
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    _check_layout(query, k_cache, v_cache, out)
+    _check_layout(query, k_cache, v_cache, out, block_tables)
     rows, group = seq_lens.shape[0] * q_len_per_req, query.shape[1] // num_kv_heads
     if rows == 0:
         return out
@@ -95,7 +95,7 @@ def triton_context(
 ) -> torch.Tensor:
     """Context kernel: one program per (query block, request, query head); see trtllm_fmha."""
     num_heads = query.shape[1]
-    _check_layout(query, k_cache, v_cache, out)
+    _check_layout(query, k_cache, v_cache, out, block_tables)
     block_m, block_n, num_warps, num_stages = _context_launch(config or TritonBlockConfig(), query)
     if batch_size == 0 or max_q_len <= 0:
         return out
@@ -349,8 +349,8 @@ def _pow2_floor(value: int) -> int:
 
 
 def _check_layout(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                  out: torch.Tensor) -> None:
-    """Power-of-two head_dim >= 16 (tile width) and unit stride along it."""
+                  out: torch.Tensor, block_tables: torch.Tensor) -> None:
+    """Power-of-two head_dim >= 16 (tile width) and unit stride along the last dimension."""
     from fixes.kernels.trtllm_fmha import KernelContractError
 
     head_dim = query.shape[2]
@@ -359,10 +359,10 @@ def _check_layout(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
             f"the triton provider needs head_dim a power of two >= 16, got {head_dim}; "
             "choices for other sizes: torch, flashinfer"
         )
-    strides = {name: t.stride(-1) for name, t in
-               (("query", query), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out))}
+    strides = {name: t.stride(-1) for name, t in (("query", query), ("k_cache", k_cache),
+               ("v_cache", v_cache), ("out", out), ("block_tables", block_tables))}
     if any(stride != 1 for stride in strides.values()):
         raise KernelContractError(
-            f"the triton provider needs unit stride along head_dim, got {strides}; "
+            f"the triton provider needs unit stride along the last dimension, got {strides}; "
             "choices: make them contiguous, or provider torch"
         )

@@ -188,9 +188,9 @@ def test_triton_rejects_a_query_strided_along_head_dim() -> None:
                        page_size=1, dtype=torch.float32, seed=0)
     strided = PagedBatch(**{**batch.__dict__, "query": batch.query.mT.contiguous().mT})
     with pytest.raises(KernelContractError, match=re.escape(
-            "the triton provider needs unit stride along head_dim, got {'query': 2, "
-            "'k_cache': 1, 'v_cache': 1, 'out': 1}; choices: make them contiguous, or "
-            "provider torch")):
+            "the triton provider needs unit stride along the last dimension, got {'query': 2, "
+            "'k_cache': 1, 'v_cache': 1, 'out': 1, 'block_tables': 1}; choices: make them "
+            "contiguous, or provider torch")):
         run_decode(strided, q_len_per_req=1)
 
 
