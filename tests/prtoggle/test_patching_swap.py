@@ -50,6 +50,13 @@ class Widget(Base):
         return cls.__name__
 
 
+def make_class(k):
+    class Local(Base):
+        def greet(self):
+            return super().greet() + k
+    return Local
+
+
 def make_adder(k):
     def add(a):
         return a + k
@@ -161,6 +168,15 @@ def test_closure_function_keeps_its_cells(modules: ModuleFactory) -> None:
     )
     assert add(1) == 21
     assert add.__code__.co_freevars == ("k",)
+
+
+def test_method_with_both_super_and_a_closure_keeps_both_cells(modules: ModuleFactory) -> None:
+    module = modules.load("kinds", KINDS_MODULE)
+    local = module.make_class("?")
+    CodeSwapper().patch(local.greet, layer("kinds.make_class.Local.greet", (
+        "return super().greet() + k", "replacement", "return super().greet() + k + k")))
+    assert local().greet() == "base??"
+    assert local.greet.__code__.co_freevars == ("__class__", "k")
 
 
 def test_defaults_and_kwdefaults_stay_those_of_the_original(modules: ModuleFactory) -> None:
