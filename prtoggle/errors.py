@@ -36,7 +36,14 @@ class RunnerError(PrToggleError):
 
 
 class DetectionError(PrToggleError):
-    """A debug probe found a fault; the message names every site hit."""
+    """A debug probe found a fault; the message names every site hit.
+
+    `sites` lists the site names the report covers, most severe first.
+    """
+
+    def __init__(self, message: str, *, sites: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.sites = sites
 
 
 class NaNDetected(DetectionError):

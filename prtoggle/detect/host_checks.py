@@ -36,7 +36,7 @@ def maybe_check_host_range(value: int, low: int, high: int, site: str) -> None:
         return
     hit = _record(value, low, high, site)
     if config.current_mode() == "raise":
-        raise OOBDetected(format_hits([hit]))
+        raise OOBDetected(format_hits([hit]), sites=(hit.site,))
 
 
 def _record(value: int, low: int, high: int, site: str) -> SiteHit:

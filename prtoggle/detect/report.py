@@ -68,6 +68,11 @@ class RedzoneHit:
     changed_bytes: int
     kind: str = "redzone"
 
+    @property
+    def site(self) -> str:
+        """The buffer's name stands for the site in reports."""
+        return self.name
+
 
 Hit = SiteHit | RedzoneHit
 
@@ -91,7 +96,8 @@ class DetectionReport:
         """The exception for the most severe hit, naming all of them (None when clean)."""
         if not self.hits:
             return None
-        return ERROR_TYPES[self.hits[0].kind](self.message())
+        sites = tuple(hit.site for hit in self.hits)
+        return ERROR_TYPES[self.hits[0].kind](self.message(), sites=sites)
 
 
 def make_report(hits: list[Hit]) -> DetectionReport:
