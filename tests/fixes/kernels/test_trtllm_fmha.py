@@ -22,7 +22,7 @@ SHAPES = [  # (bs, q_len_per_req, page_size, num_heads, num_kv_heads)
     (2, 3, 1, 2, 2),
     (4, 3, 4, 4, 2),
 ]
-DTYPES = [torch.float32, torch.bfloat16]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def decode(batch: PagedBatch, *, q_len_per_req: int, provider: str = "torch",

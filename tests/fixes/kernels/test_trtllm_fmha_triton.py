@@ -99,6 +99,15 @@ def test_triton_context_matches_dense_attention(page_size: int, dtype: torch.dty
 
 
 @interpreted
+def test_triton_kernels_accept_float16() -> None:
+    batch = make_batch(q_lens=[2, 2], kv_lens=[7, 20], num_heads=4, num_kv_heads=2,
+                       head_dim=16, page_size=4, dtype=torch.float16, seed=14)
+    expected = naive_attention(batch)
+    assert_matches(run_decode(batch, q_len_per_req=2, splits=2), expected, rel=2e-2)
+    assert_matches(run_context(batch), expected, rel=2e-2)
+
+
+@interpreted
 @pytest.mark.parametrize("splits", [1, 2])
 def test_triton_decode_over_an_empty_kv_range_gives_nan(splits: int) -> None:
     batch = make_batch(q_lens=[3, 3], kv_lens=[2, 20], num_heads=2, num_kv_heads=1,
