@@ -275,21 +275,31 @@ def _edits(entry: _LineDict, path: Path) -> tuple[Edit, ...]:
     for item in items:
         raw = _expect_mapping(item, path, line=items.line, what="edit",
                               required=("match",), optional=EDIT_KINDS)
-        kinds = [kind for kind in EDIT_KINDS if kind in raw]
-        if len(kinds) != 1:
-            got = ", ".join(kinds) if kinds else "none"
-            raise RegistryError(f"{path}:{raw.line}: edit must have exactly one of replacement, "
-                                f"prepend, append; got {got}")
-        kind: EditKind = kinds[0]  # type: ignore[assignment]
         match = _required_str(raw, "match", path)
-        text = raw[kind]
-        if text is None and kind == "replacement":
-            text = ""
-        if not isinstance(text, str):
-            raise RegistryError(f"{_at(path, raw, kind)}: {kind!r} must be a string, "
-                                f"got {type(text).__name__} {text!r}")
+        kind, text = _edit_kind(raw, path)
         edits.append(Edit(match=match, kind=kind, text=text, line=raw.line))
     return tuple(edits)
+
+
+def _edit_kind(raw: _LineDict, path: Path) -> tuple[EditKind, str]:
+    """sglang's rule: at most one of the kinds has non-blank text; none given deletes."""
+    texts: dict[EditKind, str] = {}
+    for kind in EDIT_KINDS:
+        value = raw.get(kind, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise RegistryError(f"{_at(path, raw, kind)}: {kind!r} must be a string, "
+                                f"got {type(value).__name__} {value!r}")
+        if kind in raw:
+            texts[kind] = value  # type: ignore[index]
+    active = [kind for kind, text in texts.items() if text.strip()]
+    if len(active) > 1:
+        raise RegistryError(f"{path}:{raw.line}: edit sets more than one of replacement, "
+                            f"prepend, append (got {', '.join(active)}); use one per edit")
+    if active:
+        return active[0], texts[active[0]]
+    return next(iter(texts), "replacement"), ""
 
 
 def _expect_mapping(

@@ -84,6 +84,25 @@ def test_sglang_patches_block_with_only_pr_and_title_loads(tmp_path: Path) -> No
     assert fix.patches[0].edits[0].kind == "replacement"
 
 
+def test_edit_kinds_follow_sglang_defaults(tmp_path: Path) -> None:
+    path = write_fix(tmp_path, 902, """\
+        pr: 902
+        title: sglang defaults
+        patches:
+          - target: app.f
+            edits:
+              - match: a = 1
+              - match: b = 1
+                replacement:
+              - match: c = 1
+                replacement: ""
+                append: "c = 2"
+        """)
+    assert [(e.kind, e.text) for e in load_fix(path).patches[0].edits] == [
+        ("replacement", ""), ("replacement", ""), ("append", "c = 2"),
+    ]
+
+
 def error_for(tmp_path: Path, body: str) -> str:
     path = write_fix(tmp_path, 903, body)
     with pytest.raises(RegistryError) as caught:
@@ -117,10 +136,9 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
          "'scenarios/run.py'"),
         (MINIMAL + "        replacement: b\nmerged: 29 May\n",
          "F:8: 'merged' must be a date YYYY-MM-DD, got '29 May'"),
-        (MINIMAL,
-         "F:6: edit must have exactly one of replacement, prepend, append; got none"),
         (MINIMAL + "        prepend: b\n        append: c\n",
-         "F:6: edit must have exactly one of replacement, prepend, append; got prepend, append"),
+         "F:6: edit sets more than one of replacement, prepend, append (got prepend, append); "
+         "use one per edit"),
         (MINIMAL + "        replacement: 3\n",
          "F:7: 'replacement' must be a string, got int 3"),
         (MINIMAL + "        replace: b\n",
