@@ -1,8 +1,10 @@
 """check(), report() and reset(): read every witness table and redzone, then raise, warn or keep.
 
 Each device is read with exactly one device-to-host copy (its witness rows and its redzone
-comparison results concatenated on device first). Hits are sticky: check() reports them
-again, with growing counts, until reset().
+comparison results concatenated on device first). The copy is ordered after the work
+queued on the current stream: probes launched on another stream must be joined to it (or
+synchronized) first. Hits are sticky: check() reports them again, with growing counts,
+until reset().
 """
 
 from __future__ import annotations
