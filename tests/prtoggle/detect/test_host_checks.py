@@ -36,6 +36,7 @@ def test_raise_mode_raises_at_once_and_check_reports_it_too() -> None:
     with pytest.raises(OOBDetected) as excinfo:
         detect.maybe_check_host_range(5, 0, 4, "trtllm_mha.context.batch_size")
     assert str(excinfo.value) == BATCH_SIZE_MESSAGE
+    assert excinfo.value.sites == ("trtllm_mha.context.batch_size",)
     with pytest.raises(OOBDetected) as again:
         detect.check()
     assert str(again.value) == BATCH_SIZE_MESSAGE

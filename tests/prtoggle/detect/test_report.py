@@ -122,6 +122,7 @@ def test_report_orders_by_severity_and_raises_the_most_severe_class() -> None:
     error = report.error()
     assert isinstance(error, RedzoneViolation)
     assert str(error) == format_hits(list(report.hits))
+    assert error.sites == ("kv_indices", "kv.indices", "attn.out", "logits")
     assert type(make_report([INF_HIT, OOB_HIT]).error()) is OOBDetected
     assert type(make_report([INF_HIT, NAN_HIT]).error()) is NaNDetected
     assert type(make_report([INF_HIT]).error()) is InfDetected
