@@ -49,7 +49,11 @@ def compile_function(
     try:
         module_code = compile(module, filename, "exec", flags=shape.future_flags,
                               dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
+    except SyntaxError as exc:
+        raise PatchApplicationError(
+            f"{target}: the edited source does not compile: {exc.msg} at {filename}:{exc.lineno}"
+        ) from exc
+    except ValueError as exc:
         raise PatchApplicationError(
             f"{target}: the edited source does not compile: {exc}"
         ) from exc

@@ -140,3 +140,14 @@ def test_edit_that_adds_a_second_statement_is_refused(modules: ModuleFactory) ->
         "lines.check: the edited source must be exactly one definition of check(); it holds: "
         "Assign, FunctionDef"
     )
+
+
+def test_edit_rejected_by_the_compiler_after_parsing_is_reported(modules: ModuleFactory) -> None:
+    path = modules.write("lines", LINES_MODULE)
+    modules.load("lines", LINES_MODULE)
+    with pytest.raises(PatchApplicationError) as caught:
+        patch_function("lines.check", ("b = a + 1", "prepend", "nonlocal q"))
+    assert str(caught.value) == (
+        "lines.check: the edited source does not compile: no binding for nonlocal 'q' found "
+        f"at {path}:5"
+    )

@@ -76,3 +76,10 @@ def test_naming_a_class_is_an_error(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"pkg.mod.Outer.Inner: {tmp_path / 'pkg' / 'mod.py'}: Inner is a class, not a function"
     )
+
+
+def test_a_file_that_does_not_parse_is_reported_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("x = 1\ndef f(:\n    pass\n")
+    with pytest.raises(TargetResolutionError) as caught:
+        find_in_source_tree("bad.f", source_root=tmp_path)
+    assert str(caught.value) == f"bad.f: {tmp_path / 'bad.py'}:2 does not parse: invalid syntax"

@@ -249,3 +249,14 @@ def test_a_failing_edit_leaves_the_function_untouched(modules: ModuleFactory) ->
         swapper.patch(target, layer("kinds.scaled", ("no such line", "replacement", "")))
     assert target.__code__ is original
     assert not swapper.is_patched(target)
+
+
+def test_the_same_pr_cannot_edit_a_function_twice(modules: ModuleFactory) -> None:
+    modules.load("kinds", KINDS_MODULE)
+    target = function("kinds.scaled")
+    swapper = CodeSwapper()
+    swapper.patch(target, layer("kinds.scaled", ("return a * factor + offset", "prepend",
+                                                 "a = 0")))
+    with pytest.raises(PatchApplicationError) as caught:
+        swapper.patch(target, layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
+    assert str(caught.value) == "kinds.scaled: PR 1 already edits this function"

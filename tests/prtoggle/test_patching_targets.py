@@ -130,3 +130,12 @@ def test_function_source_spans_decorators_with_real_first_line(modules: ModuleFa
     source = function_source(resolved.function, target="deco.f")
     assert (source.filename, source.first_line) == (str(path), 4)
     assert source.text == "@functools.cache\n@functools.cache\ndef f(a):\n    return a\n"
+
+
+def test_import_target_without_any_importable_prefix_is_an_error() -> None:
+    with pytest.raises(TargetResolutionError) as caught:
+        import_target("no_such_module_xyz.sub.f")
+    assert str(caught.value) == (
+        "no_such_module_xyz.sub.f: no prefix of it is an importable module; expected a dotted "
+        "path module[.Class].function"
+    )

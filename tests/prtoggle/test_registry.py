@@ -228,3 +228,13 @@ def test_missing_yaml_path_directory_is_an_error_naming_it(
 
 def test_shipped_yaml_dir_is_the_repository_yaml_directory_in_a_checkout() -> None:
     assert shipped_yaml_dir() == Path(__file__).resolve().parents[2] / "yaml"
+
+
+def test_unreadable_fix_file_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "905.yaml").mkdir()
+    with pytest.raises(RegistryError) as caught:
+        load_registry(dirs=[tmp_path])
+    assert str(caught.value) == (
+        f"{tmp_path / '905.yaml'}: cannot read fix file: [Errno 21] Is a directory: "
+        f"'{tmp_path / '905.yaml'}'"
+    )
