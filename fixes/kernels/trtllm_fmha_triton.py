@@ -42,15 +42,20 @@ def triton_decode(
     out: torch.Tensor,
     config: TritonBlockConfig | None = None,
 ) -> torch.Tensor:
-    """Decode kernel: one program per (query row, KV head, KV split); see trtllm_fmha."""
+    """Decode kernel: one program per (request, KV head, KV split) holding up to 64 rows of
+    (query row, head in the GQA group), so draft rows share each K/V read; see trtllm_fmha."""
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     _check_layout(query, k_cache, v_cache, out, block_tables)
     rows, group = seq_lens.shape[0] * q_len_per_req, query.shape[1] // num_kv_heads
     if rows == 0:
         return out
     block_n, num_warps, num_stages = _decode_launch(config or TritonBlockConfig(), query)
+    q_rows = min(triton.next_power_of_2(q_len_per_req), max(1, _pow2_floor(64 // group)))
+    chunks_per_req = triton.cdiv(q_len_per_req, q_rows)
+    programs = seq_lens.shape[0] * chunks_per_req
     splits = (config and config.num_kv_splits) or _choose_num_splits(
-        programs=rows * num_kv_heads, max_seq_len=max_seq_len, block_n=block_n, device=query.device
+        programs=programs * num_kv_heads, max_seq_len=max_seq_len, block_n=block_n,
+        device=query.device,
     )
     chunk = triton.cdiv(triton.cdiv(max(max_seq_len, 1), splits), block_n) * block_n
     partial_out = partial_lse = out  # unused placeholders when there is one split
@@ -59,14 +64,14 @@ def triton_decode(
                                   dtype=torch.float32, device=query.device)
         partial_lse = torch.empty((rows, query.shape[1], splits),
                                   dtype=torch.float32, device=query.device)
-    _decode_kernel[(rows, num_kv_heads, splits)](
+    _decode_kernel[(programs, num_kv_heads, splits)](
         query, k_cache, v_cache, block_tables, seq_lens, out, partial_out, partial_lse,
-        q_len_per_req, softmax_scale * _LOG2E, chunk, splits,
+        q_len_per_req, chunks_per_req, softmax_scale * _LOG2E, chunk, splits, query.shape[1],
         query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         block_tables.stride(0), out.stride(0), out.stride(1),
-        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
-        PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
+        GROUP=group, Q_ROWS=q_rows, TILE_M=max(16, triton.next_power_of_2(q_rows * group)),
+        HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
         PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
         num_warps=num_warps, num_stages=num_stages,
     )
@@ -147,29 +152,36 @@ def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # type: ignore[n
 @triton.jit
 def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     Q, K, V, BlockTables, SeqLens, Out, PartialOut, PartialLse,
-    q_len_per_req, scale_log2, chunk, num_splits,
+    q_len_per_req, chunks_per_req, scale_log2, chunk, num_splits, num_heads,
     stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
     stride_bt, stride_or, stride_oh,
-    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
+    GROUP: tl.constexpr, Q_ROWS: tl.constexpr, TILE_M: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
     PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
 ):
-    row = tl.program_id(0)
+    """Q_ROWS query rows x GROUP heads of one request and KV head share each K/V tile."""
+    request = tl.program_id(0) // chunks_per_req
+    first_row = tl.program_id(0) % chunks_per_req * Q_ROWS
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
-    request = row // q_len_per_req
-    num_keys = tl.load(SeqLens + request) - q_len_per_req + row % q_len_per_req + 1
+    tile = tl.arange(0, TILE_M)
+    i = first_row + tile // GROUP  # query index within the request
+    valid = (tile < Q_ROWS * GROUP) & (i < q_len_per_req)
+    heads = kv_head * GROUP + tile % GROUP
+    rows = (request * q_len_per_req + i).to(tl.int64)
+    seq_len = tl.load(SeqLens + request)
+    num_keys = seq_len - q_len_per_req + i + 1  # row i attends keys [0, num_keys)
+    last_i = tl.minimum(first_row + Q_ROWS, q_len_per_req) - 1
+    max_keys = seq_len - q_len_per_req + last_i + 1
     start = split * chunk
-    end = tl.where(split == num_splits - 1, num_keys, tl.minimum(start + chunk, num_keys))
-    heads = kv_head * GROUP + tl.arange(0, GROUP_PAD)
-    head_mask = tl.arange(0, GROUP_PAD) < GROUP
+    end = tl.where(split == num_splits - 1, max_keys, tl.minimum(start + chunk, max_keys))
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + row.to(tl.int64) * stride_qr + heads[:, None] * stride_qh + dims[None, :],
-                mask=head_mask[:, None], other=0.0)
+    q = tl.load(Q + rows[:, None] * stride_qr + heads[:, None] * stride_qh + dims[None, :],
+                mask=valid[:, None], other=0.0)
     table_row = BlockTables + request.to(tl.int64) * stride_bt
-    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUP_PAD], tl.float32)
-    acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+    m_i = tl.full([TILE_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([TILE_M], tl.float32)
+    acc = tl.zeros([TILE_M, HEAD_DIM], tl.float32)
     for n0 in range(start, end, BLOCK_N):
         tokens = n0 + tl.arange(0, BLOCK_N)
         token_mask = tokens < end
@@ -179,23 +191,24 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs, stride_vh,
                        dims, PAGE_SIZE, True)
         qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
-        qk = tl.where(token_mask[None, :], qk, float("-inf"))
+        qk = tl.where(tokens[None, :] < num_keys[:, None], qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(qk - m_new[:, None])
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key in this tile
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(qk - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
         m_i = m_new
     if SPLIT:
-        slot = (row.to(tl.int64) * (GROUP * tl.num_programs(1)) + heads) * num_splits + split
+        slot = (rows * num_heads + heads) * num_splits + split
         safe = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
         tl.store(PartialOut + slot[:, None] * HEAD_DIM + dims[None, :], safe,
-                 mask=head_mask[:, None])
-        tl.store(PartialLse + slot, m_i + tl.log2(l_i), mask=head_mask)
+                 mask=valid[:, None])
+        tl.store(PartialLse + slot, m_i + tl.log2(l_i), mask=valid)  # no key: -inf
     else:
         result = acc / l_i[:, None]  # 0/0 = NaN over an empty key range, as in trtllm-gen
-        pointers = Out + row.to(tl.int64) * stride_or + heads[:, None] * stride_oh + dims[None, :]
-        tl.store(pointers, result.to(Out.dtype.element_ty), mask=head_mask[:, None])
+        pointers = Out + rows[:, None] * stride_or + heads[:, None] * stride_oh + dims[None, :]
+        tl.store(pointers, result.to(Out.dtype.element_ty), mask=valid[:, None])
 
 
 @triton.jit

@@ -99,6 +99,17 @@ def test_triton_context_matches_dense_attention(page_size: int, dtype: torch.dty
 
 
 @interpreted
+@pytest.mark.parametrize("splits", [1, 2])
+def test_triton_decode_spreads_a_long_query_window_over_programs(splits: int) -> None:
+    # 16 heads per KV head: 4 query rows fill a 64-row tile, so 5 rows need 2 programs
+    batch = make_batch(q_lens=[5, 5], kv_lens=[6, 23], num_heads=16, num_kv_heads=1,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=15)
+    result = run_decode(batch, q_len_per_req=5, splits=splits)
+    assert not torch.isnan(result).any()
+    assert_matches(result, naive_attention(batch), rel=1e-5)
+
+
+@interpreted
 def test_triton_kernels_accept_float16() -> None:
     batch = make_batch(q_lens=[2, 2], kv_lens=[7, 20], num_heads=4, num_kv_heads=2,
                        head_dim=16, page_size=4, dtype=torch.float16, seed=14)
