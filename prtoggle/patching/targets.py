@@ -80,7 +80,7 @@ def import_target(target: str) -> ResolvedTarget:
     parts = target.split(".")
     for index in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:index])
-        if not _module_exists(name):
+        if not _importable(name):
             continue
         try:
             module = importlib.import_module(name)
@@ -169,6 +169,32 @@ def _as_function(obj: object, target: str) -> types.FunctionType:
 
 
 def _module_exists(name: str) -> bool:
+    """Whether `name` can be found, asking the meta-path finders directly.
+
+    Never imports (not even the parent: importlib.util.find_spec would, and waiting for
+    a parent another thread is still importing could deadlock against the toggle lock).
+    The parent of a dotted name must already be imported.
+    """
+    if name in sys.modules:
+        return True
+    parent_name, _, _ = name.rpartition(".")
+    path = None
+    if parent_name:
+        path = getattr(sys.modules.get(parent_name), "__path__", None)
+        if path is None:
+            return False
+    for finder in list(sys.meta_path):
+        find_spec = getattr(finder, "find_spec", None)
+        try:
+            if find_spec is not None and find_spec(name, path) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def _importable(name: str) -> bool:
+    """Whether `name` can be found; imports its parent packages (check time only)."""
     try:
         return name in sys.modules or importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
