@@ -120,6 +120,14 @@ def test_out_of_another_dtype_is_rejected() -> None:
         decode(batch, q_len_per_req=1, out=torch.zeros(1, 2, 16, dtype=torch.float16))
 
 
+def test_zero_query_rows_per_request_and_negative_batch_size_are_rejected() -> None:
+    batch = small_batch(q_lens=[1], kv_lens=[3])
+    with pytest.raises(KernelContractError, match=r"^q_len_per_req must be >= 1, got 0$"):
+        decode(batch, q_len_per_req=0)
+    with pytest.raises(KernelContractError, match=r"^batch_size must be >= 0, got -1$"):
+        context(batch, batch_size=-1)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_reference_decode_matches_dense_attention(shape: tuple[int, ...],
