@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from cli_fakes import (
     ANSWER_FIX,
@@ -138,3 +139,21 @@ def test_unknown_candidate_is_a_one_line_error(fake_project: FakeProject) -> Non
     result = bisect("-r", "5", "--", "true")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: -r='5': PR 5 is not registered; registered PRs: ")
+
+
+def test_bisect_over_a_guarding_pytest_file_names_the_guarded_fix(
+    fake_project: FakeProject,
+) -> None:
+    # The plain test fails only when ANSWER_FIX is reverted; its [reverted-N] variant is not
+    # generated in that run (the session already reverts N), so the run is bad, not inverted.
+    (fake_project.source_dir / "pytest.ini").write_text("[pytest]\n")
+    test_file = fake_project.source_dir / "test_guard.py"
+    test_file.write_text(
+        f"import pytest\nimport {TARGET_MODULE} as target\n\n"
+        f"@pytest.mark.guards_pr({ANSWER_FIX}, expect='AssertionError')\n"
+        "def test_answer():\n    assert target.answer() == 42\n"
+    )
+    pytest_command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    result = bisect("-r", f"{FIRST_HALF_FIX},{ANSWER_FIX}", "--", *pytest_command, str(test_file))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-2] == f"culprit: {ANSWER_FIX} (attribute, 3 runs)"
