@@ -136,10 +136,12 @@ def _wrap(definition: ast.stmt, shape: FunctionShape) -> list[ast.stmt]:
 
 
 def _located(wrapper: ast.stmt, definition: ast.stmt) -> ast.stmt:
-    """Give synthetic nodes the definition's first line (never a position of its own)."""
+    """Give synthetic nodes the definition's first line (and Python 3.12+ type_params)."""
     for node in ast.walk(wrapper):
         if node is definition:
             continue
+        if "type_params" in node._fields and not hasattr(node, "type_params"):
+            node.type_params = []  # type: ignore[attr-defined]
         if "lineno" in node._attributes and not hasattr(node, "lineno"):
             node.lineno = node.end_lineno = definition.lineno  # type: ignore[attr-defined]
             node.col_offset = node.end_col_offset = 0  # type: ignore[attr-defined]
