@@ -18,6 +18,7 @@ from fixes.kernels.mla_attention import (
     FlashInferMLADecode,
     MLAShape,
     check_provider,
+    flashinfer_workspace,
     mla_paged_decode_torch,
 )
 from fixes.memory_pool import MLATokenToKVPool, ReqToTokenPool
@@ -37,6 +38,7 @@ class DraftStepMetadata:
     bs: int  # rows = num_seqs * topk
     kv_indptr: torch.Tensor  # [bs + 1] int32
     kv_indices: torch.Tensor  # 1-D, read from kv_indptr[0] on, as through a pointer
+    flashinfer: FlashInferMLADecode | None = None  # planned wrapper (graph path, flashinfer)
 
 
 @dataclass
@@ -57,7 +59,10 @@ class FlashInferMLAMultiStepDraftBackend:
     kv_indptr: torch.Tensor = field(init=False)
     step_metadata: list[DraftStepMetadata] = field(init=False, default_factory=list)
     cuda_graph_kv_indices: torch.Tensor | None = field(init=False, default=None)
-    graph_wrappers: list[FlashInferMLADecode] = field(init=False, default_factory=list)
+    graph_wrappers: dict[tuple[int, int], FlashInferMLADecode] = field(
+        init=False, default_factory=dict
+    )  # (step, bs) -> flashinfer wrapper bound to the graph buffers
+    _workspace: torch.Tensor | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         check_provider(self.attention_provider)
@@ -109,16 +114,7 @@ class FlashInferMLAMultiStepDraftBackend:
             device=self.device,
             name=f"{SITE}.cuda_graph_kv_indices",
         )
-        if self.attention_provider == "flashinfer":
-            self.graph_wrappers = [
-                FlashInferMLADecode(
-                    shape=self.shape,
-                    kv_indptr=self.kv_indptr[step],
-                    kv_indices=self.cuda_graph_kv_indices[step],
-                    max_bs=max_bs * self.topk,
-                )
-                for step in range(self.num_attention_steps)
-            ]
+        self.graph_wrappers = {}
 
     def init_forward_metadata_capture_cuda_graph(self, forward_batch: ForwardBatch) -> None:
         self._graph_metadata(forward_batch)
@@ -158,10 +154,9 @@ class FlashInferMLAMultiStepDraftBackend:
         """Attention of draft step `step` for `[bs, H, *]` queries (one per request branch)."""
         metadata = self.step_metadata[step]
         kv_cache = self.kv_pool.get_key_buffer(layer_id)
-        if self.attention_provider == "flashinfer" and self.graph_wrappers:
-            output = self.graph_wrappers[step].run(q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache)
-        elif self.attention_provider == "flashinfer":
-            output = self._flashinfer_eager(metadata, q_nope, q_pe, kv_cache)
+        if self.attention_provider == "flashinfer":
+            decode = metadata.flashinfer or self._flashinfer_eager(metadata)
+            output = decode.run(q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache)
         else:
             output = mla_paged_decode_torch(
                 q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache, kv_indptr=metadata.kv_indptr,
@@ -184,11 +179,13 @@ class FlashInferMLAMultiStepDraftBackend:
                 step, bs=bs, kv_indptr=self.kv_indptr[step, : bs + 1],
                 kv_indices=storage_tail_view(buffer, start=step * buffer.stride(0)),
             )
-            if self.graph_wrappers:
-                self.graph_wrappers[step].plan(
-                    bs=bs, kv_indptr_cpu=self._host_kv_indptr(forward_batch, step),
+            if self.attention_provider == "flashinfer":
+                decode = self._graph_wrapper(step, bs, buffer)
+                decode.plan(
+                    kv_indptr_cpu=self._host_kv_indptr(forward_batch, step),
                     dtype=self.kv_pool.dtype,
                 )
+                self.step_metadata[-1].flashinfer = decode
 
         self.common_template(forward_batch, buffer, record_step)
 
@@ -228,18 +225,26 @@ class FlashInferMLAMultiStepDraftBackend:
         lengths = forward_batch.seq_lens_cpu.long().repeat_interleave(self.topk) + step + 1
         return torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).to(torch.int32)
 
-    def _flashinfer_eager(
-        self,
-        metadata: DraftStepMetadata,
-        q_nope: torch.Tensor,
-        q_pe: torch.Tensor,
-        kv_cache: torch.Tensor,
-    ) -> torch.Tensor:
+    def _graph_wrapper(self, step: int, bs: int, buffer: torch.Tensor) -> FlashInferMLADecode:
+        """The wrapper of (step, bs), bound to kv_indptr row `step` and kv_indices row `step`."""
+        key = (step, bs)
+        if key not in self.graph_wrappers:
+            self.graph_wrappers[key] = FlashInferMLADecode(
+                shape=self.shape, kv_indptr=self.kv_indptr[step, : bs + 1],
+                kv_indices=buffer[step], bs=bs, workspace=self._flashinfer_workspace(),
+            )
+        return self.graph_wrappers[key]
+
+    def _flashinfer_eager(self, metadata: DraftStepMetadata) -> FlashInferMLADecode:
         decode = FlashInferMLADecode(
             shape=self.shape, kv_indptr=metadata.kv_indptr.clone(),
-            kv_indices=metadata.kv_indices, max_bs=metadata.bs,
+            kv_indices=metadata.kv_indices, bs=metadata.bs,
+            workspace=self._flashinfer_workspace(),
         )
-        decode.plan(
-            bs=metadata.bs, kv_indptr_cpu=metadata.kv_indptr.cpu(), dtype=self.kv_pool.dtype
-        )
-        return decode.run(q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache)
+        decode.plan(kv_indptr_cpu=metadata.kv_indptr.cpu(), dtype=self.kv_pool.dtype)
+        return decode
+
+    def _flashinfer_workspace(self) -> torch.Tensor:
+        if self._workspace is None:
+            self._workspace = flashinfer_workspace(self.device)
+        return self._workspace

@@ -66,17 +66,19 @@ def mla_paged_decode_torch(
 
 @dataclass
 class FlashInferMLADecode:
-    """A flashinfer MLA decode wrapper bound to fixed buffers (CUDA-graph safe).
+    """A flashinfer MLA decode wrapper bound to fixed buffers for exactly `bs` rows.
 
-    `plan()` runs on the host before capture or replay; `run()` is what the graph captures.
-    The wrapper reads `kv_indices` through its bound buffer's pointer, past the slice a
-    step uses, exactly as sglang's per-step backends do.
+    `plan()` runs on the host before capture or replay; `run()` is what a graph captures.
+    flashinfer copies each plan's inputs into the bound buffers (shapes must match
+    exactly, hence one wrapper per batch size). The kernel reads `kv_indices` through
+    its bound buffer's pointer, past the slice a step uses, as sglang's backends do.
     """
 
     shape: MLAShape
-    kv_indptr: torch.Tensor  # [max_bs + 1] int32, bound
-    kv_indices: torch.Tensor  # [row_width] int32, bound (a row of the draft buffer)
-    max_bs: int
+    kv_indptr: torch.Tensor  # [bs + 1] int32, bound
+    kv_indices: torch.Tensor  # 1-D int32, bound (e.g. a row of the draft buffer)
+    bs: int
+    workspace: torch.Tensor  # float workspace (uint8), may be shared by wrappers run in turn
     wrapper: Any = field(init=False)
     kv_len: torch.Tensor = field(init=False)
     qo_indptr: torch.Tensor = field(init=False)
@@ -85,11 +87,10 @@ class FlashInferMLADecode:
         import flashinfer
 
         device = self.kv_indptr.device
-        self.qo_indptr = torch.arange(self.max_bs + 1, dtype=torch.int32, device=device)
-        self.kv_len = torch.zeros(self.max_bs, dtype=torch.int32, device=device)
-        workspace = torch.empty(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        self.qo_indptr = torch.arange(self.bs + 1, dtype=torch.int32, device=device)
+        self.kv_len = torch.zeros(self.bs, dtype=torch.int32, device=device)
         self.wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(
-            workspace,
+            self.workspace,
             use_cuda_graph=True,
             qo_indptr=self.qo_indptr,
             kv_indptr=self.kv_indptr,
@@ -97,11 +98,11 @@ class FlashInferMLADecode:
             kv_len_arr=self.kv_len,
         )
 
-    def plan(self, *, bs: int, kv_indptr_cpu: torch.Tensor, dtype: torch.dtype) -> None:
-        """Plan `bs` requests whose KV ranges `kv_indptr_cpu` (`[bs + 1]`, host) describes."""
+    def plan(self, *, kv_indptr_cpu: torch.Tensor, dtype: torch.dtype) -> None:
+        """Plan the rows whose KV ranges `kv_indptr_cpu` (`[bs + 1]`, host) describes."""
         lengths = (kv_indptr_cpu[1:] - kv_indptr_cpu[:-1]).to(torch.int32)
         self.wrapper.plan(
-            qo_indptr=torch.arange(bs + 1, dtype=torch.int32),
+            qo_indptr=torch.arange(self.bs + 1, dtype=torch.int32),
             kv_indptr=kv_indptr_cpu.to(torch.int32),
             kv_indices=self.kv_indices,
             kv_len_arr=lengths,
@@ -122,6 +123,11 @@ class FlashInferMLADecode:
         rank = self.shape.kv_lora_rank
         paged = kv_cache.reshape(-1, 1, rank + self.shape.qk_rope_head_dim)
         return self.wrapper.run(q_nope, q_pe, paged[..., :rank], paged[..., rank:])
+
+
+def flashinfer_workspace(device: torch.device) -> torch.Tensor:
+    """A float workspace for flashinfer MLA wrappers on `device`."""
+    return torch.empty(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
 
 
 def check_provider(provider: str) -> str:

@@ -10,6 +10,7 @@ from fixes.kernels.mla_attention import (
     FlashInferMLADecode,
     MLAShape,
     check_provider,
+    flashinfer_workspace,
     mla_paged_decode_torch,
 )
 from prtoggle.errors import PrToggleError
@@ -117,9 +118,9 @@ def test_flashinfer_matches_the_torch_reference_on_gpu(kv_lens: list[int]) -> No
     bs = len(kv_lens)
     decode = FlashInferMLADecode(
         shape=shape, kv_indptr=case["kv_indptr"].clone(), kv_indices=case["kv_indices"],
-        max_bs=bs,
+        bs=bs, workspace=flashinfer_workspace(torch.device("cuda")),
     )
-    decode.plan(bs=bs, kv_indptr_cpu=case["kv_indptr"].cpu(), dtype=torch.bfloat16)
+    decode.plan(kv_indptr_cpu=case["kv_indptr"].cpu(), dtype=torch.bfloat16)
     out = decode.run(q_nope=case["q_nope"], q_pe=case["q_pe"], kv_cache=case["kv_cache"])
     expected = mla_paged_decode_torch(**case, shape=shape, max_kv_len=32)
     torch.testing.assert_close(out.float(), expected.float(), atol=2e-2, rtol=2e-2)
