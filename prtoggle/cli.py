@@ -23,7 +23,7 @@ from prtoggle.cli_support import (
     parse_revert_options,
     selected_fixes,
 )
-from prtoggle.errors import RunnerError
+from prtoggle.errors import PatchApplicationError, RunnerError
 
 if TYPE_CHECKING:
     from prtoggle.check import TargetCheck
@@ -96,7 +96,12 @@ def show_command(pr: int, as_json: bool) -> None:
     from prtoggle.check import fix_diffs
 
     fix = load_default_registry().get(pr)
-    diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
+    try:
+        diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
+    except PatchApplicationError:
+        if not as_json:  # the metadata still helps; the error line follows
+            _print_metadata(fix)
+        raise
     if as_json:
         record = _fix_metadata(fix)
         record["diffs"] = [
@@ -110,13 +115,7 @@ def show_command(pr: int, as_json: bool) -> None:
         ]
         echo_json(record)
         return
-    click.echo(f"PR {fix.pr}: {fix.title}")
-    for key, value in _fix_metadata(fix).items():
-        if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
-            click.echo(f"  {key + ':':<11}{value}")
-    click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
-    if fix.acts_at_capture:
-        click.echo(f"  note:      {CAPTURE_NOTE}")
+    _print_metadata(fix)
     for diff in diffs:
         click.echo("")
         click.echo(diff.unified_diff().rstrip("\n"))
@@ -215,6 +214,16 @@ def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:
         except KeyboardInterrupt:  # the child got the same SIGINT; report how it ends
             continue
     return 128 - returncode if returncode < 0 else returncode
+
+
+def _print_metadata(fix: Fix) -> None:
+    click.echo(f"PR {fix.pr}: {fix.title}")
+    for key, value in _fix_metadata(fix).items():
+        if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
+            click.echo(f"  {key + ':':<11}{value}")
+    click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
+    if fix.acts_at_capture:
+        click.echo(f"  note:      {CAPTURE_NOTE}")
 
 
 def _fix_metadata(fix: Fix) -> dict[str, Any]:

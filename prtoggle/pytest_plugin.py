@@ -313,6 +313,8 @@ def _run_in_child(variant: RevertedFunction) -> str | None:
         ]
         if config.inipath is not None:
             argv += ["-c", str(config.inipath)]
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+            argv += ["-p", __name__]  # else it loads (once) through its entry point
         if config.pluginmanager.hasplugin("xdist"):
             argv += ["-n", "0"]
         run = run_command(

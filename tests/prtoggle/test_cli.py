@@ -100,6 +100,25 @@ def test_show_json_includes_each_target_diff(fake_project: FakeProject) -> None:
     assert "-    half = 21\n+    half = 0\n" in diff["diff"]
 
 
+def test_show_of_a_capture_time_fix_carries_the_capture_note() -> None:
+    result = invoke("show", "26521")  # the shipped registry
+    assert result.exit_code == 0, result.output
+    assert f"  note:      {CAPTURE_NOTE}\n" in result.output
+    assert CAPTURE_NOTE == (
+        "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
+    )
+
+
+def test_show_of_a_broken_revert_prints_metadata_then_the_error(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("show", str(BROKEN_FIX))
+    assert result.exit_code == 2
+    assert result.stdout.startswith(f"PR {BROKEN_FIX}: fake fix {BROKEN_FIX}\n")
+    assert result.stderr.startswith("error: ")
+    assert len(result.stderr.splitlines()) >= 1
+
+
 def test_show_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None:
     result = invoke("show", "12345")
     assert result.exit_code == 2
