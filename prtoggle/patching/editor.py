@@ -164,6 +164,8 @@ def _mismatch_message(
 def _nearest_windows(
     lines: Sequence[SourceLine], nonblank: Sequence[int], wanted: Sequence[str]
 ) -> list[tuple[int, float | None]]:
+    if not nonblank:
+        return []
     size = min(len(wanted), len(nonblank))
     scored: list[tuple[float, int]] = []
     for start in range(len(nonblank) - size + 1):

@@ -150,3 +150,15 @@ def test_blank_match_is_refused() -> None:
     assert str(caught.value) == (
         "m.f: edit 1 of 1 (line 9): the match has no non-blank line; expected code to match"
     )
+
+
+def test_match_against_blank_source_says_so() -> None:
+    with pytest.raises(PatchApplicationError) as caught:
+        edit_source("\n\n", [edit("x = 1")], first_line=3,
+                    context=EditContext(target="m.f", filename="m.py"))
+    assert str(caught.value) == (
+        "m.f: edit 1 of 1 (line 9) matched 0 times in m.py:3-4; expected exactly 1.\n"
+        "match (whitespace-stripped, blank lines ignored):\n"
+        "    x = 1\n"
+        "nearest windows: none (source is empty)"
+    )
