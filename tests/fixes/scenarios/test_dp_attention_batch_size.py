@@ -1,0 +1,55 @@
+"""Tests for the #21649 scenario: two gloo DP ranks, the smaller batch padded after metadata."""
+
+from __future__ import annotations
+
+import pytest
+from scenario_process import assert_matches_expect, detection_on, isolate_detection, run_module
+
+import prtoggle
+from fixes.scenarios import dp_attention_batch_size as scenario
+from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome
+
+MODULE = "fixes.scenarios.dp_attention_batch_size"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_detection(monkeypatch)
+
+
+def test_fixed_ranks_are_clean_with_every_probe_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    detection_on(monkeypatch)
+    assert scenario.run(ScenarioOptions()) == ScenarioOutcome(
+        outcome="clean",
+        message="rank 0: batch 2 padded to 4 (batch sizes per rank [2, 4]); matches the "
+        "reference; rank 1: batch 4 padded to 4 (batch sizes per rank [2, 4]); matches the "
+        "reference",
+    )
+
+
+def test_reverted_in_parent_reaches_the_ranks_and_names_the_batch_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SGLANG_SPEC_OOB_DETECTION", "1")
+    with prtoggle.reverted(21649):
+        outcome = scenario.run(ScenarioOptions())
+    assert (outcome.outcome, outcome.error) == ("failure", "OOBDetected")
+    assert outcome.message == (
+        "1 site hit: oob at trtllm_mha.forward_extend.batch_size: 1 element, value 4 outside "
+        "[0, 3), first hit in phase eager at step 0, lowest flat index 0"
+    )
+
+
+def test_reverted_process_fails_as_the_yaml_expects() -> None:
+    reverted = run_module(MODULE, revert=21649)
+    assert reverted.returncode == 1, reverted.stderr[-2000:]
+    assert_matches_expect(21649, reverted.stderr)
+
+
+def test_reverted_process_without_detection_overruns_cu_seq_lens_q() -> None:
+    reverted = run_module(MODULE, revert=21649, detection=False)
+    assert reverted.returncode == 1, reverted.stderr[-2000:]
+    assert reverted.stderr.splitlines()[-2] == (
+        "IndexError: trtllm context: index 3 is out of bounds for cum_seq_lens_q with 3 rows "
+        "(the GPU kernel would access memory out of bounds)"
+    )
