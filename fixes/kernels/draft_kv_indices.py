@@ -44,33 +44,10 @@ def generate_draft_decode_kv_indices(
             f"generate_draft_decode_kv_indices: provider {provider!r} is unknown: "
             f"expected one of {', '.join(PROVIDERS)}"
         )
-    if provider == "torch":
-        _generate_torch(
-            req_pool_indices=req_pool_indices,
-            req_to_token=req_to_token,
-            seq_lens=seq_lens,
-            kv_indices=kv_indices,
-            kv_indptr=kv_indptr,
-            topk=topk,
-            page_size=page_size,
-        )
-        return
-    num_seqs = int(seq_lens.shape[0])
-    num_steps = int(kv_indices.shape[0])
-    grid = (num_steps, num_seqs, topk)
-    _draft_kv_indices_kernel[grid](
-        req_pool_indices,
-        req_to_token,
-        seq_lens,
-        kv_indices,
-        kv_indptr,
-        req_to_token.stride(0),
-        kv_indices.stride(0),
-        kv_indptr.stride(0),
-        page_size,
-        SEQS_BLOCK=triton.next_power_of_2(max(num_seqs, 1)),
-        STEPS_BLOCK=triton.next_power_of_2(num_steps),
-        COPY_BLOCK=128,
+    generate = _generate_torch if provider == "torch" else _generate_triton
+    generate(
+        req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=seq_lens,
+        kv_indices=kv_indices, kv_indptr=kv_indptr, topk=topk, page_size=page_size,
     )
 
 
@@ -131,6 +108,33 @@ def _generate_torch(
                 indptr_row[req * topk + branch + 1] = offset - step * kv_indices.stride(0)
 
 
+def _generate_triton(
+    *,
+    req_pool_indices: torch.Tensor,
+    req_to_token: torch.Tensor,
+    seq_lens: torch.Tensor,
+    kv_indices: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    topk: int,
+    page_size: int,
+) -> None:
+    num_seqs, num_steps = int(seq_lens.shape[0]), int(kv_indices.shape[0])
+    _draft_kv_indices_kernel[(num_steps, num_seqs, topk)](
+        req_pool_indices,
+        req_to_token,
+        seq_lens,
+        kv_indices,
+        kv_indptr,
+        req_to_token.stride(0),
+        kv_indices.stride(0),
+        kv_indptr.stride(0),
+        page_size,
+        SEQS_BLOCK=triton.next_power_of_2(max(num_seqs, 1)),
+        STEPS_BLOCK=triton.next_power_of_2(num_steps),
+        COPY_BLOCK=128,
+    )
+
+
 def _write_flat(
     flat: torch.Tensor, offset: int, values: torch.Tensor, *, row_width: int, step: int
 ) -> None:
@@ -183,13 +187,7 @@ def _draft_kv_indices_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         slots = tl.load(token_row_ptr + offs, mask=offs < seq_len)
         tl.store(out_ptr + offs, slots, mask=offs < seq_len)
 
-    if page_size == 1 or topk == 1:
-        draft_start = seq_len + branch * num_steps
-    else:
-        last_page_len = seq_len % page_size
-        pages_per_branch = (last_page_len + num_steps + page_size - 1) // page_size
-        draft_start = seq_len - last_page_len + branch * pages_per_branch * page_size
-        draft_start += last_page_len
+    draft_start = _draft_start(seq_len, branch, num_steps, topk, page_size)
     draft_offsets = tl.arange(0, STEPS_BLOCK)
     drafts = tl.load(token_row_ptr + draft_start + draft_offsets, mask=draft_offsets < draft_len)
     tl.store(out_ptr + seq_len + draft_offsets, drafts, mask=draft_offsets < draft_len)
@@ -200,3 +198,15 @@ def _draft_kv_indices_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     tl.store(indptr_row_ptr + segment + 1, segment_end.to(tl.int32))
     if segment == 0:
         tl.store(indptr_row_ptr, 0)
+
+
+@triton.jit
+def _draft_start(seq_len, branch, num_steps, topk, page_size):  # type: ignore[no-untyped-def]
+    """Triton twin of draft_slot_start(): where branch `branch`'s draft slots begin."""
+    if page_size == 1 or topk == 1:
+        start = seq_len + branch * num_steps
+    else:
+        last_page_len = seq_len % page_size
+        pages_per_branch = (last_page_len + num_steps + page_size - 1) // page_size
+        start = seq_len + branch * pages_per_branch * page_size
+    return start

@@ -41,29 +41,36 @@ def assign_hidden_states_pool(
         )
     if num_seqs == 0 or pool_size == 0:
         return
-    if provider == "torch":
-        _assign_torch(
-            hidden_states=hidden_states,
-            req_pool_indices=req_pool_indices,
-            pool=req_to_hidden_states_pool,
-            pool_size=pool_size,
-            num_seqs=num_seqs,
-            extend_seq_lens=extend_seq_lens,
-            extend_start_loc=extend_start_loc,
-        )
-        return
+    assign = _assign_torch if provider == "torch" else _assign_triton
+    assign(
+        hidden_states=hidden_states, req_pool_indices=req_pool_indices,
+        pool=req_to_hidden_states_pool, pool_size=pool_size, num_seqs=num_seqs,
+        extend_seq_lens=extend_seq_lens, extend_start_loc=extend_start_loc,
+    )
+
+
+def _assign_triton(
+    *,
+    hidden_states: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    pool: torch.Tensor,
+    pool_size: int,
+    num_seqs: int,
+    extend_seq_lens: torch.Tensor,
+    extend_start_loc: torch.Tensor,
+) -> None:
     hidden = int(hidden_states.shape[1])
     _assign_kernel[(num_seqs, pool_size)](
         hidden_states,
         req_pool_indices,
-        req_to_hidden_states_pool,
+        pool,
         extend_seq_lens,
         extend_start_loc,
         hidden_states.stride(0),
         hidden_states.stride(1),
-        req_to_hidden_states_pool.stride(0),
-        req_to_hidden_states_pool.stride(1),
-        req_to_hidden_states_pool.stride(2),
+        pool.stride(0),
+        pool.stride(1),
+        pool.stride(2),
         hidden,
         HIDDEN_BLOCK=triton.next_power_of_2(hidden),
     )
