@@ -163,3 +163,23 @@ def test_storage_tail_view_reaches_the_end_of_the_allocation() -> None:
     allocation = torch.arange(20, dtype=torch.int32)
     buffer = allocation[4:12].view(2, 4)
     assert storage_tail_view(buffer, start=4).tolist() == list(range(8, 20))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("topk", [1, 2, 4])
+def test_triton_on_gpu_matches_the_naive_layout(topk: int) -> None:
+    seq_lens = [150, 7, 12]
+    req_to_token, req_pool_indices, lens = make_inputs(seq_lens)
+    kv_indices = torch.full((NUM_STEPS, 3 * topk * POOL_LEN), UNWRITTEN, dtype=torch.int32,
+                            device="cuda")
+    kv_indptr = torch.zeros((NUM_STEPS, 3 * topk + 1), dtype=torch.int32, device="cuda")
+    generate_draft_decode_kv_indices(
+        req_pool_indices=req_pool_indices.cuda(), req_to_token=req_to_token.cuda(),
+        seq_lens=lens.cuda(), kv_indices=kv_indices, kv_indptr=kv_indptr, topk=topk,
+        provider="triton",
+    )
+    rows, indptrs = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk,
+                               page_size=1)
+    for step in range(NUM_STEPS):
+        assert kv_indices[step, : len(rows[step])].tolist() == rows[step]
+        assert kv_indptr[step].tolist() == indptrs[step]

@@ -105,3 +105,16 @@ def test_unknown_provider_is_refused_with_the_choices() -> None:
     assert str(info.value) == (
         "assign_hidden_states_pool: provider 'cuda' is unknown: expected one of triton, torch"
     )
+
+
+@pytest.mark.gpu
+def test_triton_on_gpu_matches_the_naive_copy() -> None:
+    lens, starts = [6, 3, 7], [0, 6, 9]
+    hidden = torch.randn(16, 40)
+    pool = torch.zeros(8, 2, 40)
+    expected = naive_pool(hidden, [6, 1, 3], pool, pool_size=2, lens=lens, starts=starts)
+    on_gpu = pool.cuda()
+    assign(hidden.cuda(), torch.tensor([6, 1, 3], device="cuda"), on_gpu, pool_size=2,
+           num_seqs=3, lens=torch.tensor(lens, dtype=torch.int32, device="cuda"),
+           starts=torch.tensor(starts, dtype=torch.int32, device="cuda"), provider="triton")
+    assert torch.equal(on_gpu.cpu(), expected)
