@@ -62,6 +62,7 @@ class FlashInferMLAMultiStepDraftBackend:
     graph_wrappers: dict[tuple[int, int], FlashInferMLADecode] = field(
         init=False, default_factory=dict
     )  # (step, bs) -> flashinfer wrapper bound to the graph buffers
+    eager_kv_indices: torch.Tensor | None = field(init=False, default=None)  # kept for check()
     _workspace: torch.Tensor | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -96,6 +97,7 @@ class FlashInferMLAMultiStepDraftBackend:
             device=self.device,
             name=f"{SITE}.eager_kv_indices",
         )
+        self.eager_kv_indices = kv_indices  # its redzone stays checked while the step runs
 
         def record_step(step: int, bs: int) -> None:
             self._record_step(
