@@ -110,6 +110,11 @@ class DraftDecodeGraphRunner:
         output = self.graphs[graph_bs].replay()
         return output[:, :real_bs].clone()
 
+    @property
+    def static_out_cache_loc(self) -> torch.Tensor:
+        """The static `[num_steps, max_bs]` KV-slot buffer the graphs read (for inspection)."""
+        return self._static.out_cache_loc
+
     def _forward_fn(self, bs: int) -> Callable[[], torch.Tensor]:
         """The graph body: every draft step reads static slices for batch size `bs`."""
         batches = [self._static_batch(step, bs) for step in range(self.num_steps)]
