@@ -128,7 +128,7 @@ def _generate_triton(
         req_to_token.stride(0),
         kv_indices.stride(0),
         kv_indptr.stride(0),
-        page_size,
+        PAGE_SIZE=page_size,
         SEQS_BLOCK=triton.next_power_of_2(max(num_seqs, 1)),
         STEPS_BLOCK=triton.next_power_of_2(num_steps),
         COPY_BLOCK=128,
@@ -158,7 +158,7 @@ def _draft_kv_indices_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     req_to_token_stride,
     kv_indices_stride,
     kv_indptr_stride,
-    page_size,
+    PAGE_SIZE: tl.constexpr,
     SEQS_BLOCK: tl.constexpr,
     STEPS_BLOCK: tl.constexpr,
     COPY_BLOCK: tl.constexpr,
@@ -173,10 +173,11 @@ def _draft_kv_indices_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     seq_offsets = tl.arange(0, SEQS_BLOCK)
     earlier = tl.load(seq_lens_ptr + seq_offsets, mask=seq_offsets < req, other=0)
     prefix_before = tl.sum(earlier).to(tl.int64)
-    seq_len = tl.load(seq_lens_ptr + req).to(tl.int64)
+    seq_len = tl.load(seq_lens_ptr + req)
 
     # Segment of (req, branch) in row `step`; the row width is deliberately not checked.
     segment_start = prefix_before * topk + req * topk * draft_len + branch * (seq_len + draft_len)
+    segment_start = segment_start.to(tl.int64)
     out_ptr = kv_indices_ptr + step.to(tl.int64) * kv_indices_stride + segment_start
     row = tl.load(req_pool_indices_ptr + req).to(tl.int64)
     token_row_ptr = req_to_token_ptr + row * req_to_token_stride
@@ -187,7 +188,7 @@ def _draft_kv_indices_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         slots = tl.load(token_row_ptr + offs, mask=offs < seq_len)
         tl.store(out_ptr + offs, slots, mask=offs < seq_len)
 
-    draft_start = _draft_start(seq_len, branch, num_steps, topk, page_size)
+    draft_start = _draft_start(seq_len, branch, num_steps, topk, PAGE_SIZE)
     draft_offsets = tl.arange(0, STEPS_BLOCK)
     drafts = tl.load(token_row_ptr + draft_start + draft_offsets, mask=draft_offsets < draft_len)
     tl.store(out_ptr + seq_len + draft_offsets, drafts, mask=draft_offsets < draft_len)
@@ -201,12 +202,14 @@ def _draft_kv_indices_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 
 @triton.jit
-def _draft_start(seq_len, branch, num_steps, topk, page_size):  # type: ignore[no-untyped-def]
+def _draft_start(  # type: ignore[no-untyped-def]
+    seq_len, branch, num_steps, topk, PAGE_SIZE: tl.constexpr
+):
     """Triton twin of draft_slot_start(): where branch `branch`'s draft slots begin."""
-    if page_size == 1 or topk == 1:
+    if PAGE_SIZE == 1 or topk == 1:
         start = seq_len + branch * num_steps
     else:
-        last_page_len = seq_len % page_size
-        pages_per_branch = (last_page_len + num_steps + page_size - 1) // page_size
-        start = seq_len + branch * pages_per_branch * page_size
+        last_page_len = seq_len % PAGE_SIZE
+        pages_per_branch = (last_page_len + num_steps + PAGE_SIZE - 1) // PAGE_SIZE
+        start = seq_len + branch * pages_per_branch * PAGE_SIZE
     return start
