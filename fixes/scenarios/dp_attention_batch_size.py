@@ -91,8 +91,10 @@ def _rank_forward(task: _RankTask) -> ScenarioOutcome:
     if device.type == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         device = torch.device("cuda", torch.cuda.current_device())
+    # nccl needs one GPU per rank; with fewer GPUs the ranks meet over gloo (CPU tensors).
+    enough_gpus = device.type == "cuda" and torch.cuda.device_count() >= task.world_size
     dist.init_process_group(
-        "nccl" if device.type == "cuda" else "gloo",
+        "nccl" if enough_gpus else "gloo",
         init_method=f"tcp://127.0.0.1:{task.port}", rank=rank, world_size=task.world_size,
         timeout=datetime.timedelta(seconds=RANK_TIMEOUT_S // 2),
     )
