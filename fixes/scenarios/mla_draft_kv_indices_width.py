@@ -82,6 +82,11 @@ def build_stack(*, device: torch.device, provider: str) -> MLADraftStack:
         )
     kv_provider, attention_provider = PROVIDERS[provider]
     on_flashinfer = attention_provider == "flashinfer"
+    if on_flashinfer and device.type != "cuda":
+        raise PrToggleError(
+            f"mla_draft_kv_indices_width: --provider flashinfer needs --device cuda, got "
+            f"{device.type}; on CPU use torch or triton (TRITON_INTERPRET=1)"
+        )
     dtype = torch.bfloat16 if on_flashinfer else torch.float32
     rank, rope = (512, 64) if on_flashinfer else (16, 8)
     req_to_token_pool = ReqToTokenPool(size=4, max_context_len=MAX_CONTEXT_LEN, device=device)

@@ -19,6 +19,7 @@ from fixes.scenarios.common import (
 )
 from fixes.scenarios.mla_draft_kv_indices_width import run
 from prtoggle import detect
+from prtoggle.errors import PrToggleError
 from prtoggle.registry import default_registry
 
 PR = 27460
@@ -131,3 +132,12 @@ def test_on_cuda_fixed_is_clean_and_reverted_matches_the_expect(provider: str) -
 def test_on_cuda_reverted_without_detection_fails() -> None:
     result = child({"SGLANG_DEBUG_REVERT_PR": str(PR)}, "--device", "cuda")
     assert result.returncode != 0, result.stderr[-2000:]
+
+
+def test_flashinfer_provider_on_cpu_is_refused_with_the_choices() -> None:
+    with pytest.raises(PrToggleError) as info:
+        run(ScenarioOptions(provider="flashinfer"))
+    assert str(info.value) == (
+        "mla_draft_kv_indices_width: --provider flashinfer needs --device cuda, got cpu; on "
+        "CPU use torch or triton (TRITON_INTERPRET=1)"
+    )
