@@ -150,6 +150,25 @@ def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # type: ignore[n
 
 
 @triton.jit
+def _softmax_step(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    q, k, v, allowed, m_i, l_i, acc, scale_log2,
+    PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, MASKED: tl.constexpr,
+):
+    """One K/V tile of online softmax (base 2). A row with no allowed key keeps m = -inf,
+    l = 0, acc = 0, so that a row that never sees a key ends as 0/0 = NaN."""
+    qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
+    if MASKED:
+        qk = tl.where(allowed, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(qk - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     Q, K, V, BlockTables, SeqLens, Out, PartialOut, PartialLse,
     q_len_per_req, chunks_per_req, scale_log2, chunk, num_splits, num_heads,
@@ -190,15 +209,9 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                        dims, PAGE_SIZE, True)
         v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs, stride_vh,
                        dims, PAGE_SIZE, True)
-        qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
-        qk = tl.where(tokens[None, :] < num_keys[:, None], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key in this tile
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(qk - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
-        m_i = m_new
+        allowed = tokens[None, :] < num_keys[:, None]
+        m_i, l_i, acc = _softmax_step(q, k, v, allowed, m_i, l_i, acc, scale_log2,
+                                      PRECISION, UPCAST_DOT, True)
     if SPLIT:
         slot = (rows * num_heads + heads) * num_splits + split
         safe = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
@@ -270,13 +283,8 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                            stride_kh, dims, PAGE_SIZE, False)
             v = _load_tile(V, pages, tokens, tokens < hi, kv_head, stride_vp, stride_vs,
                            stride_vh, dims, PAGE_SIZE, False)
-            qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(qk - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
-            m_i = m_new
+            m_i, l_i, acc = _softmax_step(q, k, v, None, m_i, l_i, acc, scale_log2,
+                                          PRECISION, UPCAST_DOT, False)
         for n0 in range(full_end, hi, BLOCK_N):  # the diagonal band and the tail, masked
             tokens = n0 + tl.arange(0, BLOCK_N)
             token_mask = tokens < hi
@@ -285,15 +293,9 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                            stride_kh, dims, PAGE_SIZE, True)
             v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs,
                            stride_vh, dims, PAGE_SIZE, True)
-            qk = _dot(q, tl.trans(k), PRECISION, UPCAST_DOT) * scale_log2
             allowed = (tokens[None, :] <= diagonal + rows[:, None]) & token_mask[None, :]
-            qk = tl.where(allowed, qk, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(qk - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST_DOT)
-            m_i = m_new
+            m_i, l_i, acc = _softmax_step(q, k, v, allowed, m_i, l_i, acc, scale_log2,
+                                          PRECISION, UPCAST_DOT, True)
         result = acc / l_i[:, None]  # 0/0 = NaN for a row with no keys, as in trtllm-gen
         pointers = Out + token_rows[:, None] * stride_or + head * stride_oh + dims[None, :]
         tl.store(pointers, result.to(Out.dtype.element_ty), mask=row_mask[:, None])
