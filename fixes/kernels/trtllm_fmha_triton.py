@@ -58,12 +58,7 @@ def triton_decode(
         device=query.device,
     )
     chunk = triton.cdiv(triton.cdiv(max(max_seq_len, 1), splits), block_n) * block_n
-    partial_out = partial_lse = out  # unused placeholders when there is one split
-    if splits > 1:
-        partial_out = torch.empty((rows, query.shape[1], splits, head_dim),
-                                  dtype=torch.float32, device=query.device)
-        partial_lse = torch.empty((rows, query.shape[1], splits),
-                                  dtype=torch.float32, device=query.device)
+    partial_out, partial_lse = _split_buffers(out, rows=rows, splits=splits)
     _decode_kernel[(programs, num_kv_heads, splits)](
         query, k_cache, v_cache, block_tables, seq_lens, out, partial_out, partial_lse,
         q_len_per_req, chunks_per_req, softmax_scale * _LOG2E, chunk, splits, query.shape[1],
@@ -299,6 +294,18 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         result = acc / l_i[:, None]  # 0/0 = NaN for a row with no keys, as in trtllm-gen
         pointers = Out + token_rows[:, None] * stride_or + head * stride_oh + dims[None, :]
         tl.store(pointers, result.to(Out.dtype.element_ty), mask=row_mask[:, None])
+
+
+def _split_buffers(out: torch.Tensor, *, rows: int,
+                   splits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 per-split outputs [rows, Hq, splits, D] and log2-sum-exps; `out` twice if 1 split."""
+    if splits == 1:
+        return out, out  # placeholders the kernel never touches
+    num_heads, head_dim = out.shape[1], out.shape[2]
+    partial_out = torch.empty((rows, num_heads, splits, head_dim), dtype=torch.float32,
+                              device=out.device)
+    partial_lse = torch.empty((rows, num_heads, splits), dtype=torch.float32, device=out.device)
+    return partial_out, partial_lse
 
 
 def _choose_num_splits(*, programs: int, max_seq_len: int, block_n: int,
