@@ -221,7 +221,7 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 @CUDA
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("case", [(4, 1, 16, 8, 2, 128), (3, 3, 1, 4, 4, 64),
-                                  (64, 1, 16, 32, 8, 128)], ids=str)
+                                  (64, 1, 16, 32, 8, 128), (2, 6, 16, 32, 2, 128)], ids=str)
 def test_triton_decode_on_cuda_matches_the_reference(case: tuple[int, ...],
                                                      dtype: torch.dtype) -> None:
     from fixes.kernels.trtllm_fmha import trtllm_batch_decode_with_kv_cache
