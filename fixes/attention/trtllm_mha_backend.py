@@ -46,7 +46,9 @@ class TRTLLMHAAttnBackend:
     """Paged MHA attention through the TRT-LLM FMHA decode and context kernels.
 
     `speculative_step_id` is the draft step this instance serves in a multi-step draft
-    backend: at step i a request attends to its prefix plus i + 1 draft tokens.
+    backend: at step i a request attends to its prefix plus i + 1 draft tokens. The decode
+    kernel gets `max_seq_len = max_context_len` (not the batch maximum), so that a CUDA
+    graph captured with fill-value lengths still covers every key at replay.
     """
 
     def __init__(
@@ -217,7 +219,7 @@ class TRTLLMHAAttnBackend:
         k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)
         out = trtllm_batch_decode_with_kv_cache(
             query=query, k_cache=k_cache, v_cache=v_cache, block_tables=metadata.page_table,
-            seq_lens=metadata.cache_seq_lens, max_seq_len=metadata.max_seq_len_k,
+            seq_lens=metadata.cache_seq_lens, max_seq_len=self.max_context_len,
             softmax_scale=layer.scaling, q_len_per_req=1, out=torch.zeros_like(query),
             provider=self.provider,
         )
@@ -250,7 +252,7 @@ class TRTLLMHAAttnBackend:
             trtllm_batch_decode_with_kv_cache(
                 query=query, k_cache=k_cache, v_cache=v_cache,
                 block_tables=metadata.page_table, seq_lens=metadata.cache_seq_lens,
-                max_seq_len=metadata.max_seq_len_k, softmax_scale=layer.scaling,
+                max_seq_len=self.max_context_len, softmax_scale=layer.scaling,
                 q_len_per_req=q_len_per_req, out=out, provider=self.provider,
             )
         else:

@@ -100,3 +100,29 @@ def test_capture_with_26521_reverted_reports_nan_at_capture_warmup(
         "4 sites hit: nan at trtllm_mha.draft_decode[step=0].layer[0].output: 384 elements, "
         "first hit in phase capture-warmup"
     )
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_equals_eager_draft_steps_on_cuda() -> None:
+    device = torch.device("cuda")
+    stack = build_stack(device=device)
+    backend = TRTLLMHAAttnBackend(req_to_token_pool=stack.req_to_token_pool,
+                                  token_to_kv_pool=stack.token_to_kv_pool)
+    requests = stack.new_requests(3)
+    batch = stack.extend_batch(requests, random_tokens([4, 7, 2], vocab_size=97, seed=3))
+    backend.init_forward_metadata(batch)
+    stack.model.forward(batch, backend)
+    runner = make_runner(stack, [1, 4])
+    runner.capture()
+    assert all(graph.graph is not None for graph in runner.graphs.values())
+    batches = stack.draft_decode_batches(
+        requests, random_tokens([NUM_STEPS] * 3, vocab_size=97, seed=4), num_steps=NUM_STEPS)
+    graph_out = runner.replay(batches)
+    eager = TRTLLMHAAttnMultiStepDraftBackend(
+        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
+        num_steps=NUM_STEPS)
+    eager_out = []
+    for step_batch, step_backend in zip(batches, eager.backends, strict=True):
+        step_backend.init_forward_metadata(step_batch)
+        eager_out.append(stack.model.forward(step_batch, step_backend))
+    torch.testing.assert_close(graph_out, torch.stack(eager_out), atol=1e-4, rtol=0)

@@ -53,3 +53,13 @@ def test_reverted_process_without_detection_overruns_cu_seq_lens_q() -> None:
         "IndexError: trtllm context: index 3 is out of bounds for cum_seq_lens_q with 3 rows "
         "(the GPU kernel would access memory out of bounds)"
     )
+
+
+@pytest.mark.gpu
+def test_on_cuda_reverted_batch_size_is_named_and_fixed_is_clean() -> None:
+    args = ("--device", "cuda")
+    reverted = run_module(MODULE, revert=21649, extra_args=args)
+    assert reverted.returncode == 1, reverted.stderr[-3000:]
+    assert_matches_expect(21649, reverted.stderr)
+    fixed = run_module(MODULE, revert=None, extra_args=args)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]

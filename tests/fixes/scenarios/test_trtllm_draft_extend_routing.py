@@ -52,3 +52,14 @@ def test_reverted_process_fails_as_the_yaml_expects_and_fixed_process_is_clean()
     assert_matches_expect(24856, reverted.stderr)
     fixed = run_module(MODULE, revert=None)
     assert fixed.returncode == 0, fixed.stderr[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("provider", ["triton", "torch"])
+def test_on_cuda_reverted_routing_is_named_and_fixed_is_clean(provider: str) -> None:
+    args = ("--device", "cuda", "--provider", provider)
+    reverted = run_module(MODULE, revert=24856, extra_args=args)
+    assert reverted.returncode == 1, reverted.stderr[-3000:]
+    assert_matches_expect(24856, reverted.stderr)
+    fixed = run_module(MODULE, revert=None, extra_args=args)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
