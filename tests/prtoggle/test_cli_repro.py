@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from cli_fakes import (
     ANSWER_FIX,
     FIRST_HALF_FIX,
@@ -123,3 +124,26 @@ def test_repro_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None
     result = repro("31337")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: PR 31337 is not registered; registered PRs: ")
+
+
+def test_repro_of_a_shipped_fix_reproduces_on_cpu() -> None:
+    result = repro("27460", "--json")  # the shipped registry and scenario, real children
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.stdout)
+    assert record["reproduced"] is True
+    assert record["fixed"]["outcome"] == "clean"
+    assert record["reverted"]["error"] == "OOBDetected"
+
+
+@pytest.mark.gpu
+def test_repro_all_reproduces_every_shipped_fix_on_cuda() -> None:
+    result = repro("--all", "--device", "cuda", "--json", "--timeout", "900")
+    records = json.loads(result.stdout)
+    assert {record["pr"]: record["reproduced"] for record in records} == {
+        21649: True,
+        22832: True,
+        24856: True,
+        26521: True,
+        27460: True,
+    }, result.output
+    assert result.exit_code == 0

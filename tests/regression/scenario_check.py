@@ -15,13 +15,19 @@ class ScenarioFailure(AssertionError):
 
 
 def run_clean(
-    run: Callable[[ScenarioOptions], ScenarioOutcome], *, monkeypatch: pytest.MonkeyPatch
+    run: Callable[[ScenarioOptions], ScenarioOutcome],
+    *,
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> ScenarioOutcome:
-    """Run on CPU with NaN/OOB detection and poisoning on; raise unless the outcome is clean."""
+    """Run with NaN/OOB detection and poisoning on; raise unless the outcome is clean.
+
+    The kernel provider is the device's default (torch on CPU, triton on CUDA).
+    """
     for name, value in DETECTION_ENV.items():
         monkeypatch.setenv(name, value)
     try:
-        outcome = run(ScenarioOptions(device="cpu"))
+        outcome = run(ScenarioOptions(device=device))
     except Exception as exc:  # a crash is a failure to report, as the scenario entry does
         outcome = failure_from_exception(exc)
     if outcome.outcome != "clean":

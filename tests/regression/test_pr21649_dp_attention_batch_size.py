@@ -9,8 +9,9 @@ from fixes.scenarios import dp_attention_batch_size as scenario
 
 
 @pytest.mark.guards_pr(21649)  # expect: the fix's own, from yaml/21649.yaml
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_dp_attention_batch_size_scenario_is_clean_and_matches_the_reference(
-    monkeypatch: pytest.MonkeyPatch,
+    device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcome = run_clean(scenario.run, monkeypatch=monkeypatch)
+    outcome = run_clean(scenario.run, device=device, monkeypatch=monkeypatch)
     assert outcome.outcome == "clean", outcome

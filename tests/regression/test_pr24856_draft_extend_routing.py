@@ -9,8 +9,9 @@ from fixes.scenarios import trtllm_draft_extend_routing as scenario
 
 
 @pytest.mark.guards_pr(24856)  # expect: the fix's own, from yaml/24856.yaml
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_draft_extend_routing_scenario_is_clean_and_matches_the_reference(
-    monkeypatch: pytest.MonkeyPatch,
+    device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcome = run_clean(scenario.run, monkeypatch=monkeypatch)
+    outcome = run_clean(scenario.run, device=device, monkeypatch=monkeypatch)
     assert outcome.outcome == "clean", outcome

@@ -9,8 +9,9 @@ from fixes.scenarios import mla_draft_kv_indices_width as scenario
 
 
 @pytest.mark.guards_pr(27460)  # expect: the fix's own, from yaml/27460.yaml
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_mla_draft_kv_indices_width_scenario_is_clean_and_matches_the_reference(
-    monkeypatch: pytest.MonkeyPatch,
+    device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcome = run_clean(scenario.run, monkeypatch=monkeypatch)
+    outcome = run_clean(scenario.run, device=device, monkeypatch=monkeypatch)
     assert outcome.outcome == "clean", outcome
