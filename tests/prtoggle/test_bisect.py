@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prtoggle.bisect import (
@@ -126,6 +126,7 @@ def test_ordered_needs_at_most_log2_plus_two_runs(count: int) -> None:
         assert result.runs <= ordered_run_bound(count)
 
 
+@settings(deadline=None)  # pure and fast; no flaky deadline on a loaded machine
 @given(
     candidates=st.lists(st.integers(1, 99999), min_size=1, max_size=64, unique=True),
     data=st.data(),
@@ -173,6 +174,7 @@ def test_ddmin_never_runs_the_same_set_twice() -> None:
     assert len(reverted_sets) == len(set(reverted_sets))
 
 
+@settings(deadline=None)  # pure and fast; no flaky deadline on a loaded machine
 @given(
     candidates=st.lists(st.integers(1, 99999), min_size=1, max_size=16, unique=True),
     data=st.data(),
