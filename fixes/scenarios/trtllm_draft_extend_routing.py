@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from fixes.attention.toy_requests import build_stack, random_tokens
+from fixes.attention.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
-from fixes.forward_batch import DraftExtendInput, ForwardMode, VerifyInput
+from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode, VerifyInput
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, run_scenario_main
 from fixes.scenarios.trtllm_scenario_support import (
     compare_with_reference,
@@ -32,38 +32,25 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
     )
     prefill(stack, backend, requests, random_tokens(PREFIX_LENS, vocab_size=vocab, seed=21))
     prefix_tokens = [list(r.token_ids) for r in requests]
-
     drafts = random_tokens([DRAFT_TOKEN_NUM] * len(requests), vocab_size=vocab, seed=22)
-    verify = stack.extend_batch(
+    verify_counts = [DRAFT_TOKEN_NUM] * len(requests)
+    verify_out = _forward(stack, backend, stack.extend_batch(
         requests, drafts, mode=ForwardMode.TARGET_VERIFY,
         spec_info=VerifyInput(draft_token_num=DRAFT_TOKEN_NUM),
-    )
-    backend.init_forward_metadata(verify)
-    verify_out = stack.model.forward(verify, backend)
-    detect.check()
-    verify_ref = torch.cat([
-        stack.model.reference(torch.tensor(r.token_ids, device=device))[-DRAFT_TOKEN_NUM:]
-        for r in requests
-    ])
-
+    ))
+    verify_ref = _reference_tails(stack, requests, verify_counts)
     # The draft model re-runs the accepted tokens (its own KV rows for them).
     for request, prefix in zip(requests, prefix_tokens, strict=True):
         request.token_ids[:] = prefix
-    accepted = [d[:n] for d, n in zip(drafts, ACCEPT_LENGTHS, strict=True)]
-    extend = stack.extend_batch(
-        requests, accepted, mode=ForwardMode.DRAFT_EXTEND_V2,
+    extend_out = _forward(stack, backend, stack.extend_batch(
+        requests, [d[:n] for d, n in zip(drafts, ACCEPT_LENGTHS, strict=True)],
+        mode=ForwardMode.DRAFT_EXTEND_V2,
         spec_info=DraftExtendInput(
             accept_lengths=torch.tensor(ACCEPT_LENGTHS, dtype=torch.int32, device=device),
             accept_lengths_cpu=list(ACCEPT_LENGTHS),
         ),
-    )
-    backend.init_forward_metadata(extend)
-    extend_out = stack.model.forward(extend, backend)
-    detect.check()
-    extend_ref = torch.cat([
-        stack.model.reference(torch.tensor(r.token_ids, device=device))[-n:]
-        for r, n in zip(requests, ACCEPT_LENGTHS, strict=True)
-    ])
+    ))
+    extend_ref = _reference_tails(stack, requests, ACCEPT_LENGTHS)
     mismatch = compare_with_reference(
         verify_out, verify_ref, site="target_verify.output"
     ) or compare_with_reference(extend_out, extend_ref, site="draft_extend.output")
@@ -74,6 +61,24 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
         message=f"target verify ({DRAFT_TOKEN_NUM} tokens/request) and draft extend "
         f"(accept lengths {ACCEPT_LENGTHS}) match the dense reference",
     )
+
+
+def _forward(stack: ToyStack, backend: TRTLLMHAAttnBackend, batch: ForwardBatch) -> torch.Tensor:
+    """Eager metadata, model forward, then `detect.check()` (end of step)."""
+    backend.init_forward_metadata(batch)
+    hidden = stack.model.forward(batch, backend)
+    detect.check()
+    return hidden
+
+
+def _reference_tails(
+    stack: ToyStack, requests: list[ToyRequest], counts: list[int]
+) -> torch.Tensor:
+    """Dense hidden states of the last `counts[b]` tokens of each request."""
+    return torch.cat([
+        stack.model.reference(torch.tensor(r.token_ids, device=stack.device))[-n:]
+        for r, n in zip(requests, counts, strict=True)
+    ])
 
 
 if __name__ == "__main__":
