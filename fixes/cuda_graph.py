@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
 from prtoggle import detect
+
+if TYPE_CHECKING:
+    from torch.cuda import _POOL_HANDLE
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ def capture(
     forward: Callable[[], T],
     *,
     device: torch.device,
-    pool: object | None = None,
+    pool: _POOL_HANDLE | None = None,
     stream: torch.cuda.Stream | None = None,
 ) -> CapturedGraph[T]:
     """Warm `forward` up twice eagerly, then capture a third run.
@@ -64,7 +67,7 @@ def capture(
     return CapturedGraph(forward=forward, output=output, graph=None)
 
 
-def graph_memory_pool(device: torch.device) -> object | None:
+def graph_memory_pool(device: torch.device) -> _POOL_HANDLE | None:
     """A memory pool shared by the graphs of one runner (None on CPU)."""
     if device.type != "cuda":
         return None
@@ -72,7 +75,7 @@ def graph_memory_pool(device: torch.device) -> object | None:
 
 
 def _capture_on_cuda(
-    forward: Callable[[], T], *, pool: object | None, stream: torch.cuda.Stream | None
+    forward: Callable[[], T], *, pool: _POOL_HANDLE | None, stream: torch.cuda.Stream | None
 ) -> CapturedGraph[T]:
     capture_stream = stream or torch.cuda.Stream()
     capture_stream.wait_stream(torch.cuda.current_stream())
