@@ -377,3 +377,13 @@ def test_multi_step_backend_gives_each_step_its_id_and_refuses_topk_above_one(
         "TRT-LLM MHA multi-step draft: got topk=2, num_steps=3; expected topk=1"
     )):
         TRTLLMHAAttnMultiStepDraftBackend(num_steps=3, topk=2, **pools)
+
+
+def test_idle_batch_builds_empty_metadata_and_returns_no_rows(prefilled: Prefilled) -> None:
+    batch = prefilled.stack.extend_batch([], [], mode=ForwardMode.IDLE)
+    prefilled.backend.init_forward_metadata(batch)
+    metadata = assert_metadata(prefilled.backend.forward_metadata, cache_seq_lens=[],
+                               cu_seq_lens_q=[0], max_seq_len_q=1, max_seq_len_k=0)
+    assert metadata.batch_size == 0
+    out = prefilled.stack.model.forward(batch, prefilled.backend)
+    assert out.shape == (0, prefilled.stack.model.config.hidden_size)
