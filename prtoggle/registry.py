@@ -129,7 +129,8 @@ def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
             fix = load_fix(path)
             if fix.pr in fixes:
                 other = fixes[fix.pr].path
-                raise RegistryError(f"duplicate PR {fix.pr}: defined in {other} and in {path}")
+                raise RegistryError(f"duplicate PR {fix.pr}: defined in {other}:{_pr_line(other)} "
+                                    f"and in {path}:{_pr_line(path)}")
             fixes[fix.pr] = fix
     return Registry(fixes=fixes, dirs=chosen)
 
@@ -358,6 +359,14 @@ def _symptom(mapping: _LineDict, path: Path) -> str | None:
 
 def _at(path: Path, mapping: _LineDict, key: str) -> str:
     return f"{path}:{mapping.key_lines.get(key, mapping.line)}"
+
+
+def _pr_line(path: Path) -> int:
+    """The line of the top-level `pr:` key (files were already parsed successfully)."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if re.match(r"pr\s*:", line):
+            return number
+    return 1
 
 
 def _kind(value: object) -> str:

@@ -175,10 +175,10 @@ def test_duplicate_pr_names_both_files(tmp_path: Path) -> None:
                                             "edits: [{match: x, replacement: y}]}]\n")
     second = tmp_path / "b" / "other.yaml"
     second.parent.mkdir()
-    second.write_text(first.read_text())
+    second.write_text("# copy\n" + first.read_text())
     with pytest.raises(RegistryError) as caught:
         load_registry(dirs=[tmp_path / "a", tmp_path / "b"])
-    assert str(caught.value) == f"duplicate PR 904: defined in {first} and in {second}"
+    assert str(caught.value) == f"duplicate PR 904: defined in {first}:1 and in {second}:2"
 
 
 def test_registry_lookup_of_an_unknown_pr_lists_registered_ones(tmp_path: Path) -> None:
