@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -15,6 +16,8 @@ from prtoggle.errors import TargetResolutionError, UnsupportedTargetError
 from prtoggle.patching.compiler import FUTURE_FLAGS_MASK, FunctionShape
 
 logger = logging.getLogger(__name__)
+
+MAX_LISTED_NAMES = 12
 
 _C_CALLABLES = (
     types.BuiltinFunctionType,
@@ -129,7 +132,7 @@ def _walk(root: object, names: list[str], target: str) -> types.FunctionType:
         except AttributeError as exc:
             holder = target.rsplit(".", len(names) - depth)[0]
             raise TargetResolutionError(
-                f"{target}: {holder} has no attribute {name!r}"
+                f"{target}: {holder} has no attribute {name!r}; {_known_names(current, name)}"
             ) from exc
     return _as_function(current, target)
 
@@ -166,6 +169,15 @@ def _as_function(obj: object, target: str) -> types.FunctionType:
         f"{target}: is {kind}, not a function; expected a function, method, staticmethod, "
         "classmethod or property"
     )
+
+
+def _known_names(holder: object, wanted: str) -> str:
+    names = sorted(n for n in dir(holder) if not (n.startswith("__") and n.endswith("__")))
+    close = difflib.get_close_matches(wanted, names, n=3)
+    if close:
+        return f"closest names: {', '.join(close)}"
+    shown = ", ".join(names[:MAX_LISTED_NAMES]) + (", ..." if len(names) > MAX_LISTED_NAMES else "")
+    return f"it has: {shown or '(nothing)'}"
 
 
 def _module_exists(name: str) -> bool:

@@ -65,7 +65,14 @@ def test_missing_attribute_names_its_holder(modules: ModuleFactory) -> None:
     modules.load("odd", ODD_MODULE)
     with pytest.raises(TargetResolutionError) as caught:
         resolve_loaded("odd.Box.missing")
-    assert str(caught.value) == "odd.Box.missing: odd.Box has no attribute 'missing'"
+    assert str(caught.value) == (
+        "odd.Box.missing: odd.Box has no attribute 'missing'; it has: hidden"
+    )
+    with pytest.raises(TargetResolutionError) as close:
+        resolve_loaded("odd.Box.hiden")
+    assert str(close.value) == (
+        "odd.Box.hiden: odd.Box has no attribute 'hiden'; closest names: hidden"
+    )
 
 
 def test_import_target_imports_the_module(modules: ModuleFactory) -> None:

@@ -93,7 +93,9 @@ def test_a_fix_whose_second_target_fails_leaves_nothing_patched(
     registry = registry_with(tmp_path, second="app.Shape.corners")
     with pytest.raises(PatchApplicationError) as caught:
         toggle.apply_revert(911, registry=registry)
-    assert str(caught.value) == "app.Shape.corners: app.Shape has no attribute 'corners'"
+    assert str(caught.value) == (
+        "app.Shape.corners: app.Shape has no attribute 'corners'; it has: sides"
+    )
     assert app.area.__code__ is original
     assert toggle.active_reverts() == ()
 
