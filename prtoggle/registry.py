@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
 from prtoggle.errors import RegistryError, UnknownPRError
 
 YAML_PATH_ENV = "PRTOGGLE_YAML_PATH"
