@@ -169,10 +169,12 @@ def probe_metadata(
 
 
 def is_draft_decode(mode: ForwardMode, spec_info: SpecInput | None) -> bool:
+    """A decode batch of a multi-step draft (its lengths grow by step + 1)."""
     return mode.is_decode_or_idle() and isinstance(spec_info, DraftDecodeInput)
 
 
 def graph_kind(mode: ForwardMode, spec_info: SpecInput | None) -> str:
+    """Which pre-allocated buffers a graph of this mode uses (one of GRAPH_KINDS)."""
     if mode.is_decode_or_idle():
         return "decode"
     if mode.is_target_verify():
@@ -200,6 +202,7 @@ def graph_query_lengths(
 
 
 def extend_query_lengths(forward_batch: ForwardBatch) -> tuple[torch.Tensor, int]:
+    """Per-request new-token counts `[bs]` int32 of an EXTEND batch, and their maximum."""
     if forward_batch.extend_seq_lens is None or forward_batch.extend_seq_lens_cpu is None:
         raise AttentionBackendError(
             f"{forward_batch.forward_mode.name} batch without extend_seq_lens / "
@@ -210,6 +213,7 @@ def extend_query_lengths(forward_batch: ForwardBatch) -> tuple[torch.Tensor, int
 
 
 def verify_input(spec_info: SpecInput | None, mode: ForwardMode) -> VerifyInput:
+    """`spec_info` as a VerifyInput, or an error naming the mode and what was passed."""
     if not isinstance(spec_info, VerifyInput):
         raise AttentionBackendError(
             f"{mode.name} needs spec_info of type VerifyInput, got {type(spec_info).__name__}"
@@ -218,6 +222,7 @@ def verify_input(spec_info: SpecInput | None, mode: ForwardMode) -> VerifyInput:
 
 
 def draft_extend_input(spec_info: SpecInput | None, mode: ForwardMode) -> DraftExtendInput:
+    """`spec_info` as a DraftExtendInput, or an error naming the mode and what was passed."""
     if not isinstance(spec_info, DraftExtendInput):
         raise AttentionBackendError(
             f"{mode.name} needs spec_info of type DraftExtendInput, got "
