@@ -32,7 +32,7 @@ def test_first_half():
 
 @pytest.fixture
 def project(fake_project: FakeProject, pytester: pytest.Pytester) -> FakeProject:
-    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider -p no:benchmark\n")
     return fake_project
 
 
