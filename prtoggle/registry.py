@@ -26,9 +26,14 @@ SYMPTOMS = (
 )
 EDIT_KINDS = ("replacement", "prepend", "append")
 _FIX_REQUIRED = ("pr", "title", "patches")
-_FIX_OPTIONAL = ("url", "merged", "component", "symptom", "expect", "repro")
+_FIX_OPTIONAL = ("url", "merged", "component", "symptom", "expect", "repro", "bench")
 _PATCH_KEYS = ("target", "edits")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_MODULE_KEY_EXAMPLES = {
+    "repro": "fixes.scenarios.pr26521",
+    "bench": "fixes.benchmarks.pr26521",
+    "component": "fixes.scenarios.pr26521",
+}
 _CAPTURE_NAME = re.compile(r"capture|^__init__$|^init_cuda_graph_state")
 
 EditKind = Literal["replacement", "prepend", "append"]
@@ -67,6 +72,7 @@ class Fix:
     symptom: str | None = None
     expect: str | None = None
     repro: str | None = None
+    bench: str | None = None
 
     @property
     def acts_at_capture(self) -> bool:
@@ -218,7 +224,7 @@ def _fix_from_mapping(document: object, path: Path) -> Fix:
         raise RegistryError(f"{_at(path, mapping, 'pr')}: 'pr' must be a positive integer, "
                             f"got {pr!r}")
     fields = {key: _optional_str(mapping, key, path)
-              for key in ("url", "component", "expect", "repro")}
+              for key in ("url", "component", "expect", "repro", "bench")}
     _check_formats(mapping, path, fields)
     return Fix(
         pr=pr,
@@ -239,11 +245,11 @@ def _check_formats(mapping: _LineDict, path: Path, fields: Mapping[str, str | No
         except re.error as exc:
             raise RegistryError(f"{_at(path, mapping, 'expect')}: 'expect' {expect!r} is not a "
                                 f"valid regular expression: {exc}") from exc
-    for key in ("repro", "component"):
+    for key, example in _MODULE_KEY_EXAMPLES.items():
         value = fields[key]
         if value is not None and not _DOTTED.fullmatch(value):
             raise RegistryError(f"{_at(path, mapping, key)}: {key!r} must be a dotted module "
-                                f"name like fixes.scenarios.pr26521, got {value!r}")
+                                f"name like {example}, got {value!r}")
 
 
 def _patches(mapping: _LineDict, path: Path) -> tuple[Patch, ...]:

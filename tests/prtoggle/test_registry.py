@@ -41,6 +41,7 @@ patches:
     edits:
       - match: return out
         append: "log(out)"
+bench: app.benchmarks.capture
 """
 
 
@@ -49,9 +50,9 @@ def test_full_fix_loads_every_field_with_yaml_lines(tmp_path: Path) -> None:
     fix = load_fix(path)
     assert fix.pr == 901
     assert fix.merged == datetime.date(2026, 5, 29)
-    assert (fix.url, fix.component, fix.symptom, fix.expect, fix.repro) == (
+    assert (fix.url, fix.component, fix.symptom, fix.expect, fix.repro, fix.bench) == (
         "https://example.invalid/pull/901", "app.attention", "nan", "NaNDetected.*capture",
-        "app.scenarios.capture",
+        "app.scenarios.capture", "app.benchmarks.capture",
     )
     assert fix.patches == (
         Patch(
@@ -118,7 +119,7 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
     [
         (MINIMAL + "        replacement: b\nowner: me\n",
          "F:8: unknown key 'owner' in fix file; expected one of: pr, title, patches, url, "
-         "merged, component, symptom, expect, repro"),
+         "merged, component, symptom, expect, repro, bench"),
         ("pr: 903\npatches: []\n",
          "F:1: fix file is missing required key 'title'; required keys: pr, title, patches"),
         ("pr: '903'\ntitle: t\npatches: []\n",
@@ -134,6 +135,9 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
         (MINIMAL + "        replacement: b\nrepro: scenarios/run.py\n",
          "F:8: 'repro' must be a dotted module name like fixes.scenarios.pr26521, got "
          "'scenarios/run.py'"),
+        (MINIMAL + "        replacement: b\nbench: benchmarks/run.py\n",
+         "F:8: 'bench' must be a dotted module name like fixes.benchmarks.pr26521, got "
+         "'benchmarks/run.py'"),
         (MINIMAL + "        replacement: b\nmerged: 29 May\n",
          "F:8: 'merged' must be a date YYYY-MM-DD, got '29 May'"),
         (MINIMAL + "        prepend: b\n        append: c\n",
