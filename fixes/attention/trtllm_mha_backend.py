@@ -49,6 +49,9 @@ class TRTLLMHAAttnBackend:
     backend: at step i a request attends to its prefix plus i + 1 draft tokens. The decode
     kernel gets `max_seq_len = max_context_len` (not the batch maximum), so that a CUDA
     graph captured with fill-value lengths still covers every key at replay.
+
+    Lengths: `seq_lens` is the KV length after the forward (ForwardBatch's convention),
+    except for draft decode, where it is the prefix length and step i adds i + 1.
     """
 
     def __init__(
