@@ -289,45 +289,23 @@ def _run_in_child(variant: RevertedFunction) -> str | None:
     from prtoggle.toggle import child_env
 
     config = variant.config
+    skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
+    reverts = sorted({*config.stash[_STATE_KEY].prs, variant.guard.pr})  # session's too
     with tempfile.TemporaryDirectory(prefix="prtoggle-") as directory:
         result_path = Path(directory) / "result.json"
-        base = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))
-        }
         base[RESULT_FILE_ENV] = str(result_path)
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            variant.plain_nodeid,
-            "-q",
-            "--no-header",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "",
-            "--rootdir",
-            str(config.rootpath),
-        ]
-        if config.inipath is not None:
-            argv += ["-c", str(config.inipath)]
-        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-            argv += ["-p", __name__]  # else it loads (once) through its entry point
-        if config.pluginmanager.hasplugin("xdist"):
-            argv += ["-n", "0"]
         run = run_command(
-            argv,
-            env=child_env([variant.guard.pr], base=base),
+            _child_pytest_argv(variant),
+            env=child_env(reverts, base=base),
             timeout=variant.guard.timeout,
             cwd=str(config.rootpath),
         )
-        records = json.loads(result_path.read_text()) if result_path.exists() else None
-    mine = [r for r in records or [] if r["nodeid"] == variant.plain_nodeid]
+        records = json.loads(result_path.read_text()) if result_path.exists() else []
     variant.add_report_section("call", "prtoggle child", output_tail(run))
     if run.timed_out:
         return f"Timeout: the child pytest ran past {variant.guard.timeout:g} s"
+    mine = [record for record in records if record["nodeid"] == variant.plain_nodeid]
     if not mine:
         return f"ChildCrashed: exit status {run.returncode}\n{output_tail(run)}"
     for record in mine:
@@ -336,6 +314,20 @@ def _run_in_child(variant: RevertedFunction) -> str | None:
         if record["error"] is not None:
             return str(record["error"])
     return None
+
+
+def _child_pytest_argv(variant: RevertedFunction) -> list[str]:
+    """`python -m pytest <plain nodeid>` with this session's root, ini file and no -m filter."""
+    config = variant.config
+    argv = [sys.executable, "-m", "pytest", variant.plain_nodeid, "-q", "--no-header"]
+    argv += ["-p", "no:cacheprovider", "-m", "", "--rootdir", str(config.rootpath)]
+    if config.inipath is not None:
+        argv += ["-c", str(config.inipath)]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        argv += ["-p", __name__]  # else it loads (once) through its entry point
+    if config.pluginmanager.hasplugin("xdist"):
+        argv += ["-n", "0"]
+    return argv
 
 
 def _variant_name(name: str, pr: int) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cli_fakes import ANSWER_FIX, TARGET_MODULE, FakeProject, fake_project
+from cli_fakes import ANSWER_FIX, FIRST_HALF_FIX, TARGET_MODULE, FakeProject, fake_project
 
 __all__ = ["fake_project"]
 
@@ -242,3 +242,18 @@ def test_guards_work_under_xdist(project: FakeProject, pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("-n", "2")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines([f"*does not guard PR {ANSWER_FIX}*"])
+
+
+def test_subprocess_variant_keeps_the_sessions_reverts(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        f"import pytest\nimport {TARGET_MODULE} as target\n\n"
+        f"@pytest.mark.guards_pr({ANSWER_FIX}, expect='wrong answer 41 with half 0', "
+        "subprocess=True)\n"
+        "def test_answer():\n    half, value = target.first_half(), target.answer()\n"
+        "    if value != 42:\n"
+        "        raise AssertionError(f'wrong answer {value} with half {half}')\n"
+    )
+    result = pytester.runpytest_subprocess("--revert-pr", str(FIRST_HALF_FIX))
+    result.assert_outcomes(passed=2)
