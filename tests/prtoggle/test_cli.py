@@ -259,13 +259,22 @@ def test_importing_the_cli_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_prtoggle_list_does_not_import_torch() -> None:
+@pytest.mark.parametrize("argv", [["list"], ["show", "26521"], ["list", "--json"]])
+def test_listing_commands_do_not_import_torch(argv: list[str]) -> None:
     code = (
-        "import sys\nfrom prtoggle.cli import main\nsys.argv = ['prtoggle', 'list']\n"
+        f"import sys\nfrom prtoggle.cli import main\nsys.argv = ['prtoggle', *{argv!r}]\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    status = exc.code\n"
         "assert status in (0, None), status\nassert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_check_of_an_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None:
+    result = invoke("check", str(ANSWER_FIX), "4711")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: PR 4711 is not registered; registered PRs: {REGISTERED} "
+    )
 
 
 def test_a_broken_registry_is_a_one_line_error(fake_project: FakeProject) -> None:
