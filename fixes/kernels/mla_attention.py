@@ -99,13 +99,23 @@ class FlashInferMLADecode:
         )
 
     def plan(self, *, kv_indptr_cpu: torch.Tensor, dtype: torch.dtype) -> None:
-        """Plan the rows whose KV ranges `kv_indptr_cpu` (`[bs + 1]`, host) describes."""
+        """Plan the rows whose KV ranges `kv_indptr_cpu` (`[bs + 1]`, host) describes.
+
+        flashinfer (use_cuda_graph=True) requires each bound buffer to have exactly the
+        shape of the metadata it is given (kv_indices may be longer), so `kv_indptr_cpu`
+        must have `bs + 1` entries, like the bound `kv_indptr`.
+        """
+        import flashinfer
+
         lengths = (kv_indptr_cpu[1:] - kv_indptr_cpu[:-1]).to(torch.int32)
-        self.wrapper.plan(
+        metadata = flashinfer.mla.MLAPlanMetadata.csr(
             qo_indptr=torch.arange(self.bs + 1, dtype=torch.int32),
-            kv_indptr=kv_indptr_cpu.to(torch.int32),
+            kv_indptr=kv_indptr_cpu.to(torch.int32).contiguous(),
             kv_indices=self.kv_indices,
             kv_len_arr=lengths,
+        )
+        self.wrapper.plan(
+            metadata=metadata,
             num_heads=self.shape.num_heads,
             head_dim_ckv=self.shape.kv_lora_rank,
             head_dim_kpe=self.shape.qk_rope_head_dim,
@@ -114,15 +124,17 @@ class FlashInferMLADecode:
             sm_scale=self.shape.sm_scale,
             q_data_type=dtype,
             kv_data_type=dtype,
+            query_layout="split",  # run() passes (q_nope, q_pe)
+            kv_cache_layout="packed",  # run() passes [slots, page 1, rank + rope]
         )
 
     def run(
         self, *, q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: torch.Tensor
     ) -> torch.Tensor:
         """Attention of the planned batch; `kv_cache` as in `mla_paged_decode_torch`."""
-        rank = self.shape.kv_lora_rank
-        paged = kv_cache.reshape(-1, 1, rank + self.shape.qk_rope_head_dim)
-        return self.wrapper.run(q_nope, q_pe, paged[..., :rank], paged[..., rank:])
+        width = self.shape.kv_lora_rank + self.shape.qk_rope_head_dim
+        paged = kv_cache.reshape(-1, 1, width)
+        return self.wrapper.run(query=(q_nope, q_pe), kv_cache=paged)
 
 
 def flashinfer_workspace(device: torch.device) -> torch.Tensor:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -11,7 +14,7 @@ import prtoggle
 from fixes import cuda_graph
 from fixes.attention.flashinfer_mla_backend import FlashInferMLAMultiStepDraftBackend
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
-from fixes.kernels.mla_attention import MLAShape
+from fixes.kernels.mla_attention import MLAShape, mla_paged_decode_torch
 from fixes.memory_pool import MLATokenToKVPool, PagedTokenAllocator, ReqToTokenPool
 from prtoggle import detect
 from prtoggle.errors import OOBDetected
@@ -136,6 +139,72 @@ def graph_outputs(
     return graph.replay().clone()
 
 
+@dataclass(frozen=True)
+class FakePlanMetadata:
+    """flashinfer.mla.MLAPlanMetadata's CSR form (0.7.2.post1), keyword-built."""
+
+    qo_indptr: torch.Tensor
+    kv_indptr: torch.Tensor
+    kv_indices: torch.Tensor
+    kv_len_arr: torch.Tensor
+
+    @classmethod
+    def csr(cls, **tensors: torch.Tensor) -> FakePlanMetadata:
+        return cls(**tensors)
+
+
+class FakeGraphWrapper:
+    """CPU stand-in for flashinfer.mla.BatchMLAPagedAttentionWrapper(use_cuda_graph=True).
+
+    It enforces the bound-buffer contract of flashinfer 0.7.2.post1
+    (`_fa_common._validate_graph_metadata_buffers`): int32, contiguous, and exactly the
+    shape of the plan's metadata, except kv_indices which may be longer; plan() then
+    copies the metadata into the bound buffers. Only the non-deprecated keyword API is
+    accepted. run() attends through the bound buffers with the torch reference.
+    """
+
+    def __init__(self, workspace: torch.Tensor, *, use_cuda_graph: bool,
+                 **bound: torch.Tensor) -> None:
+        assert use_cuda_graph and workspace.dtype == torch.uint8
+        self.bound = bound
+        self.sm_scale: float | None = None
+
+    def plan(self, *, metadata: FakePlanMetadata, page_size: int, sm_scale: float,
+             query_layout: str, kv_cache_layout: str, **options: object) -> None:
+        for name, reserved in self.bound.items():
+            given = getattr(metadata, name)
+            fits = (reserved.shape[0] >= given.shape[0] if name == "kv_indices"
+                    else reserved.shape == given.shape)
+            if reserved.dtype != torch.int32 or not reserved.is_contiguous() or not fits:
+                raise ValueError(f"CUDA graph reserved {name} buffer has insufficient or "
+                                 "incompatible capacity.")
+        for name, reserved in self.bound.items():
+            given = getattr(metadata, name)
+            reserved[: given.shape[0]].copy_(given)
+        assert (page_size, query_layout, kv_cache_layout) == (1, "split", "packed")
+        self.sm_scale = sm_scale
+
+    def run(self, *, query: tuple[torch.Tensor, torch.Tensor],
+            kv_cache: torch.Tensor) -> torch.Tensor:
+        q_nope, q_pe = query
+        assert self.sm_scale is not None, "run() before plan()"
+        shape = MLAShape(num_heads=q_nope.shape[1], kv_lora_rank=q_nope.shape[2],
+                         qk_rope_head_dim=q_pe.shape[2], sm_scale=self.sm_scale)
+        return mla_paged_decode_torch(
+            q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache, kv_indptr=self.bound["kv_indptr"],
+            kv_indices=self.bound["kv_indices"], shape=shape, max_kv_len=MAX_CONTEXT_LEN,
+        )
+
+
+@pytest.fixture
+def fake_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("flashinfer")
+    module.mla = types.SimpleNamespace(  # type: ignore[attr-defined]
+        BatchMLAPagedAttentionWrapper=FakeGraphWrapper, MLAPlanMetadata=FakePlanMetadata
+    )
+    monkeypatch.setitem(sys.modules, "flashinfer", module)
+
+
 @pytest.mark.parametrize("topk", [1, 2, 4])
 def test_eager_path_attends_each_branch_to_its_prefix_and_its_drafts(topk: int) -> None:
     seq_lens = [5, 3]
@@ -157,6 +226,21 @@ def test_graph_replay_with_long_sequences_matches_the_eager_path(
     q = queries(backend, len(seq_lens))
     replayed = graph_outputs(backend, rows, seq_lens, q, max_bs=2)
     torch.testing.assert_close(replayed, eager_outputs(backend, rows, seq_lens, q))
+
+
+@pytest.mark.usefixtures("fake_flashinfer")
+def test_flashinfer_graph_wrappers_bind_kv_indptr_sized_to_the_planned_batch() -> None:
+    """flashinfer refuses a bound kv_indptr longer than the plan's (was: a whole row)."""
+    backend, rows = make_backend([7, 6], topk=2, attention_provider="flashinfer")
+    q = queries(backend, 2)
+    replayed = graph_outputs(backend, rows, [7, 6], q, max_bs=2)
+    assert sorted(backend.graph_wrappers) == [(0, 4), (1, 4), (2, 4)]
+    for (step, _), decode in backend.graph_wrappers.items():
+        bound = decode.wrapper.bound
+        assert tuple(bound["kv_indptr"].shape) == (5,)
+        assert bound["kv_indptr"].data_ptr() == backend.kv_indptr[step].data_ptr()
+        expected = naive_step(backend, rows, [7, 6], step=step, q_nope=q[0][step], q_pe=q[1][step])
+        torch.testing.assert_close(replayed[step], expected, atol=1e-5, rtol=1e-5)
 
 
 def test_graph_rows_are_max_bs_times_topk_times_max_context_len_wide() -> None:
