@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
 import click
@@ -22,6 +22,8 @@ from prtoggle.cli_support import (
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
     from prtoggle.runner import ReproResult, ScenarioResult
+
+_VARIANTS = ("fixed", "reverted")
 
 _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
@@ -72,7 +74,14 @@ def repro_command(
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
     workers = jobs or min(4, os.cpu_count() or 1)
-    results = run_repros(fixes, device=device, provider=provider, timeout=timeout, jobs=workers)
+    results = run_repros(
+        fixes,
+        device=device,
+        provider=provider,
+        timeout=timeout,
+        jobs=workers,
+        on_done=_print_progress,
+    )
     if as_json:
         echo_json([result.to_dict() for result in results])
     else:
@@ -88,8 +97,12 @@ def run_repros(
     provider: str | None,
     timeout: float,
     jobs: int,
+    on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
 ) -> list[ReproResult]:
-    """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`."""
+    """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
+
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes.
+    """
     from prtoggle.runner import ReproResult, run_scenario
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
@@ -103,17 +116,27 @@ def run_repros(
         )
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [(fix, launch(fix, ()), launch(fix, (fix.pr,))) for fix in fixes]
-        return [
-            ReproResult(
-                pr=fix.pr,
-                module=str(fix.repro),
-                expect=fix.expect,
-                fixed=fixed.result(),
-                reverted=reverted.result(),
-            )
-            for fix, fixed, reverted in futures
-        ]
+        runs = {(fix.pr, variant): (fix, variant) for fix in fixes for variant in _VARIANTS}
+        futures = {
+            launch(fix, (fix.pr,) if variant == "reverted" else ()): key
+            for key, (fix, variant) in runs.items()
+        }
+        results: dict[tuple[int, str], ScenarioResult] = {}
+        for future in as_completed(futures):
+            key = futures[future]
+            results[key] = future.result()
+            if on_done is not None:
+                on_done(*runs[key], results[key])
+    return [
+        ReproResult(
+            pr=fix.pr,
+            module=str(fix.repro),
+            expect=fix.expect,
+            fixed=results[(fix.pr, "fixed")],
+            reverted=results[(fix.pr, "reverted")],
+        )
+        for fix in fixes
+    ]
 
 
 def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
@@ -135,6 +158,11 @@ def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[
                 f"fixes with a repro: {choices}"
             )
     return fixes
+
+
+def _print_progress(fix: Fix, variant: str, result: ScenarioResult) -> None:
+    """One stderr line per finished child, so a long run shows where it is."""
+    click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
 
 
 def _print_table(results: Sequence[ReproResult]) -> None:

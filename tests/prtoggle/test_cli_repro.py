@@ -40,11 +40,16 @@ def add_fix(
 def test_repro_runs_fixed_and_reverted_and_reports_reproduced(fake_project: FakeProject) -> None:
     result = repro(str(ANSWER_FIX))
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0].split() == ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
     assert lines[1].split()[:5] == [str(ANSWER_FIX), "clean", "WrongAnswer", "at", "fake.answer"]
     assert lines[1].split()[5] == "yes"
     assert lines[-1] == "1 of 1 fixes reproduced"
+    progress = sorted(line.split(" (")[0] for line in result.stderr.splitlines())
+    assert progress == [
+        f"PR {ANSWER_FIX} fixed: clean",
+        f"PR {ANSWER_FIX} reverted: WrongAnswer at fake.answer",
+    ]
 
 
 def test_repro_json_has_both_outcomes(fake_project: FakeProject) -> None:
@@ -79,7 +84,7 @@ def test_a_failure_not_matching_expect_is_not_reproduced(fake_project: FakeProje
         result.output
     )
     assert "  expected a failure matching 'NaNDetected'" in result.output
-    assert result.output.splitlines()[-1] == "0 of 1 fixes reproduced"
+    assert result.stdout.splitlines()[-1] == "0 of 1 fixes reproduced"
 
 
 def test_a_revert_that_changes_nothing_is_not_reproduced(fake_project: FakeProject) -> None:
