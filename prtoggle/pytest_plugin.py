@@ -50,7 +50,7 @@ class Guard:
 
 @dataclass
 class _SessionReverts:
-    """The PRs this session runs reverted, and what the plugin must undo at the end."""
+    """The PRs this session runs reverted, what to undo at the end, and child-run results."""
 
     prs: tuple[int, ...] = ()
     applied: tuple[int, ...] = ()
@@ -104,11 +104,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
         for pr in reversed(state.applied):
             restore(pr)
-    if state.env_changed:
-        if state.previous_env is None:
-            os.environ.pop(REVERT_ENV, None)
-        else:
-            os.environ[REVERT_ENV] = state.previous_env
+    _restore_env(state)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -223,8 +219,22 @@ def _apply_session_reverts(state: _SessionReverts, *, option: str, env_value: st
         state.previous_env, state.env_changed = os.environ.get(REVERT_ENV), True
         os.environ[REVERT_ENV] = ",".join(str(pr) for pr in state.prs)  # children inherit it
     before = set(active_reverts())
-    maybe_revert_pr_fix()
+    try:
+        maybe_revert_pr_fix()
+    except PrToggleError:
+        _restore_env(state)
+        raise
     state.applied = tuple(pr for pr in state.prs if pr not in before)
+
+
+def _restore_env(state: _SessionReverts) -> None:
+    if not state.env_changed:
+        return
+    if state.previous_env is None:
+        os.environ.pop(REVERT_ENV, None)
+    else:
+        os.environ[REVERT_ENV] = state.previous_env
+    state.env_changed = False
 
 
 def _reverted_variants(item: pytest.Function) -> list[RevertedFunction]:

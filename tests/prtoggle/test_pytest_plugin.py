@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import pytest
 from cli_fakes import ANSWER_FIX, FIRST_HALF_FIX, TARGET_MODULE, FakeProject, fake_project
 
 __all__ = ["fake_project"]
 
 GUARDED = f"""
+import importlib
+import os
+
 import pytest
 import {TARGET_MODULE} as target
 
@@ -20,6 +26,9 @@ def test_answer_is_right():
 """
 
 NOT_GUARDING = f"""
+import importlib
+import os
+
 import pytest
 import {TARGET_MODULE} as target
 
@@ -257,3 +266,18 @@ def test_subprocess_variant_keeps_the_sessions_reverts(
     )
     result = pytester.runpytest_subprocess("--revert-pr", str(FIRST_HALF_FIX))
     result.assert_outcomes(passed=2)
+
+
+def test_an_inline_session_restores_its_reverts_and_the_env(
+    project: FakeProject, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SGLANG_DEBUG_REVERT_PR", raising=False)
+    pytester.makepyfile(
+        f"import {TARGET_MODULE} as target\n\n"
+        "def test_sees_the_revert():\n    assert target.answer() == 41\n"
+    )
+    result = pytester.runpytest_inprocess("--revert-pr", str(ANSWER_FIX))
+    result.assert_outcomes(passed=1)
+    target = importlib.import_module(TARGET_MODULE)
+    assert target.answer() == 42
+    assert "SGLANG_DEBUG_REVERT_PR" not in os.environ
