@@ -114,7 +114,8 @@ class TRTLLMHAAttnBackend:
         """Pre-allocate metadata buffers for graphs of up to `max_bs` requests."""
         for kind in GRAPH_KINDS:
             self._graph_buffers[kind] = allocate_graph_buffers(
-                mode_name=kind, max_bs=max_bs, max_pages=self.max_pages_per_req,
+                mode_name=f"{kind}[step={self.speculative_step_id}]", max_bs=max_bs,
+                max_pages=self.max_pages_per_req,
                 device=self.device,
             )
         self._graph_metadata.clear()

@@ -95,7 +95,10 @@ class GraphBuffers:
 def allocate_graph_buffers(
     *, mode_name: str, max_bs: int, max_pages: int, device: torch.device
 ) -> GraphBuffers:
-    """Zero-filled (or poisoned) buffers named `trtllm_mha.<mode_name>.<field>`."""
+    """Zero-filled (or poisoned) buffers named `trtllm_mha.<mode_name>.<field>`.
+
+    `mode_name` says which graph kind and draft step, e.g. `decode[step=0]`.
+    """
 
     def buffer(field: str, shape: tuple[int, ...]) -> torch.Tensor:
         return detect.poisoned_buffer(
