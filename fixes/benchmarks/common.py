@@ -91,8 +91,6 @@ def bench_device(options: BenchOptions) -> torch.device:
     if options.repeat < 1 or options.warmup < 0:
         raise PrToggleError(f"benchmark repeat must be >= 1 and warmup >= 0, got repeat "
                             f"{options.repeat} and warmup {options.warmup}")
-    if options.device == "cpu":
-        torch.set_num_threads(CPU_THREADS)
     return torch.device(options.device)
 
 
@@ -136,7 +134,10 @@ def make_result(
 
 
 def run_bench_main(measure: Callable[[BenchOptions], BenchResult], *, description: str) -> None:
-    """Parse `--device/--provider/--repeat/--json`, measure, print; exit 1 on an error."""
+    """Parse `--device/--provider/--repeat/--json`, measure, print; exit 1 on an error.
+
+    On CPU the process uses CPU_THREADS torch threads (set here, not in `measure`).
+    """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--provider", default=None,
@@ -147,6 +148,8 @@ def run_bench_main(measure: Callable[[BenchOptions], BenchResult], *, descriptio
                         help="print one JSON object (name, timed, unit, median, samples, shape)")
     args = parser.parse_args()
     options = BenchOptions(device=args.device, provider=args.provider, repeat=args.repeat)
+    if options.device == "cpu":
+        torch.set_num_threads(CPU_THREADS)
     try:
         result = measure(options)
     except Exception as exc:  # reported on stderr: the traceback, then `Type: message` last

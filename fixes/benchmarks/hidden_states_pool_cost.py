@@ -66,14 +66,14 @@ def measure(options: BenchOptions) -> BenchResult:
     )
     forward_batch, verify = _batch(shape, device=device)
     if not runner.can_run(forward_batch):
-        raise PrToggleError(f"eagle_hidden_states_pool: batch of {shape.bs} does not fit the "
+        raise PrToggleError(f"hidden_states_pool_cost: batch of {shape.bs} does not fit the "
                             f"graphs captured for {shape.capture_bs}")
     samples, calls = time_call(
         lambda: worker._draft_extend_for_decode(forward_batch, verify),
         device=device, options=options,
     )
     return make_result(
-        name="eagle_hidden_states_pool",
+        name="hidden_states_pool_cost",
         timed="MultiLayerEagleWorkerV2._draft_extend_for_decode, batch run by CUDA graphs",
         samples=samples, calls_per_sample=calls,
         shape=shape.record() | {"hidden_states_provider": provider},
@@ -119,7 +119,7 @@ def _hidden_states_provider(options: BenchOptions) -> str:
         return "torch" if options.device == "cpu" else "triton"
     if options.provider not in ("torch", "triton"):
         raise PrToggleError(
-            f"eagle_hidden_states_pool: --provider {options.provider!r} is not supported: "
+            f"hidden_states_pool_cost: --provider {options.provider!r} is not supported: "
             "expected torch or triton"
         )
     return options.provider

@@ -26,7 +26,7 @@ def measure(options: BenchOptions) -> BenchResult:
     )
     samples, calls = time_call(state.forward_extend, device=device, options=options)
     return make_result(
-        name="dp_attention_batch_size",
+        name="dp_batch_size_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, batch not padded",
         samples=samples, calls_per_sample=calls,
         shape={**shape.record(), "accept_length_cycle": list(ACCEPT_CYCLE),

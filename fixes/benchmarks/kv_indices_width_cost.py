@@ -61,14 +61,14 @@ def measure(options: BenchOptions) -> BenchResult:
     backend.init_cuda_graph_state(shape.bs, shape.bs * shape.topk)
     buffer = backend.cuda_graph_kv_indices
     if buffer is None:
-        raise PrToggleError("mla_draft_kv_indices_width: init_cuda_graph_state left no buffer")
+        raise PrToggleError("kv_indices_width_cost: init_cuda_graph_state left no buffer")
     batch = _draft_batch(backend, shape, rows=rows, device=device)
     samples, calls = time_call(
         lambda: backend.init_forward_metadata_replay_cuda_graph(batch),
         device=device, options=options,
     )
     return make_result(
-        name="mla_draft_kv_indices_width",
+        name="kv_indices_width_cost",
         timed="FlashInferMLAMultiStepDraftBackend.init_forward_metadata_replay_cuda_graph "
         "(common_template over the CUDA-graph kv_indices rows), topk > 1",
         samples=samples, calls_per_sample=calls,
@@ -83,7 +83,7 @@ def _require_narrow_rows_fit(shape: DraftShape) -> None:
                                       num_seqs=shape.bs, step=shape.num_steps - 1)
     if needed > shape.bs * shape.max_context_len:
         raise PrToggleError(
-            f"mla_draft_kv_indices_width: rows need {needed} entries, more than the reverted "
+            f"kv_indices_width_cost: rows need {needed} entries, more than the reverted "
             f"width bs * max_context_len = {shape.bs * shape.max_context_len}; the reverted "
             "code could not run: shorten seq_len"
         )
@@ -139,7 +139,7 @@ def _kv_indices_provider(options: BenchOptions) -> str:
         return "torch" if options.device == "cpu" else "triton"
     if options.provider not in ("torch", "triton"):
         raise PrToggleError(
-            f"mla_draft_kv_indices_width: --provider {options.provider!r} is not supported: "
+            f"kv_indices_width_cost: --provider {options.provider!r} is not supported: "
             "expected torch or triton (the kv_indices kernel; attention is not timed)"
         )
     return options.provider

@@ -26,7 +26,7 @@ def measure(options: BenchOptions) -> BenchResult:
     )
     samples, calls = time_call(state.forward_extend, device=device, options=options)
     return make_result(
-        name="trtllm_draft_extend_routing",
+        name="draft_extend_routing_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, equal accept lengths",
         samples=samples, calls_per_sample=calls,
         shape={**shape.record(), "accept_length": ACCEPT_LENGTH,

@@ -44,7 +44,7 @@ def measure(options: BenchOptions) -> BenchResult:
 
     samples, calls = time_call(capture_metadata, device=device, options=options)
     return make_result(
-        name="trtllm_draft_decode_capture",
+        name="draft_decode_capture_cost",
         timed=f"TRTLLMHAAttnBackend.init_forward_metadata_capture_cuda_graph, draft decode "
         f"step {STEP_ID}",
         samples=samples, calls_per_sample=calls,

@@ -1,0 +1,113 @@
+"""Tests for `prtoggle bench` with fake benchmark modules that speak the real JSON protocol."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bench_fakes import (
+    BENCH_FIX,
+    BENCH_MODULE,
+    FAILING_BENCH_FIX,
+    add_bench_fixes,
+)
+from cli_fakes import ANSWER_FIX, BROKEN_FIX, FakeProject, fake_project
+from click.testing import CliRunner, Result
+
+from prtoggle.cli import cli
+
+__all__ = ["fake_project"]
+
+
+@pytest.fixture
+def bench_project(fake_project: FakeProject) -> FakeProject:
+    add_bench_fixes(fake_project)
+    return fake_project
+
+
+def bench(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["bench", *args], prog_name="prtoggle")
+
+
+def test_bench_prints_medians_ratio_and_details(bench_project: FakeProject) -> None:
+    result = bench(str(BENCH_FIX), "--repeat", "3")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "FIX", "COST"]
+    assert lines[1].split() == [str(BENCH_FIX), BENCH_MODULE, "2", "ms", "1", "ms", "0.500",
+                                "+100.0%"]
+    assert lines[3:9] == [
+        f"PR {BENCH_FIX}:",
+        "  timed: prtoggle_fake_target.answer",
+        "  shape: bs=4, device=cpu",
+        "  note: fake note",
+        "  buffer_bytes: fixed 2048, reverted 1024",
+        "",
+    ]
+    assert lines[-1] == ("1 of 1 fixes measured on cpu, median of 3 samples per run; "
+                         "RATIO = reverted/fixed (above 1: the fix is faster)")
+    progress = [line.split(" (")[0] for line in result.stderr.splitlines()]
+    assert progress == [f"PR {BENCH_FIX} fixed: 2 ms", f"PR {BENCH_FIX} reverted: 1 ms"]
+
+
+def test_bench_json_has_both_runs_and_the_ratio(bench_project: FakeProject) -> None:
+    result = bench(str(BENCH_FIX), "--repeat", "3", "--json")
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.stdout)
+    assert (record["pr"], record["benchmark"], record["measured"]) == (
+        BENCH_FIX, BENCH_MODULE, True)
+    assert (record["ratio_reverted_over_fixed"], record["fix_cost_percent"]) == (0.5, 100.0)
+    assert record["extras"] == {"buffer_bytes": {"fixed": 2048, "reverted": 1024}}
+    assert record["fixed"]["result"]["median"] == 2.0
+    assert record["reverted"]["result"]["median"] == 1.0
+    assert record["reverted"]["reverted"] == [BENCH_FIX]
+    assert set(record["fixed"]) == {"kind", "reverted", "error", "result", "seconds",
+                                    "exit_code"}
+
+
+def test_a_failing_reverted_run_is_reported_with_its_error(bench_project: FakeProject) -> None:
+    result = bench("--all", "--repeat", "3")
+    assert result.exit_code == 1, result.output
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:3]}
+    assert rows[str(FAILING_BENCH_FIX)][2:] == ["0.5", "ms", "FAILED", "-", "-"]
+    assert rows[str(BENCH_FIX)][-1] == "+100.0%"
+    assert ("  reverted run failed (failure): ValueError: first_half() is 0: the reverted "
+            "path cannot run here") in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1].startswith("1 of 2 fixes measured on cpu")
+
+
+def test_an_unknown_pr_is_an_error_listing_the_registered_prs(
+    bench_project: FakeProject,
+) -> None:
+    result = bench("12345")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: PR 12345 is not registered; registered PRs: {ANSWER_FIX}, {BROKEN_FIX}, "
+    )
+    assert f"{BENCH_FIX}, {FAILING_BENCH_FIX} (registry directories: " in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), f"Error: expected PR numbers or --all; fixes with a benchmark: {BENCH_FIX}, "
+             f"{FAILING_BENCH_FIX}"),
+        (("--all", str(BENCH_FIX)), "Error: give PR numbers or --all, not both"),
+        ((str(ANSWER_FIX),), f"Error: PR {ANSWER_FIX} has no benchmark (no `bench:` in "),
+        (("--repeat", "0", "--all"), "Error: Invalid value for '--repeat': 0 is not in the "
+                                     "range x>=1."),
+    ],
+)
+def test_bad_selections_are_usage_errors(
+    bench_project: FakeProject, args: tuple[str, ...], message: str
+) -> None:
+    result = bench(*args)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].startswith(message)
+
+
+def test_help_shows_examples() -> None:
+    result = CliRunner().invoke(cli, ["bench", "--help"], prog_name="prtoggle")
+    assert result.exit_code == 0
+    assert "  prtoggle bench --all\n" in result.stdout
+    assert "RATIO = reverted median / fixed median" in result.stdout
