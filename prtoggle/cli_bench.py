@@ -26,7 +26,8 @@ _EPILOG = """\b
 Each fix's `bench:` module times the code path the fix changes, in a state
 where the reverted code also runs correctly: once fixed, then once with
 SGLANG_DEBUG_REVERT_PR=N, in two child processes one after the other
-(detection probes off). RATIO = reverted median / fixed median; FIX COST =
+(detection probes off); --rounds R alternates R such pairs and pools the
+samples (a busy machine's load then hits both). RATIO = reverted median / fixed median; FIX COST =
 how much longer the fixed code takes (negative: the fix is faster). A run
 that fails is reported with its error, not as a number. Exit status 0 only
 if every selected fix was measured both ways.
@@ -34,7 +35,7 @@ if every selected fix was measured both ways.
 \b
 Examples:
   prtoggle bench --all
-  prtoggle bench 24856 --repeat 30
+  prtoggle bench 24856 --repeat 30 --rounds 3
   prtoggle bench 24856 27460 --device cuda --provider triton --json
 """
 
@@ -58,6 +59,13 @@ Examples:
     show_default=True,
     help="Seconds each child may run before it is killed and reported as a timeout.",
 )
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run the fixed/reverted pair this many times, alternating; samples are pooled.",
+)
 @json_option
 def bench_command(
     *,
@@ -67,6 +75,7 @@ def bench_command(
     provider: str | None,
     repeat: int,
     timeout: float,
+    rounds: int,
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
@@ -77,14 +86,14 @@ def bench_command(
     costs = [
         measure_fix_cost(
             fix, device=device, provider=provider, repeat=repeat, timeout=timeout,
-            on_done=functools.partial(_print_progress, fix),
+            rounds=rounds, on_done=functools.partial(_print_progress, fix),
         )
         for fix in fixes
     ]
     if as_json:
         echo_json([cost.to_dict() for cost in costs])
     else:
-        _print_table(costs, device=device, repeat=repeat)
+        _print_table(costs, device=device, samples=repeat * rounds)
     if not all(cost.measured for cost in costs):
         sys.exit(EXIT_NEGATIVE)
 
@@ -110,7 +119,7 @@ def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[
     return fixes
 
 
-def _print_table(costs: Sequence[FixCost], *, device: str, repeat: int) -> None:
+def _print_table(costs: Sequence[FixCost], *, device: str, samples: int) -> None:
     rows = [
         [
             str(cost.pr),
@@ -128,8 +137,8 @@ def _print_table(costs: Sequence[FixCost], *, device: str, repeat: int) -> None:
     for cost in costs:
         click.echo(_details(cost))
     measured = sum(cost.measured for cost in costs)
-    click.echo(f"\n{measured} of {len(costs)} fixes measured on {device}, median of {repeat} "
-               "samples per run; RATIO = reverted/fixed (above 1: the fix is faster)")
+    click.echo(f"\n{measured} of {len(costs)} fixes measured on {device}, median of {samples} "
+               "samples each way; RATIO = reverted/fixed (above 1: the fix is faster)")
 
 
 def _print_progress(fix: Fix, variant: str, run: BenchRun) -> None:

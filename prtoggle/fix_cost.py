@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -163,24 +165,45 @@ def measure_fix_cost(
     provider: str | None = None,
     repeat: int = 10,
     timeout: float | None = None,
+    rounds: int = 1,
     on_done: Callable[[str, BenchRun], None] | None = None,
 ) -> FixCost:
     """The fix's benchmark fixed, then reverted, one child after the other (never at once).
 
+    With `rounds` > 1 the pair runs that many times, alternating, and each variant's
+    samples are pooled (median over all): load that drifts over seconds then hits both.
     `on_done("fixed" | "reverted", run)` is called as each child finishes (progress).
     """
     if fix.bench is None:
         raise RunnerError(f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path})")
+    if rounds < 1:
+        raise RunnerError(f"rounds must be >= 1, got {rounds}")
     options: dict[str, Any] = {
         "device": device, "provider": provider, "repeat": repeat, "timeout": timeout,
     }
-    runs = {}
-    for variant, prs in (("fixed", ()), ("reverted", (fix.pr,))):
-        runs[variant] = run_bench(fix.bench, prs=prs, **options)
-        if on_done is not None:
-            on_done(variant, runs[variant])
-    fixed, reverted = runs["fixed"], runs["reverted"]
-    return FixCost(pr=fix.pr, module=fix.bench, fixed=fixed, reverted=reverted)
+    runs: dict[str, list[BenchRun]] = {"fixed": [], "reverted": []}
+    for _ in range(rounds):
+        for variant, prs in (("fixed", ()), ("reverted", (fix.pr,))):
+            run = run_bench(fix.bench, prs=prs, **options)
+            runs[variant].append(run)
+            if on_done is not None:
+                on_done(variant, run)
+    return FixCost(pr=fix.pr, module=fix.bench, fixed=pooled(runs["fixed"]),
+                   reverted=pooled(runs["reverted"]))
+
+
+def pooled(runs: Sequence[BenchRun]) -> BenchRun:
+    """One run from several of the same variant: the first failure, or every sample pooled."""
+    failures = [run for run in runs if run.kind != "ok"]
+    if failures or len(runs) == 1:
+        return failures[0] if failures else runs[0]
+    samples = [float(s) for run in runs for s in (run.result or {})["samples"]]
+    result = dict(runs[0].result or {})
+    result.update(samples=samples, median=statistics.median(samples), rounds=len(runs),
+                  round_medians=[run.median for run in runs])
+    seconds = sum(run.run.seconds for run in runs)
+    return dataclasses.replace(runs[-1], result=result,
+                               run=dataclasses.replace(runs[-1].run, seconds=seconds))
 
 
 def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:

@@ -68,7 +68,7 @@ class BenchResult:
     note: str = ""  # what to expect of the fixed/reverted ratio
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(asdict(self))  # shape keys keep their order
 
     def describe(self) -> str:
         shape = ", ".join(f"{key}={value}" for key, value in self.shape.items())

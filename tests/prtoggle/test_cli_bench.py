@@ -44,7 +44,7 @@ def test_bench_prints_medians_ratio_and_details(bench_project: FakeProject) -> N
         "  buffer_bytes: fixed 2048, reverted 1024",
         "",
     ]
-    assert lines[-1] == ("1 of 1 fixes measured on cpu, median of 3 samples per run; "
+    assert lines[-1] == ("1 of 1 fixes measured on cpu, median of 3 samples each way; "
                          "RATIO = reverted/fixed (above 1: the fix is faster)")
     progress = [line.split(" (")[0] for line in result.stderr.splitlines()]
     assert progress == [f"PR {BENCH_FIX} fixed: 2 ms", f"PR {BENCH_FIX} reverted: 1 ms"]

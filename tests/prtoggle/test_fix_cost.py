@@ -17,7 +17,13 @@ from bench_fakes import (
 from cli_fakes import ANSWER_FIX, FakeProject, fake_project
 
 from prtoggle.errors import RunnerError
-from prtoggle.fix_cost import bench_command, bench_env, classify_bench, measure_fix_cost
+from prtoggle.fix_cost import (
+    bench_command,
+    bench_env,
+    classify_bench,
+    measure_fix_cost,
+    pooled,
+)
 from prtoggle.registry import default_registry, load_registry, shipped_yaml_dir
 from prtoggle.runner import CommandRun
 
@@ -150,3 +156,26 @@ def test_every_shipped_fix_names_an_importable_benchmark() -> None:
         27460: "fixes.benchmarks.kv_indices_width_cost",
     }
     assert all(importlib.util.find_spec(str(module)) for module in benches.values())
+
+
+def test_rounds_alternate_the_variants_and_pool_the_samples(bench_project: FakeProject) -> None:
+    seen: list[str] = []
+    cost = measure_fix_cost(default_registry().get(BENCH_FIX), repeat=3, timeout=60, rounds=2,
+                            on_done=lambda variant, run: seen.append(variant))
+    assert seen == ["fixed", "reverted", "fixed", "reverted"]
+    fixed = cost.fixed.result
+    assert fixed is not None
+    assert (fixed["samples"], fixed["median"], fixed["rounds"]) == ([2.0] * 6, 2.0, 2)
+    assert fixed["round_medians"] == [2.0, 2.0]
+    assert cost.ratio == 0.5
+
+
+def test_pooling_keeps_the_first_failure() -> None:
+    ok = classify_bench(finished(stdout=result_line()), module="m", prs=())
+    failed = classify_bench(finished(stderr="KeyError: 'x'\n", returncode=1), module="m",
+                            prs=())
+    assert pooled([ok, failed, ok]) is failed
+    merged = pooled([ok, classify_bench(finished(stdout=result_line(median=3.5, samples=[3.5])),
+                                        module="m", prs=())])
+    assert merged.result is not None
+    assert (merged.median, merged.result["samples"], merged.run.seconds) == (2.5, [1.5, 3.5], 2.0)
