@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from bench_fakes import (
@@ -106,8 +108,21 @@ def test_bad_selections_are_usage_errors(
     assert result.stderr.splitlines()[-1].startswith(message)
 
 
-def test_help_shows_examples() -> None:
+def test_help_shows_examples_and_the_main_help_lists_bench() -> None:
     result = CliRunner().invoke(cli, ["bench", "--help"], prog_name="prtoggle")
     assert result.exit_code == 0
-    assert "  prtoggle bench --all\n" in result.stdout
+    assert "  Examples:\n    prtoggle bench --all\n" in result.stdout
     assert "RATIO = reverted median / fixed median" in result.stdout
+    main_help = CliRunner().invoke(cli, ["--help"], prog_name="prtoggle")
+    assert "\n  bench " in main_help.stdout
+
+
+def test_bench_does_not_import_torch_in_the_parent(bench_project: FakeProject) -> None:
+    code = (
+        f"import sys\nfrom prtoggle.cli import main\n"
+        f"sys.argv = ['prtoggle', 'bench', '{BENCH_FIX}', '--repeat', '3']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                   env=bench_project.env())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
@@ -46,3 +47,29 @@ def test_an_attention_provider_is_refused_with_the_choices() -> None:
         "kv_indices_width_cost: --provider 'flashinfer' is not supported: expected torch or "
         "triton (the kv_indices kernel; attention is not timed)"
     )
+
+
+def test_narrow_rows_hold_the_same_kv_indices_as_wide_ones() -> None:
+    """The benchmark's sequences fit the reverted rows: both variants fill the same entries."""
+    import torch
+
+    from fixes.kernels.draft_kv_indices import draft_kv_indices_row_len
+
+    shape, device = bench.CPU_SHAPE, torch.device("cpu")
+    rows_by_variant = []
+    for revert in (False, True):
+        with prtoggle.reverted(27460) if revert else contextlib.nullcontext():
+            backend, rows = bench._build_backend(shape, device=device, provider="torch")
+            backend.init_cuda_graph_state(shape.bs, shape.bs * shape.topk)
+            batch = bench._draft_batch(backend, shape, rows=rows, device=device)
+            backend.init_forward_metadata_replay_cuda_graph(batch)
+            buffer = backend.cuda_graph_kv_indices
+            assert buffer is not None
+            rows_by_variant.append([
+                buffer[step, : draft_kv_indices_row_len(
+                    seq_lens_sum=shape.bs * shape.seq_len, topk=shape.topk, num_seqs=shape.bs,
+                    step=step)].clone()
+                for step in range(shape.num_steps)
+            ])
+    for fixed_row, reverted_row in zip(*rows_by_variant, strict=True):
+        assert torch.equal(fixed_row, reverted_row)
