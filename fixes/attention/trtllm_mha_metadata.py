@@ -159,6 +159,8 @@ def probe_metadata(
     page_size: int,
 ) -> None:
     """Sync-free range probes: KV lengths, prefix-sum steps, and the pages the kernel reads."""
+    if not detect.oob_detection_enabled():
+        return  # off: no diff kernels either
     detect.maybe_detect_oob(
         metadata.cache_seq_lens, min_kv_len, max_context_len + 1, f"{site}.cache_seq_lens"
     )

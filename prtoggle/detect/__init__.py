@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from prtoggle.detect.checking import check, report, reset
 from prtoggle.detect.clock import PHASES, current_phase, current_step, phase, set_step
-from prtoggle.detect.config import MODES, current_mode, set_mode
+from prtoggle.detect.config import (
+    MODES,
+    current_mode,
+    nan_detection_enabled,
+    oob_detection_enabled,
+    poison_enabled,
+    set_mode,
+)
 from prtoggle.detect.host_checks import maybe_check_host_range
 from prtoggle.detect.poison import poisoned_buffer
 from prtoggle.detect.probes import (
@@ -43,7 +50,10 @@ __all__ = [
     "maybe_detect_inf",
     "maybe_detect_nan",
     "maybe_detect_oob",
+    "nan_detection_enabled",
+    "oob_detection_enabled",
     "phase",
+    "poison_enabled",
     "poisoned_buffer",
     "prepare_device",
     "report",
