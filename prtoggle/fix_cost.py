@@ -224,6 +224,10 @@ def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:
     if not isinstance(data["median"], int | float) or isinstance(data["median"], bool):
         raise RunnerError(f"benchmark {module}: 'median' must be a number, got "
                           f"{data['median']!r}")
+    reverted = data["reverted"]
+    if not isinstance(reverted, list) or not all(isinstance(pr, int) for pr in reverted):
+        raise RunnerError(f"benchmark {module}: 'reverted' must be a list of PR numbers, got "
+                          f"{reverted!r}")
     return data
 
 

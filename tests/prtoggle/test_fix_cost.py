@@ -106,6 +106,8 @@ def test_classify_refuses_a_child_that_did_not_run_reverted() -> None:
                             "samples, shape, reverted; expected keys name, timed, unit, median, "
                             "samples, shape, reverted"),
         (result_line(median="fast"), "benchmark m: 'median' must be a number, got 'fast'"),
+        (result_line(reverted="24856"),
+         "benchmark m: 'reverted' must be a list of PR numbers, got '24856'"),
     ],
 )
 def test_malformed_results_are_errors_naming_the_module(stdout: str, message: str) -> None:
