@@ -1,0 +1,87 @@
+"""Where `prtoggle repro --all` spends its time: process start, imports, first run, warm run.
+
+Usage: ``python bench/repro_time.py [--device cpu|cuda] [--json]``. For each shipped
+fix's scenario, a fresh child process measures (fixed code, detection variables set as
+`repro` sets them):
+
+- ``start``: interpreter start-up (``python -c pass``, measured separately);
+- ``imports``: importing the scenario module (torch, triton, the stack);
+- ``first run``: the scenario's first ``run()``: kernel JIT/compile and CUDA context;
+- ``warm run``: a second ``run()`` in the same process: the scenario itself.
+
+Then the wall time of ``prtoggle repro --all`` itself (children in parallel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from prtoggle.registry import default_registry
+
+CHILD = """
+import importlib, json, sys, time
+t0 = time.perf_counter()
+module = importlib.import_module(sys.argv[1])
+from fixes.scenarios.common import ScenarioOptions
+t1 = time.perf_counter()
+options = ScenarioOptions(device=sys.argv[2])
+first = module.run(options)
+t2 = time.perf_counter()
+second = module.run(options)
+t3 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "first run": t2 - t1, "warm run": t3 - t2,
+                  "outcome": [first.outcome, second.outcome]}))
+"""
+
+DETECTION_ENV = {
+    "SGLANG_SPEC_NAN_DETECTION": "1",
+    "SGLANG_SPEC_OOB_DETECTION": "1",
+    "SGLANG_DEBUG_POISON": "1",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEBUG_REVERT_PR"}
+    env.update(DETECTION_ENV)
+    rows = {"python start": _wall([sys.executable, "-c", "pass"], env)}
+    for fix in default_registry().by_merge_date():
+        if fix.repro is None:
+            continue
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, fix.repro, args.device],
+            env=env, check=True, capture_output=True, text=True,
+        )
+        rows[str(fix.pr)] = json.loads(done.stdout.strip().splitlines()[-1])
+    rows["prtoggle repro --all (wall)"] = _wall(
+        [sys.executable, "-m", "prtoggle", "repro", "--all", "--device", args.device], env
+    )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"device: {args.device}; python start {rows['python start']:.2f} s")
+    print(f"{'PR':>6} {'imports s':>10} {'first run s':>12} {'warm run s':>11}  outcomes")
+    for key, row in rows.items():
+        if isinstance(row, dict):
+            print(f"{key:>6} {row['imports']:10.2f} {row['first run']:12.2f} "
+                  f"{row['warm run']:11.2f}  {'/'.join(row['outcome'])}")
+    print(f"prtoggle repro --all: {rows['prtoggle repro --all (wall)']:.1f} s wall")
+
+
+def _wall(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    main()
