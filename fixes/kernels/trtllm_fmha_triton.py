@@ -27,6 +27,7 @@ class TritonBlockConfig:
     context_block_n: int | None = None
     context_num_warps: int | None = None
     context_num_stages: int | None = None
+    context_pack_max_q_len: int | None = None  # None = 16: shorter windows use packed tiles
 
 
 def triton_decode(
@@ -44,38 +45,15 @@ def triton_decode(
 ) -> torch.Tensor:
     """Decode kernel: one program per (request, KV head, KV split) holding up to 64 rows of
     (query row, head in the GQA group), so draft rows share each K/V read; see trtllm_fmha."""
-    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     _check_layout(query, k_cache, v_cache, out, block_tables)
-    rows, group = seq_lens.shape[0] * q_len_per_req, query.shape[1] // num_kv_heads
-    if rows == 0:
+    if seq_lens.shape[0] * q_len_per_req == 0:
         return out
-    block_n, num_warps, num_stages = _decode_launch(config or TritonBlockConfig(), query)
-    q_rows = min(triton.next_power_of_2(q_len_per_req), max(1, _pow2_floor(64 // group)))
-    chunks_per_req = triton.cdiv(q_len_per_req, q_rows)
-    programs = seq_lens.shape[0] * chunks_per_req
-    splits = (config and config.num_kv_splits) or _choose_num_splits(
-        programs=programs * num_kv_heads, max_seq_len=max_seq_len, block_n=block_n,
-        device=query.device,
-    )
-    chunk = triton.cdiv(triton.cdiv(max(max_seq_len, 1), splits), block_n) * block_n
-    partial_out, partial_lse = _split_buffers(out, rows=rows, splits=splits)
-    _decode_kernel[(programs, num_kv_heads, splits)](
-        query, k_cache, v_cache, block_tables, seq_lens, out, partial_out, partial_lse,
-        q_len_per_req, chunks_per_req, softmax_scale * _LOG2E, chunk, splits, query.shape[1],
-        query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        block_tables.stride(0), out.stride(0), out.stride(1),
-        GROUP=group, Q_ROWS=q_rows, TILE_M=max(16, triton.next_power_of_2(q_rows * group)),
-        HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
-        PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
-        num_warps=num_warps, num_stages=num_stages,
-    )
-    if splits > 1:
-        _combine_splits_kernel[(rows, query.shape[1])](
-            partial_out, partial_lse, out, splits, out.stride(0), out.stride(1),
-            HEAD_DIM=head_dim, SPLITS_PAD=triton.next_power_of_2(splits), num_warps=4,
-        )
-    return out
+    window = _PackedWindow(batch=seq_lens.shape[0], q_window=q_len_per_req,
+                           cum_seq_lens_q=None, max_kv_len=max_seq_len)
+    return _launch_packed(query=query, k_cache=k_cache, v_cache=v_cache,
+                          block_tables=block_tables, seq_lens=seq_lens, window=window,
+                          softmax_scale=softmax_scale, out=out,
+                          config=config or TritonBlockConfig())
 
 
 def triton_context(
@@ -93,12 +71,24 @@ def triton_context(
     out: torch.Tensor,
     config: TritonBlockConfig | None = None,
 ) -> torch.Tensor:
-    """Context kernel: one program per (query block, request, query head); see trtllm_fmha."""
+    """Context kernel: one program per (query block, request, query head); windows of at most
+    `context_pack_max_q_len` rows run the decode kernel's packed tiles instead, with each
+    request's q_len read from cum_seq_lens_q (draft extend); see trtllm_fmha."""
     num_heads = query.shape[1]
     _check_layout(query, k_cache, v_cache, out, block_tables)
-    block_m, block_n, num_warps, num_stages = _context_launch(config or TritonBlockConfig(), query)
+    config = config or TritonBlockConfig()
     if batch_size == 0 or max_q_len <= 0:
         return out
+    pack_limit = _PACK_MAX_Q_LEN if config.context_pack_max_q_len is None else (
+        config.context_pack_max_q_len)
+    if max_q_len <= pack_limit:
+        window = _PackedWindow(batch=batch_size, q_window=max_q_len,
+                               cum_seq_lens_q=cum_seq_lens_q, max_kv_len=max_kv_len)
+        return _launch_packed(query=query, k_cache=k_cache, v_cache=v_cache,
+                              block_tables=block_tables, seq_lens=seq_lens, window=window,
+                              softmax_scale=softmax_scale, out=out, config=config)
+    block_m, block_n, num_warps, num_stages = _context_launch(config, query,
+                                                              max_q_len=max_q_len)
     grid = (triton.cdiv(max_q_len, block_m), batch_size, num_heads)
     _context_kernel[grid](
         query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out,
@@ -165,28 +155,38 @@ def _softmax_step(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 @triton.jit
 def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    Q, K, V, BlockTables, SeqLens, Out, PartialOut, PartialLse,
-    q_len_per_req, chunks_per_req, scale_log2, chunk, num_splits, num_heads,
+    Q, K, V, BlockTables, SeqLens, CumSeqLensQ, Out, PartialOut, PartialLse,
+    q_window, chunks_per_req, scale_log2, chunk, num_splits, num_heads,
     stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
     stride_bt, stride_or, stride_oh,
     GROUP: tl.constexpr, Q_ROWS: tl.constexpr, TILE_M: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
-    PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    VARLEN: tl.constexpr, PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
 ):
-    """Q_ROWS query rows x GROUP heads of one request and KV head share each K/V tile."""
+    """Q_ROWS query rows x GROUP heads of one request and KV head share each K/V tile.
+    VARLEN: request b owns rows cum_seq_lens_q[b] + i for i < min(q_len_b, q_window);
+    otherwise every request owns q_window rows. Split-KV partials sit at b * q_window + i."""
     request = tl.program_id(0) // chunks_per_req
     first_row = tl.program_id(0) % chunks_per_req * Q_ROWS
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     tile = tl.arange(0, TILE_M)
     i = first_row + tile // GROUP  # query index within the request
-    valid = (tile < Q_ROWS * GROUP) & (i < q_len_per_req)
+    if VARLEN:
+        q_start = tl.load(CumSeqLensQ + request)
+        q_len = tl.load(CumSeqLensQ + request + 1) - q_start
+        rows_end = tl.minimum(q_len, q_window)  # rows past max_q_len are not computed
+    else:
+        q_start = request * q_window
+        q_len = q_window
+        rows_end = q_window
+    valid = (tile < Q_ROWS * GROUP) & (i < rows_end)
     heads = kv_head * GROUP + tile % GROUP
-    rows = (request * q_len_per_req + i).to(tl.int64)
+    rows = (q_start + i).to(tl.int64)
     seq_len = tl.load(SeqLens + request)
-    num_keys = seq_len - q_len_per_req + i + 1  # row i attends keys [0, num_keys)
-    last_i = tl.minimum(first_row + Q_ROWS, q_len_per_req) - 1
-    max_keys = seq_len - q_len_per_req + last_i + 1
+    num_keys = seq_len - q_len + i + 1  # row i attends keys [0, num_keys)
+    last_i = tl.minimum(first_row + Q_ROWS, rows_end) - 1
+    max_keys = seq_len - q_len + last_i + 1
     start = split * chunk
     end = tl.where(split == num_splits - 1, max_keys, tl.minimum(start + chunk, max_keys))
     dims = tl.arange(0, HEAD_DIM)
@@ -208,7 +208,7 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         m_i, l_i, acc = _softmax_step(q, k, v, allowed, m_i, l_i, acc, scale_log2,
                                       PRECISION, UPCAST_DOT, True)
     if SPLIT:
-        slot = (rows * num_heads + heads) * num_splits + split
+        slot = (((request * q_window + i).to(tl.int64)) * num_heads + heads) * num_splits + split
         safe = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
         tl.store(PartialOut + slot[:, None] * HEAD_DIM + dims[None, :], safe,
                  mask=valid[:, None])
@@ -221,22 +221,33 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 @triton.jit
 def _combine_splits_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    PartialOut, PartialLse, Out, num_splits, stride_or, stride_oh,
-    HEAD_DIM: tl.constexpr, SPLITS_PAD: tl.constexpr,
+    PartialOut, PartialLse, CumSeqLensQ, Out, num_splits, q_window, stride_or, stride_oh,
+    HEAD_DIM: tl.constexpr, SPLITS_PAD: tl.constexpr, VARLEN: tl.constexpr,
 ):
-    row = tl.program_id(0)
+    """Merges the splits of partial row b * q_window + i into its output row (see above)."""
+    slot_row = tl.program_id(0)
     head = tl.program_id(1)
     splits = tl.arange(0, SPLITS_PAD)
     split_mask = splits < num_splits
     dims = tl.arange(0, HEAD_DIM)
-    base = (row.to(tl.int64) * tl.num_programs(1) + head) * num_splits
+    if VARLEN:
+        request = slot_row // q_window
+        i = slot_row % q_window
+        q_start = tl.load(CumSeqLensQ + request)
+        q_len = tl.load(CumSeqLensQ + request + 1) - q_start
+        out_row = (q_start + i).to(tl.int64)
+        computed = dims < tl.where(i < q_len, HEAD_DIM, 0)  # rows past q_len left untouched
+    else:
+        out_row = slot_row.to(tl.int64)
+        computed = dims < HEAD_DIM
+    base = (slot_row.to(tl.int64) * tl.num_programs(1) + head) * num_splits
     lse = tl.load(PartialLse + base + splits, mask=split_mask, other=float("-inf"))
     parts = tl.load(PartialOut + (base + splits)[:, None] * HEAD_DIM + dims[None, :],
                     mask=split_mask[:, None], other=0.0)
     weights = tl.exp2(lse - tl.max(lse, 0))  # all splits empty: exp2(nan) -> NaN output
     result = tl.sum(weights[:, None] * parts, 0) / tl.sum(weights, 0)
-    tl.store(Out + row.to(tl.int64) * stride_or + head * stride_oh + dims,
-             result.to(Out.dtype.element_ty))
+    tl.store(Out + out_row * stride_or + head * stride_oh + dims,
+             result.to(Out.dtype.element_ty), mask=computed)
 
 
 @triton.jit
@@ -296,6 +307,57 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         tl.store(pointers, result.to(Out.dtype.element_ty), mask=row_mask[:, None])
 
 
+@dataclass(frozen=True)
+class _PackedWindow:
+    """Host ints (and the row offsets, VARLEN only) of a packed decode-style launch."""
+
+    batch: int
+    q_window: int  # query rows per request: q_len_per_req, or max_q_len when VARLEN
+    cum_seq_lens_q: torch.Tensor | None  # None: request b owns rows [b * q_window, ...)
+    max_kv_len: int
+
+
+def _launch_packed(*, query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   block_tables: torch.Tensor, seq_lens: torch.Tensor, window: _PackedWindow,
+                   softmax_scale: float, out: torch.Tensor,
+                   config: TritonBlockConfig) -> torch.Tensor:
+    """Decode kernel (and split merge) over `window`; every choice is made from host ints."""
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    group = query.shape[1] // num_kv_heads
+    q_rows = min(triton.next_power_of_2(window.q_window), max(1, _pow2_floor(64 // group)))
+    chunks_per_req = triton.cdiv(window.q_window, q_rows)
+    programs = window.batch * chunks_per_req
+    block_n, num_warps, num_stages = _decode_launch(
+        config, query, kv_programs=programs * num_kv_heads, max_seq_len=window.max_kv_len)
+    splits = config.num_kv_splits or _choose_num_splits(
+        programs=programs * num_kv_heads, max_seq_len=window.max_kv_len, block_n=block_n,
+        device=query.device,
+    )
+    chunk = triton.cdiv(triton.cdiv(max(window.max_kv_len, 1), splits), block_n) * block_n
+    slot_rows = window.batch * window.q_window
+    partial_out, partial_lse = _split_buffers(out, rows=slot_rows, splits=splits)
+    varlen = window.cum_seq_lens_q is not None
+    cum_seq_lens_q = window.cum_seq_lens_q if varlen else seq_lens  # placeholder: unread
+    _decode_kernel[(programs, num_kv_heads, splits)](
+        query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out, partial_out,
+        partial_lse, window.q_window, chunks_per_req, softmax_scale * _LOG2E, chunk, splits,
+        query.shape[1], query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
+        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        block_tables.stride(0), out.stride(0), out.stride(1),
+        GROUP=group, Q_ROWS=q_rows, TILE_M=max(16, triton.next_power_of_2(q_rows * group)),
+        HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
+        VARLEN=varlen, PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    if splits > 1:
+        _combine_splits_kernel[(slot_rows, query.shape[1])](
+            partial_out, partial_lse, cum_seq_lens_q, out, splits, window.q_window,
+            out.stride(0), out.stride(1), HEAD_DIM=head_dim,
+            SPLITS_PAD=triton.next_power_of_2(splits), VARLEN=varlen, num_warps=4,
+        )
+    return out
+
+
 def _split_buffers(out: torch.Tensor, *, rows: int,
                    splits: int) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 per-split outputs [rows, Hq, splits, D] and log2-sum-exps; `out` twice if 1 split."""
@@ -340,24 +402,41 @@ def _upcast_dot(query: torch.Tensor) -> bool:
 _SMEM_BUDGET = 96 * 1024  # bytes of K/V tiles in flight per program (H100 has 228 KiB/SM)
 
 
-def _decode_launch(config: TritonBlockConfig, query: torch.Tensor) -> tuple[int, int, int]:
-    """(BLOCK_N, num_warps, num_stages): small tiles when interpreted, smem-bounded on GPU."""
+_PACK_MAX_Q_LEN = 16  # context windows this short run packed decode-style tiles
+_SHORT_KV = 2048  # decode KV lengths up to this use 2-stage pipelines (H100 sweep)
+_SHORT_Q = 2048  # context windows up to this use 64-row query tiles
+
+
+def _decode_launch(config: TritonBlockConfig, query: torch.Tensor, *, kv_programs: int,
+                   max_seq_len: int) -> tuple[int, int, int]:
+    """(BLOCK_N, num_warps, num_stages): small tiles when interpreted; on GPU, from an H100
+    sweep (bf16, D 128): short KV (64, 4, 2); long KV with few (request, KV head) programs,
+    which then split KV, (32, 4, 4); otherwise (64, 4, 3). BLOCK_N is smem-bounded."""
     if not query.is_cuda:
-        return config.decode_block_n or 16, 4, 1
-    stages = config.decode_num_stages or 3
+        return config.decode_block_n or 16, config.decode_num_warps or 4, 1
+    index = query.device.index if query.device.index is not None else torch.cuda.current_device()
+    if max_seq_len <= _SHORT_KV:
+        default_stages, default_block_n = 2, 64
+    elif 2 * kv_programs <= 4 * _sm_count(index):
+        default_stages, default_block_n = 4, 32
+    else:
+        default_stages, default_block_n = 3, 64
+    stages = config.decode_num_stages or default_stages
     tile_bytes = 2 * stages * query.shape[2] * query.element_size()  # K and V, per token
-    block_n = config.decode_block_n or max(16, min(64, _pow2_floor(_SMEM_BUDGET // tile_bytes)))
-    return block_n, config.decode_num_warps or 4, stages
+    fitting = max(16, min(default_block_n, _pow2_floor(_SMEM_BUDGET // tile_bytes)))
+    return config.decode_block_n or fitting, config.decode_num_warps or 4, stages
 
 
-def _context_launch(config: TritonBlockConfig,
-                    query: torch.Tensor) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel."""
+def _context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
+                    max_q_len: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel: 128-row tiles and 8
+    warps for long windows; 64-row tiles and 4 warps up to _SHORT_Q rows, so that two
+    programs fit an SM and the causal diagonal wastes less."""
     if not query.is_cuda:
         return config.context_block_m or 16, config.context_block_n or 16, 4, 1
     row_bytes = query.shape[2] * query.element_size()
     wide = row_bytes <= 256  # bf16/fp16 up to D=128
-    block_m = config.context_block_m or (128 if wide else 64)
+    block_m = config.context_block_m or (128 if wide and max_q_len > _SHORT_Q else 64)
     stages = config.context_num_stages or (3 if wide else 2)
     kv_budget = _SMEM_BUDGET + 32 * 1024 - block_m * row_bytes  # what the Q tile leaves
     fitting = _pow2_floor(max(kv_budget, 0) // (2 * stages * row_bytes))

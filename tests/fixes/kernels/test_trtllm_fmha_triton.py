@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -19,7 +20,8 @@ interpreted = pytest.mark.skipif(
 
 # The interpreter evaluates 0/0 and exp2(-inf - -inf) with numpy, which warns; those NaNs
 # are the contract (empty KV ranges), asserted below.
-pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")]
 
 DECODE_CASES = [  # (bs, q_len_per_req, page_size, num_heads, num_kv_heads, head_dim)
     (1, 1, 1, 4, 2, 16),
@@ -29,6 +31,8 @@ DECODE_CASES = [  # (bs, q_len_per_req, page_size, num_heads, num_kv_heads, head
 ]
 DTYPES = [torch.float32, torch.bfloat16]
 CPU_TILES = TritonBlockConfig(decode_block_n=16, context_block_m=16, context_block_n=16)
+PACKED = TritonBlockConfig(decode_block_n=16, context_pack_max_q_len=64)
+TILED = TritonBlockConfig(context_block_m=16, context_block_n=16, context_pack_max_q_len=0)
 
 
 def run_decode(batch: PagedBatch, *, q_len_per_req: int, splits: int = 1) -> torch.Tensor:
@@ -165,7 +169,7 @@ def test_public_api_runs_the_triton_provider_on_cpu() -> None:
 
     batch = make_batch(q_lens=[2, 2], kv_lens=[3, 21], num_heads=4, num_kv_heads=2,
                        head_dim=16, page_size=4, dtype=torch.float32, seed=12)
-    common = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+    common: dict[str, Any] = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
                   block_tables=batch.block_tables, seq_lens=batch.seq_lens,
                   softmax_scale=batch.softmax_scale, provider="triton")
     decoded = trtllm_batch_decode_with_kv_cache(**common, max_seq_len=21,
@@ -184,13 +188,66 @@ def test_triton_context_leaves_rows_past_max_q_len_uncomputed_like_the_reference
 
     batch = make_batch(q_lens=[6, 2], kv_lens=[9, 4], num_heads=2, num_kv_heads=2,
                        head_dim=16, page_size=4, dtype=torch.float32, seed=13)
-    common = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+    common: dict[str, Any] = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
                   block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=4,
                   max_kv_len=9, softmax_scale=batch.softmax_scale, batch_size=2,
                   cum_seq_lens_q=batch.cum_seq_lens_q)
     result = triton_context(**common, out=torch.zeros_like(batch.query), config=CPU_TILES)
     expected = context_reference(**common, out=torch.zeros_like(batch.query))
     assert torch.equal(result[4:6], torch.zeros_like(result[4:6]))  # request 0 rows 4, 5
+    assert_matches(result, expected.double(), rel=1e-5)
+
+
+DRAFT_LIKE: dict[str, Any] = dict(q_lens=[4, 1, 0, 3], kv_lens=[37, 9, 20, 3], num_heads=8,
+                                  num_kv_heads=2, head_dim=16, page_size=4, seed=21)
+
+
+@interpreted
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("splits", [1, 3])
+def test_packed_context_with_uneven_query_windows_matches_dense_attention(
+        splits: int, dtype: torch.dtype) -> None:
+    batch = make_batch(**DRAFT_LIKE, dtype=dtype)  # request 2 has no query row
+    config = TritonBlockConfig(decode_block_n=16, num_kv_splits=splits)  # 4 rows: packed
+    result = run_context(batch, config=config)
+    assert not torch.isnan(result).any()
+    assert_matches(result, naive_attention(batch), rel=rel_tolerance(dtype))
+
+
+@interpreted
+@pytest.mark.parametrize("config", [PACKED, TILED], ids=["packed", "tiled"])
+def test_context_paths_agree_on_a_draft_like_batch(config: TritonBlockConfig) -> None:
+    batch = make_batch(**DRAFT_LIKE, dtype=torch.float32)
+    assert_matches(run_context(batch, config=config), naive_attention(batch), rel=1e-5)
+
+
+@interpreted
+@pytest.mark.parametrize("splits", [1, 2])
+def test_packed_context_rows_before_the_kv_start_give_nan(splits: int) -> None:
+    batch = make_batch(q_lens=[3, 5], kv_lens=[1, 18], num_heads=2, num_kv_heads=1,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=6)
+    config = TritonBlockConfig(decode_block_n=16, num_kv_splits=splits)
+    result = run_context(batch, config=config)  # request 0 rows 0-1 see no key
+    assert torch.isnan(result[[0, 1]]).all()
+    assert not torch.isnan(result[2:]).any()
+    assert_matches(result, naive_attention(batch), rel=1e-5)
+
+
+@interpreted
+@pytest.mark.parametrize("splits", [1, 2])
+def test_packed_context_leaves_rows_past_max_q_len_untouched(splits: int) -> None:
+    from fixes.kernels.trtllm_fmha_reference import context_reference
+
+    batch = make_batch(q_lens=[6, 2], kv_lens=[40, 4], num_heads=4, num_kv_heads=2,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=13)
+    common: dict[str, Any] = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+                  block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=4,
+                  max_kv_len=40, softmax_scale=batch.softmax_scale, batch_size=2,
+                  cum_seq_lens_q=batch.cum_seq_lens_q)
+    config = TritonBlockConfig(decode_block_n=16, num_kv_splits=splits)
+    result = triton_context(**common, out=torch.full_like(batch.query, 7.0), config=config)
+    expected = context_reference(**common, out=torch.full_like(batch.query, 7.0))
+    assert torch.equal(result[4:6], torch.full_like(result[4:6], 7.0))  # request 0 rows 4, 5
     assert_matches(result, expected.double(), rel=1e-5)
 
 
@@ -227,7 +284,7 @@ def test_triton_decode_on_cuda_matches_the_reference(case: tuple[int, ...],
     from fixes.kernels.trtllm_fmha import trtllm_batch_decode_with_kv_cache
 
     batch = decode_case(case, dtype, device="cuda")
-    common = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+    common: dict[str, Any] = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
                   block_tables=batch.block_tables, seq_lens=batch.seq_lens,
                   max_seq_len=int(batch.seq_lens.max()), softmax_scale=batch.softmax_scale,
                   q_len_per_req=case[1])
@@ -270,5 +327,27 @@ def test_triton_context_on_cuda_matches_the_reference(page_size: int,
         block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=300,
         max_kv_len=700, softmax_scale=batch.softmax_scale, batch_size=4,
         cum_seq_lens_q=batch.cum_seq_lens_q, out=torch.zeros_like(batch.query))
+    assert not torch.isnan(result).any()
+    assert_matches(result, expected.double().cpu(), rel=1e-4 if dtype == torch.float32 else 2e-2)
+
+
+@pytest.mark.gpu
+@CUDA
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("splits", [None, 1, 4])
+def test_packed_context_on_cuda_matches_the_reference(splits: int | None,
+                                                      dtype: torch.dtype) -> None:
+    from fixes.kernels.trtllm_fmha_reference import context_reference
+
+    batch = make_batch(q_lens=[4, 4, 2, 0, 4], kv_lens=[4, 900, 300, 50, 4100], num_heads=32,
+                       num_kv_heads=8, head_dim=128, page_size=64, dtype=dtype, seed=23,
+                       device="cuda")
+    common: dict[str, Any] = dict(query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+                  block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=4,
+                  max_kv_len=4100, softmax_scale=batch.softmax_scale, batch_size=5,
+                  cum_seq_lens_q=batch.cum_seq_lens_q)
+    result = triton_context(**common, out=torch.zeros_like(batch.query),
+                            config=TritonBlockConfig(num_kv_splits=splits))
+    expected = context_reference(**common, out=torch.zeros_like(batch.query))
     assert not torch.isnan(result).any()
     assert_matches(result, expected.double().cpu(), rel=1e-4 if dtype == torch.float32 else 2e-2)
