@@ -409,29 +409,29 @@ _SHORT_Q = 2048  # context windows up to this use 64-row query tiles
 
 def _decode_launch(config: TritonBlockConfig, query: torch.Tensor, *, kv_programs: int,
                    max_seq_len: int) -> tuple[int, int, int]:
-    """(BLOCK_N, num_warps, num_stages): small tiles when interpreted; on GPU, from an H100
-    sweep (bf16, D 128): short KV (64, 4, 2); long KV with few (request, KV head) programs,
-    which then split KV, (32, 4, 4); otherwise (64, 4, 3). BLOCK_N is smem-bounded."""
+    """(BLOCK_N, num_warps, num_stages): small tiles when interpreted; on GPU with 16-bit
+    D <= 128 rows, from an H100 sweep (few programs = KV gets split); else smem-bounded."""
     if not query.is_cuda:
         return config.decode_block_n or 16, config.decode_num_warps or 4, 1
     index = query.device.index if query.device.index is not None else torch.cuda.current_device()
+    few_programs = 2 * kv_programs <= 4 * _sm_count(index)
     if max_seq_len <= _SHORT_KV:
-        default_stages, default_block_n = 2, 64
-    elif 2 * kv_programs <= 4 * _sm_count(index):
-        default_stages, default_block_n = 4, 32
+        default_block_n, default_stages = (128, 2) if few_programs else (64, 2)
     else:
-        default_stages, default_block_n = 3, 64
+        default_block_n, default_stages = (32, 4) if few_programs else (64, 3)
     stages = config.decode_num_stages or default_stages
-    tile_bytes = 2 * stages * query.shape[2] * query.element_size()  # K and V, per token
-    fitting = max(16, min(default_block_n, _pow2_floor(_SMEM_BUDGET // tile_bytes)))
-    return config.decode_block_n or fitting, config.decode_num_warps or 4, stages
+    row_bytes = query.shape[2] * query.element_size()
+    if row_bytes > 256 or config.decode_num_stages:  # outside the sweep: K+V tiles fit smem
+        fitting = _pow2_floor(_SMEM_BUDGET // (2 * stages * row_bytes))
+        default_block_n = max(16, min(64, fitting))
+    return config.decode_block_n or default_block_n, config.decode_num_warps or 4, stages
 
 
 def _context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
                     max_q_len: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel: 128-row tiles and 8
-    warps for long windows; 64-row tiles and 4 warps up to _SHORT_Q rows, so that two
-    programs fit an SM and the causal diagonal wastes less."""
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel: 128-row tiles for
+    long windows; 64-row tiles up to _SHORT_Q rows (twice the programs, half the causal
+    diagonal; 8 warps, as 4 spill the paged K/V pointer tiles heavily on sm_90)."""
     if not query.is_cuda:
         return config.context_block_m or 16, config.context_block_n or 16, 4, 1
     row_bytes = query.shape[2] * query.element_size()
@@ -441,7 +441,7 @@ def _context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
     kv_budget = _SMEM_BUDGET + 32 * 1024 - block_m * row_bytes  # what the Q tile leaves
     fitting = _pow2_floor(max(kv_budget, 0) // (2 * stages * row_bytes))
     block_n = config.context_block_n or max(16, min(64, fitting))
-    num_warps = config.context_num_warps or (8 if block_m >= 128 else 4)
+    num_warps = config.context_num_warps or (8 if wide or block_m >= 128 else 4)
     return block_m, block_n, num_warps, stages
 
 
