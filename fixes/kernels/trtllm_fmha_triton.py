@@ -430,8 +430,9 @@ def _decode_launch(config: TritonBlockConfig, query: torch.Tensor, *, kv_program
 def _context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
                     max_q_len: int) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel: 128-row tiles for
-    long windows; 64-row tiles up to _SHORT_Q rows (twice the programs, half the causal
-    diagonal; 8 warps, as 4 spill the paged K/V pointer tiles heavily on sm_90)."""
+    long windows (8 warps, 184 regs: one program per SM); 64-row tiles and 4 warps up to
+    _SHORT_Q rows (228 regs, 81 KiB smem: two independent programs per SM, half the causal
+    diagonal per tile). Register counts from an sm_90 compile (bf16, D 128)."""
     if not query.is_cuda:
         return config.context_block_m or 16, config.context_block_n or 16, 4, 1
     row_bytes = query.shape[2] * query.element_size()
@@ -441,7 +442,7 @@ def _context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
     kv_budget = _SMEM_BUDGET + 32 * 1024 - block_m * row_bytes  # what the Q tile leaves
     fitting = _pow2_floor(max(kv_budget, 0) // (2 * stages * row_bytes))
     block_n = config.context_block_n or max(16, min(64, fitting))
-    num_warps = config.context_num_warps or (8 if wide or block_m >= 128 else 4)
+    num_warps = config.context_num_warps or (8 if block_m >= 128 else 4)
     return block_m, block_n, num_warps, stages
 
 
