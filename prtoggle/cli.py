@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
@@ -195,6 +196,7 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
+cli.add_command(bench_command)
 
 
 def main() -> None:
