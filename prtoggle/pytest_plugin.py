@@ -251,10 +251,30 @@ def _reverted_variants(item: pytest.Function) -> list[RevertedFunction]:
             fixtureinfo=item._fixtureinfo,  # same fixtures as the plain test
             originalname=item.originalname,
         )
+        _give_variant_its_own_nodeid(variant, plain=item)
         variant.guard = guard
         variant.plain_nodeid = item.nodeid
         variants.append(variant)
     return variants
+
+
+def _give_variant_its_own_nodeid(variant: pytest.Function, *, plain: pytest.Function) -> None:
+    """Make the variant's node id end in its own name, as it does up to pytest 9.1.
+
+    pytest >= 9.2 builds a Function's node id from `originalname` and the callspec alone,
+    which would give the variant the plain test's id (clashing in reports and xdist).
+    """
+    if variant.nodeid != plain.nodeid:
+        return
+    node_id = getattr(variant, "_id", None)
+    parent_id = getattr(variant.parent, "id", None)
+    if node_id is None or parent_id is None or not hasattr(parent_id, "child"):
+        raise PrToggleError(
+            f"{plain.nodeid}: this pytest ({pytest.__version__}) gives the reverted variant "
+            "the plain test's node id, and prtoggle does not know how to rename it"
+        )
+    params = variant.name[len(variant.originalname) + 1 : -1]
+    object.__setattr__(variant, "_id", parent_id.child(variant.originalname).with_params(params))
 
 
 def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
