@@ -1,4 +1,4 @@
-"""The `prtoggle` command line: list, show, check, run, repro and bisect the registered fixes."""
+"""The `prtoggle` command line: list, show, check, run, repro, bisect and bench the fixes."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ Examples:
   prtoggle run -r 26521 -- python app.py
   prtoggle repro --all
   prtoggle bisect -- pytest -q tests/regression/test_pr26521_draft_decode_capture.py
+  prtoggle bench --all
 """
 
 
@@ -238,6 +239,7 @@ def _fix_metadata(fix: Fix) -> dict[str, Any]:
         "symptom": fix.symptom,
         "expect": fix.expect,
         "repro": fix.repro,
+        "bench": fix.bench,
         "file": str(fix.path),
         "acts_at_capture": fix.acts_at_capture,
         "targets": [patch.target for patch in fix.patches],

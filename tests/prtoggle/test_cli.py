@@ -95,9 +95,16 @@ def test_show_json_includes_each_target_diff(fake_project: FakeProject) -> None:
     record = json.loads(result.output)
     assert record["pr"] == FIRST_HALF_FIX
     assert record["acts_at_capture"] is False
+    assert record["bench"] is None
     [diff] = record["diffs"]
     assert diff["target"] == f"{TARGET_MODULE}.first_half"
     assert "-    half = 21\n+    half = 0\n" in diff["diff"]
+
+
+def test_show_json_names_the_benchmark_module_of_a_shipped_fix() -> None:
+    result = invoke("show", "24856", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["bench"] == "fixes.benchmarks.draft_extend_routing_cost"
 
 
 def test_show_of_a_capture_time_fix_carries_the_capture_note() -> None:
@@ -247,7 +254,9 @@ def test_python_dash_m_prtoggle_help_lists_the_commands() -> None:
         assert f"\n  {command} " in result.stdout
 
 
-@pytest.mark.parametrize("command", ["list", "show", "check", "run", "repro", "bisect"])
+@pytest.mark.parametrize(
+    "command", ["list", "show", "check", "run", "repro", "bisect", "bench"]
+)
 def test_every_command_has_help_with_examples(command: str) -> None:
     result = invoke(command, "--help")
     assert result.exit_code == 0
