@@ -27,8 +27,10 @@ from prtoggle.cli_support import (
 from prtoggle.errors import PatchApplicationError, RunnerError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from prtoggle.check import TargetCheck
-    from prtoggle.registry import Fix
+    from prtoggle.registry import Fix, Registry
 
 CAPTURE_NOTE = (
     "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
@@ -190,6 +192,7 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 
     registry = load_default_registry()
     prs = parse_revert_options(reverts, registry)
+    _refuse_reverts_that_do_not_apply(registry, prs)
     sys.stdout.flush()
     status = _run_passing_through(list(command), env=child_env(prs))
     sys.exit(status)
@@ -203,6 +206,27 @@ cli.add_command(bench_command)
 def main() -> None:
     """Console entry point (`prtoggle`, `python -m prtoggle`)."""
     cli(prog_name="prtoggle")
+
+
+def _refuse_reverts_that_do_not_apply(registry: Registry, prs: Sequence[int]) -> None:
+    """Fail before starting COMMAND when a revert is known not to apply to its sources.
+
+    Targets whose package this process cannot find without importing it (e.g. modules the
+    command finds through its own working directory) are left to the child, which then
+    refuses them at import.
+    """
+    findable = [
+        fix for fix in (registry.get(pr) for pr in prs) if import_free_source_root(fix) is not None
+    ]
+    for pr, checks in check_without_import(registry, findable).items():
+        failed = [check for check in checks if not check.ok]
+        if failed:
+            first = failed[0]
+            raise PatchApplicationError(
+                f"PR {pr} does not revert cleanly on the current code ({first.target}: "
+                f"{first.message.splitlines()[0]}); `prtoggle check {pr}` shows the nearest "
+                "matching lines"
+            )
 
 
 def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_fakes import (
@@ -188,6 +189,23 @@ def test_run_rejects_a_malformed_spec(fake_project: FakeProject) -> None:
         "error: -r='12x': '12x' is not a PR number; expected PR numbers separated by commas "
         f"or spaces, or 'all'; registered PRs: {REGISTERED}\n"
     )
+
+
+def test_run_refuses_a_revert_that_does_not_apply_before_starting(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    result = invoke("run", "-r", str(BROKEN_FIX), "--", "touch", str(marker))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: PR {BROKEN_FIX} does not revert cleanly on the current code "
+        f"({TARGET_MODULE}.answer: {TARGET_MODULE}.answer: edit 1 of 1 ("
+    )
+    assert result.stderr.endswith(
+        f"expected exactly 1.); `prtoggle check {BROKEN_FIX}` shows the nearest matching lines\n"
+    )
+    assert result.stderr.count("\n") == 1
+    assert not marker.exists()
 
 
 def test_run_names_a_missing_program(fake_project: FakeProject) -> None:
