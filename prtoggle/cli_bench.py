@@ -1,8 +1,7 @@
-"""`prtoggle bench`: each fix's cost in speed, its benchmark timed fixed and reverted."""
+"""`prtoggle bench`: each fix's cost in speed, fixed and reverted timed side by side."""
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -24,18 +23,22 @@ if TYPE_CHECKING:
 
 _EPILOG = """\b
 Each fix's `bench:` module times the code path the fix changes, in a state
-where the reverted code also runs correctly: once fixed, then once with
-SGLANG_DEBUG_REVERT_PR=N, in two child processes one after the other
-(detection probes off); --rounds R alternates R such pairs and pools the
-samples (a busy machine's load then hits both). RATIO = reverted median / fixed median; FIX COST =
-how much longer the fixed code takes (negative: the fix is faster). A run
-that fails is reported with its error, not as a number. Exit status 0 only
-if every selected fix was measured both ways.
+where the reverted code also runs correctly. One child process per fix
+(detection probes off) builds that state once, warms both variants up, then
+takes --repeat pairs of samples side by side: one with the fix in force, one
+inside prtoggle.reverted(N), the order alternating pair by pair (ABBA), so
+that what differs between processes (memory layout, clocks) cancels out.
+FIXED / REVERTED = median of each variant's samples; RATIO = median of the
+per-pair reverted/fixed ratios; IQR = their interquartile range (a ratio
+within about IQR of 1.0 is noise); FIX COST = how much longer the fixed code
+takes (negative: the fix is faster). A variant that fails is reported with
+its error, not as a number (a reverted path that raises still leaves the
+fixed median). Exit status 0 only if every selected fix was measured both ways.
 
 \b
 Examples:
   prtoggle bench --all
-  prtoggle bench 24856 --repeat 30 --rounds 3
+  prtoggle bench 24856 --repeat 30
   prtoggle bench 24856 27460 --device cuda --provider triton --json
 """
 
@@ -50,7 +53,7 @@ Examples:
     type=click.IntRange(min=1),
     default=10,
     show_default=True,
-    help="Timed samples per run; the median is reported.",
+    help="Interleaved fixed/reverted sample pairs per fix, all in one child process.",
 )
 @click.option(
     "--timeout",
@@ -58,13 +61,6 @@ Examples:
     default=300.0,
     show_default=True,
     help="Seconds each child may run before it is killed and reported as a timeout.",
-)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Run the fixed/reverted pair this many times, alternating; samples are pooled.",
 )
 @json_option
 def bench_command(
@@ -75,7 +71,6 @@ def bench_command(
     provider: str | None,
     repeat: int,
     timeout: float,
-    rounds: int,
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
@@ -83,17 +78,16 @@ def bench_command(
 
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
-    costs = [
-        measure_fix_cost(
-            fix, device=device, provider=provider, repeat=repeat, timeout=timeout,
-            rounds=rounds, on_done=functools.partial(_print_progress, fix),
-        )
-        for fix in fixes
-    ]
+    costs = []
+    for fix in fixes:
+        cost = measure_fix_cost(fix, device=device, provider=provider, repeat=repeat,
+                                timeout=timeout)
+        _print_progress(cost)
+        costs.append(cost)
     if as_json:
         echo_json([cost.to_dict() for cost in costs])
     else:
-        _print_table(costs, device=device, samples=repeat * rounds)
+        _print_table(costs, device=device, pairs=repeat)
     if not all(cost.measured for cost in costs):
         sys.exit(EXIT_NEGATIVE)
 
@@ -119,37 +113,58 @@ def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[
     return fixes
 
 
-def _print_table(costs: Sequence[FixCost], *, device: str, samples: int) -> None:
+def _print_table(costs: Sequence[FixCost], *, device: str, pairs: int) -> None:
     rows = [
         [
             str(cost.pr),
             cost.module.rsplit(".", 1)[-1],
-            cost.fixed.describe(),
-            cost.reverted.describe(),
-            f"{cost.ratio:.3f}" if cost.ratio is not None else "-",
-            f"{cost.fix_cost_percent:+.1f}%" if cost.fix_cost_percent is not None else "-",
+            _cell(cost, cost.fixed_median, failed=cost.run.kind != "ok"),
+            _cell(cost, cost.reverted_median, failed=cost.reverted_error is not None),
+            _number(cost.ratio, "{:.3f}"),
+            _number(cost.ratio_iqr, "{:.3f}"),
+            _number(cost.fix_cost_percent, "{:+.1f}%"),
         ]
         for cost in costs
     ]
-    headers = ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "FIX COST"]
+    headers = ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "IQR", "FIX COST"]
     click.echo(format_table(headers, rows))
     click.echo("")
     for cost in costs:
         click.echo(_details(cost))
     measured = sum(cost.measured for cost in costs)
-    click.echo(f"\n{measured} of {len(costs)} fixes measured on {device}, median of {samples} "
-               "samples each way; RATIO = reverted/fixed (above 1: the fix is faster)")
+    click.echo(f"\n{measured} of {len(costs)} fixes measured on {device}, {pairs} interleaved "
+               "fixed/reverted sample pairs each in one process; RATIO = median of per-pair "
+               "reverted/fixed (above 1: the fix is faster), IQR = its interquartile range")
 
 
-def _print_progress(fix: Fix, variant: str, run: BenchRun) -> None:
-    """One stderr line as each child finishes (the runs are sequential and take seconds)."""
-    outcome = run.describe() if run.kind == "ok" else f"{run.kind}: {run.error}"
-    click.echo(f"PR {fix.pr} {variant}: {outcome} ({run.run.seconds:.1f} s)", err=True)
+def _cell(cost: FixCost, median: float | None, *, failed: bool) -> str:
+    if median is not None and not failed:
+        return f"{median:.4g} {(cost.run.result or {}).get('unit', '')}".rstrip()
+    return "timeout" if cost.run.kind == "timeout" else "FAILED"
+
+
+def _number(value: float | None, template: str) -> str:
+    return template.format(value) if value is not None else "-"
+
+
+def _print_progress(cost: FixCost) -> None:
+    """One stderr line as each fix's child finishes (each takes seconds)."""
+    run = cost.run
+    if run.kind != "ok":
+        outcome = f"{run.kind}: {run.error}"
+    elif cost.reverted_error is not None:
+        outcome = (f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted failed: "
+                   f"{cost.reverted_error}")
+    else:
+        outcome = (f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted "
+                   f"{_cell(cost, cost.reverted_median, failed=False)}, ratio "
+                   f"{_number(cost.ratio, '{:.3f}')}")
+    click.echo(f"PR {cost.pr}: {outcome} ({run.run.seconds:.1f} s)", err=True)
 
 
 def _details(cost: FixCost) -> str:
     """What was timed, on which shape, what to expect; extra figures; failures."""
-    result = cost.fixed.result or cost.reverted.result
+    result = cost.run.result
     lines = [f"PR {cost.pr}:"]
     if result is not None:
         shape = ", ".join(f"{key}={value}" for key, value in result["shape"].items())
@@ -159,10 +174,11 @@ def _details(cost: FixCost) -> str:
             lines.append(f"  note: {result['note']}")
     for key, (fixed, reverted) in cost.extras_compared().items():
         lines.append(f"  {key}: fixed {fixed}, reverted {reverted}")
-    for label, run in (("fixed", cost.fixed), ("reverted", cost.reverted)):
-        if run.kind != "ok":
-            lines.append(f"  {label} run failed ({run.kind}): {run.error}")
-            lines.append(_tail(run))
+    if cost.run.kind != "ok":
+        lines.append(f"  run failed ({cost.run.kind}): {cost.run.error}")
+        lines.append(_tail(cost.run))
+    elif cost.reverted_error is not None:
+        lines.append(f"  reverted failed: {cost.reverted_error}")
     return "\n".join(lines)
 
 

@@ -1,11 +1,10 @@
-"""Fix cost: time each fix's benchmark fixed and reverted, each in a child process; the ratio."""
+"""Fix cost: each fix's benchmark timed fixed and reverted, interleaved in one child; the ratio."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,7 +23,8 @@ if TYPE_CHECKING:
 
 BenchKind = Literal["ok", "failure", "timeout"]
 
-RESULT_KEYS = ("name", "timed", "unit", "median", "samples", "shape", "reverted")
+RESULT_KEYS = ("name", "timed", "unit", "median", "samples", "shape", "reverted", "pr",
+               "reverted_samples", "reverted_in_force", "reverted_error")
 """Keys every benchmark's `--json` object has (fixes/benchmarks/common.py BenchResult)."""
 
 
@@ -33,26 +33,15 @@ class BenchRun:
     """One benchmark child: its parsed JSON result, or why it gave none."""
 
     module: str
-    prs: tuple[int, ...]  # the PRs the child was asked to revert
+    pr: int  # the PR the child toggled between samples
     kind: BenchKind
     result: Mapping[str, Any] | None
     error: str | None  # `Type: message` of a failure, or the timeout
     run: CommandRun
 
-    @property
-    def median(self) -> float | None:
-        return float(self.result["median"]) if self.result is not None else None
-
-    def describe(self) -> str:
-        """A table cell: `1.234 ms`, or the failure."""
-        if self.result is not None:
-            return f"{self.result['median']:.4g} {self.result['unit']}"
-        return "timeout" if self.kind == "timeout" else "FAILED"
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
-            "reverted": list(self.prs),
             "error": self.error,
             "result": dict(self.result) if self.result is not None else None,
             "seconds": round(self.run.seconds, 3),
@@ -62,24 +51,77 @@ class BenchRun:
 
 @dataclass(frozen=True)
 class FixCost:
-    """A fix's benchmark fixed and reverted; `ratio` = reverted median / fixed median."""
+    """A fix's benchmark timed fixed and reverted, interleaved in one child process.
+
+    `ratio` = median over pairs of reverted sample / fixed sample; `ratio_iqr` its
+    interquartile range (how far the pairs disagree: noise, next to the effect).
+    """
 
     pr: int
     module: str
-    fixed: BenchRun
-    reverted: BenchRun
+    run: BenchRun
+
+    @property
+    def fixed_samples(self) -> list[float]:
+        return [float(s) for s in self.run.result["samples"]] if self.run.result else []
+
+    @property
+    def reverted_samples(self) -> list[float]:
+        if self.run.result is None or self.reverted_error is not None:
+            return []
+        return [float(s) for s in self.run.result["reverted_samples"]]
+
+    @property
+    def fixed_median(self) -> float | None:
+        return statistics.median(self.fixed_samples) if self.fixed_samples else None
+
+    @property
+    def reverted_median(self) -> float | None:
+        samples = self.reverted_samples
+        return statistics.median(samples) if samples else None
+
+    @property
+    def reverted_error(self) -> str | None:
+        """Why the reverted variant has no figure: its error, or its revert not in force."""
+        result = self.run.result
+        if result is None:
+            return self.run.error
+        if result["reverted_error"] is not None:
+            return str(result["reverted_error"])
+        if list(result["reverted_in_force"]) != [self.pr]:
+            return (f"RevertNotInForce: the child reports PRs {list(result['reverted_in_force'])}"
+                    f" in force while timing reverted, expected [{self.pr}]")
+        if len(result["reverted_samples"]) != len(result["samples"]):
+            return (f"UnpairedSamples: {len(result['reverted_samples'])} reverted samples for "
+                    f"{len(result['samples'])} fixed ones; expected one per fixed sample")
+        return None
 
     @property
     def measured(self) -> bool:
-        return self.fixed.kind == "ok" and self.reverted.kind == "ok"
+        return self.run.kind == "ok" and self.reverted_error is None
+
+    @property
+    def pair_ratios(self) -> list[float]:
+        """reverted / fixed for each interleaved pair (empty unless both were measured)."""
+        if not self.measured:
+            return []
+        return [r / f for f, r in zip(self.fixed_samples, self.reverted_samples, strict=True)
+                if f > 0]
 
     @property
     def ratio(self) -> float | None:
         """Above 1: the reverted code is slower. Below 1: the fix costs time."""
-        fixed, reverted = self.fixed.median, self.reverted.median
-        if fixed is None or reverted is None or fixed <= 0:
-            return None
-        return reverted / fixed
+        ratios = self.pair_ratios
+        return statistics.median(ratios) if ratios else None
+
+    @property
+    def ratio_iqr(self) -> float | None:
+        """Interquartile range of the per-pair ratios (0 for a single pair)."""
+        ratios = self.pair_ratios
+        if len(ratios) < 2:
+            return 0.0 if ratios else None
+        first, _, third = statistics.quantiles(ratios, n=4, method="inclusive")
+        return third - first
 
     @property
     def fix_cost_percent(self) -> float | None:
@@ -88,37 +130,44 @@ class FixCost:
         return None if ratio is None or ratio <= 0 else (1.0 / ratio - 1.0) * 100.0
 
     def extras_compared(self) -> dict[str, tuple[Any, Any]]:
-        """Extra figures (e.g. buffer bytes) both runs report: name -> (fixed, reverted)."""
-        fixed = (self.fixed.result or {}).get("extras", {})
-        reverted = (self.reverted.result or {}).get("extras", {})
+        """Extra figures (e.g. buffer bytes) both variants report: name -> (fixed, reverted)."""
+        result = self.run.result or {}
+        fixed, reverted = result.get("extras", {}), result.get("reverted_extras", {})
         return {key: (fixed[key], reverted[key]) for key in fixed if key in reverted}
 
     def to_dict(self) -> dict[str, Any]:
-        ratio, cost = self.ratio, self.fix_cost_percent
+        def rounded(value: float | None, digits: int) -> float | None:
+            return round(value, digits) if value is not None else None
+
         return {
             "pr": self.pr,
             "benchmark": self.module,
             "measured": self.measured,
-            "ratio_reverted_over_fixed": round(ratio, 4) if ratio is not None else None,
-            "fix_cost_percent": round(cost, 2) if cost is not None else None,
+            "fixed_median": rounded(self.fixed_median, 6),
+            "reverted_median": rounded(self.reverted_median, 6),
+            "ratio_reverted_over_fixed": rounded(self.ratio, 4),
+            "ratio_iqr": rounded(self.ratio_iqr, 4),
+            "fix_cost_percent": rounded(self.fix_cost_percent, 2),
+            "reverted_error": self.reverted_error,
             "extras": {key: {"fixed": f, "reverted": r}
                        for key, (f, r) in self.extras_compared().items()},
-            "fixed": self.fixed.to_dict(),
-            "reverted": self.reverted.to_dict(),
+            "run": self.run.to_dict(),
         }
 
 
-def bench_command(module: str, *, device: str, provider: str | None, repeat: int) -> list[str]:
-    """`python -m <module> --device D [--provider P] --repeat K --json`."""
+def bench_command(
+    module: str, *, pr: int, device: str, provider: str | None, repeat: int
+) -> list[str]:
+    """`python -m <module> --device D [--provider P] --repeat K --pr N --json`."""
     return [*scenario_command(module, device=device, provider=provider),
-            "--repeat", str(repeat), "--json"]
+            "--repeat", str(repeat), "--pr", str(pr), "--json"]
 
 
-def bench_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for a benchmark child: `prs` reverted at start-up, detection probes off."""
+def bench_env(*, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for a benchmark child: nothing reverted at start-up, detection probes off."""
     from prtoggle.toggle import child_env
 
-    env = child_env(tuple(prs), base=base)
+    env = child_env((), base=base)
     for name in DETECTION_ENV:
         env.pop(name, None)
     return env
@@ -127,23 +176,23 @@ def bench_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> d
 def run_bench(
     module: str,
     *,
-    prs: Sequence[int] = (),
+    pr: int,
     device: str = "cpu",
     provider: str | None = None,
     repeat: int = 10,
     timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
 ) -> BenchRun:
-    """Run one benchmark child with `prs` reverted and read its JSON result."""
-    argv = bench_command(module, device=device, provider=provider, repeat=repeat)
-    run = run_command(argv, env=bench_env(prs, base=base_env), timeout=timeout)
-    return classify_bench(run, module=module, prs=tuple(prs))
+    """Run one benchmark child that interleaves fixed and `pr`-reverted samples; its result."""
+    argv = bench_command(module, pr=pr, device=device, provider=provider, repeat=repeat)
+    run = run_command(argv, env=bench_env(base=base_env), timeout=timeout)
+    return classify_bench(run, module=module, pr=pr)
 
 
-def classify_bench(run: CommandRun, *, module: str, prs: tuple[int, ...]) -> BenchRun:
-    """The child's result; a failure, timeout or wrong set of reverts is reported as such."""
+def classify_bench(run: CommandRun, *, module: str, pr: int) -> BenchRun:
+    """The child's result; a failure, timeout or a revert in force while fixed is a failure."""
     def failed(kind: BenchKind, error: str) -> BenchRun:
-        return BenchRun(module=module, prs=prs, kind=kind, result=None, error=error, run=run)
+        return BenchRun(module=module, pr=pr, kind=kind, result=None, error=error, run=run)
 
     if run.timed_out:
         return failed("timeout", f"Timeout: no result within {run.timeout:g} s; "
@@ -151,11 +200,12 @@ def classify_bench(run: CommandRun, *, module: str, prs: tuple[int, ...]) -> Ben
     if run.returncode != 0:
         return failed("failure", _failure_text(run))
     result = _parse_result(run.stdout, module=module)
-    in_force = tuple(sorted(int(pr) for pr in result["reverted"]))
-    if in_force != tuple(sorted(prs)):
-        return failed("failure", f"RevertNotInForce: the child reports reverted PRs "
-                                 f"{list(in_force)}, expected {sorted(prs)}")
-    return BenchRun(module=module, prs=prs, kind="ok", result=result, error=None, run=run)
+    if result["reverted"]:
+        return failed("failure", f"RevertInForceWhileFixed: the child reports reverted PRs "
+                                 f"{sorted(result['reverted'])} while timing fixed, expected []")
+    if result["pr"] != pr:
+        return failed("failure", f"WrongPr: the child toggled PR {result['pr']}, expected {pr}")
+    return BenchRun(module=module, pr=pr, kind="ok", result=result, error=None, run=run)
 
 
 def measure_fix_cost(
@@ -165,45 +215,13 @@ def measure_fix_cost(
     provider: str | None = None,
     repeat: int = 10,
     timeout: float | None = None,
-    rounds: int = 1,
-    on_done: Callable[[str, BenchRun], None] | None = None,
 ) -> FixCost:
-    """The fix's benchmark fixed, then reverted, one child after the other (never at once).
-
-    With `rounds` > 1 the pair runs that many times, alternating, and each variant's
-    samples are pooled (median over all): load that drifts over seconds then hits both.
-    `on_done("fixed" | "reverted", run)` is called as each child finishes (progress).
-    """
+    """The fix's benchmark in one child: `repeat` fixed/reverted pairs, interleaved (ABBA)."""
     if fix.bench is None:
         raise RunnerError(f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path})")
-    if rounds < 1:
-        raise RunnerError(f"rounds must be >= 1, got {rounds}")
-    options: dict[str, Any] = {
-        "device": device, "provider": provider, "repeat": repeat, "timeout": timeout,
-    }
-    runs: dict[str, list[BenchRun]] = {"fixed": [], "reverted": []}
-    for _ in range(rounds):
-        for variant, prs in (("fixed", ()), ("reverted", (fix.pr,))):
-            run = run_bench(fix.bench, prs=prs, **options)
-            runs[variant].append(run)
-            if on_done is not None:
-                on_done(variant, run)
-    return FixCost(pr=fix.pr, module=fix.bench, fixed=pooled(runs["fixed"]),
-                   reverted=pooled(runs["reverted"]))
-
-
-def pooled(runs: Sequence[BenchRun]) -> BenchRun:
-    """One run from several of the same variant: the first failure, or every sample pooled."""
-    failures = [run for run in runs if run.kind != "ok"]
-    if failures or len(runs) == 1:
-        return failures[0] if failures else runs[0]
-    samples = [float(s) for run in runs for s in (run.result or {})["samples"]]
-    result = dict(runs[0].result or {})
-    result.update(samples=samples, median=statistics.median(samples), rounds=len(runs),
-                  round_medians=[run.median for run in runs])
-    seconds = sum(run.run.seconds for run in runs)
-    return dataclasses.replace(runs[-1], result=result,
-                               run=dataclasses.replace(runs[-1].run, seconds=seconds))
+    run = run_bench(fix.bench, pr=fix.pr, device=device, provider=provider, repeat=repeat,
+                    timeout=timeout)
+    return FixCost(pr=fix.pr, module=fix.bench, run=run)
 
 
 def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:
@@ -224,11 +242,26 @@ def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:
     if not isinstance(data["median"], int | float) or isinstance(data["median"], bool):
         raise RunnerError(f"benchmark {module}: 'median' must be a number, got "
                           f"{data['median']!r}")
-    reverted = data["reverted"]
-    if not isinstance(reverted, list) or not all(isinstance(pr, int) for pr in reverted):
-        raise RunnerError(f"benchmark {module}: 'reverted' must be a list of PR numbers, got "
-                          f"{reverted!r}")
+    for key in ("reverted", "reverted_in_force"):
+        if not _is_list_of(data[key], int):
+            raise RunnerError(f"benchmark {module}: {key!r} must be a list of PR numbers, got "
+                              f"{data[key]!r}")
+    for key in ("samples", "reverted_samples"):
+        if not _is_list_of(data[key], int | float):
+            raise RunnerError(f"benchmark {module}: {key!r} must be a list of numbers, got "
+                              f"{data[key]!r}")
+    if not isinstance(data["pr"], int) or isinstance(data["pr"], bool):
+        raise RunnerError(f"benchmark {module}: 'pr' must be the PR number toggled, got "
+                          f"{data['pr']!r}")
+    if data["reverted_error"] is not None and not isinstance(data["reverted_error"], str):
+        raise RunnerError(f"benchmark {module}: 'reverted_error' must be null or a string, "
+                          f"got {data['reverted_error']!r}")
     return data
+
+
+def _is_list_of(value: object, kind: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, kind) and not isinstance(item, bool) for item in value)
 
 
 def _failure_text(run: CommandRun) -> str:

@@ -1,4 +1,4 @@
-"""Shared pieces of the fix-cost benchmarks: options, result, timing, and the `python -m` entry."""
+"""Shared pieces of the fix-cost benchmarks: options, result, paired timing, `python -m` entry."""
 
 from __future__ import annotations
 
@@ -17,17 +17,18 @@ import torch
 
 import prtoggle
 from prtoggle.errors import PrToggleError
-from prtoggle.toggle import active_reverts
+from prtoggle.toggle import active_reverts, is_reverted
 
 __all__ = [
     "BenchOptions",
     "BenchResult",
+    "PairedTiming",
     "ShapeValue",
     "bench_device",
     "make_result",
     "run_bench_main",
     "shape_of",
-    "time_call",
+    "time_pair",
 ]
 
 ShapeValue = int | float | str | list[int]
@@ -44,17 +45,32 @@ CPU_THREADS = 1
 
 @dataclass(frozen=True)
 class BenchOptions:
-    """How to run a benchmark: device, kernel provider (None: the default), samples."""
+    """How to run a benchmark: device, kernel provider (None: the default), samples.
+
+    With `pr` set, every fixed sample is paired with one taken under `prtoggle.reverted(pr)`.
+    """
 
     device: str = "cpu"
     provider: str | None = None
     repeat: int = 10
     warmup: int = 2
+    pr: int | None = None
+
+
+@dataclass(frozen=True)
+class PairedTiming:
+    """Interleaved samples (ms per call): fixed[i] and reverted[i] were taken side by side."""
+
+    calls_per_sample: int
+    fixed: list[float]
+    reverted: list[float] = field(default_factory=list)
+    reverted_in_force: list[int] = field(default_factory=list)  # in force for every reverted
+    reverted_error: str | None = None  # `Type: message` of the first reverted call that raised
 
 
 @dataclass(frozen=True)
 class BenchResult:
-    """One benchmark's timing: the median and every sample, in `unit` per call."""
+    """One benchmark's timing: fixed median and samples; with a `pr`, the paired reverted ones."""
 
     name: str
     timed: str  # the function (and the state) measured
@@ -66,6 +82,11 @@ class BenchResult:
     reverted: list[int] = field(default_factory=list)  # PRs in force in this process
     extras: dict[str, int | float | str] = field(default_factory=dict)
     note: str = ""  # what to expect of the fixed/reverted ratio
+    pr: int | None = None  # the PR toggled between samples (None: no reverted samples)
+    reverted_samples: list[float] = field(default_factory=list)  # [i] pairs samples[i]
+    reverted_in_force: list[int] = field(default_factory=list)  # PRs in force for every one
+    reverted_error: str | None = None
+    reverted_extras: dict[str, int | float | str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))  # shape keys keep their order
@@ -73,11 +94,17 @@ class BenchResult:
     def describe(self) -> str:
         shape = ", ".join(f"{key}={value}" for key, value in self.shape.items())
         reverted = ", ".join(str(pr) for pr in self.reverted) or "none"
-        return (
+        text = (
             f"{self.name}: median {self.median:.4g} {self.unit} per call over "
             f"{len(self.samples)} samples of {self.calls_per_sample} calls "
             f"(reverted: {reverted})\n  timed: {self.timed}\n  shape: {shape}"
         )
+        if self.pr is None:
+            return text
+        if self.reverted_error is not None:
+            return f"{text}\n  PR {self.pr} reverted: failed: {self.reverted_error}"
+        return (f"{text}\n  PR {self.pr} reverted, interleaved: median "
+                f"{statistics.median(self.reverted_samples):.4g} {self.unit} per call")
 
 
 def bench_device(options: BenchOptions) -> torch.device:
@@ -94,42 +121,56 @@ def bench_device(options: BenchOptions) -> torch.device:
     return torch.device(options.device)
 
 
-def time_call(
+def time_pair(
     call: Callable[[], object], *, device: torch.device, options: BenchOptions
-) -> tuple[list[float], int]:
-    """Milliseconds per call for `options.repeat` samples, and the calls in each sample.
+) -> PairedTiming:
+    """`options.repeat` samples of `call`; with `options.pr`, each paired with a reverted one.
 
-    Warm-up calls first; then the number of calls per sample is chosen so that a sample
-    lasts about SAMPLE_TARGET_SECONDS. CUDA: events around each sample; CPU: perf_counter.
+    Both variants are warmed up first (JIT of both code paths); the calls per sample are
+    chosen so that a sample lasts about SAMPLE_TARGET_SECONDS. Pair i runs fixed then
+    reverted for even i, reverted then fixed for odd i (ABBA: drift cancels). The revert
+    is applied and undone between samples, outside the timed region. A reverted call that
+    raises ends the reverted samples (its error is kept); the fixed samples go on.
+    CUDA: events around each sample, synchronised between samples; CPU: perf_counter.
     """
     for _ in range(options.warmup):
         call()
+    pairing = _Pairing(pr=options.pr, device=device)
+    pairing.warm_up(call, times=options.warmup)
     first = _seconds(call, device=device, calls=1)
     target = SAMPLE_TARGET_SECONDS[device.type]
     calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target / max(first, 1e-9))))
-    samples = [
-        1000.0 * _seconds(call, device=device, calls=calls) / calls
-        for _ in range(options.repeat)
-    ]
-    return samples, calls
+    fixed: list[float] = []
+    for index in range(options.repeat):
+        if index % 2 == 1:
+            pairing.sample(call, calls=calls)
+        fixed.append(1000.0 * _seconds(call, device=device, calls=calls) / calls)
+        if index % 2 == 0:
+            pairing.sample(call, calls=calls)
+    return PairedTiming(calls_per_sample=calls, fixed=fixed, reverted=pairing.samples,
+                        reverted_in_force=pairing.in_force(), reverted_error=pairing.error)
 
 
 def make_result(
     *,
     name: str,
     timed: str,
-    samples: list[float],
-    calls_per_sample: int,
+    timing: PairedTiming,
     shape: dict[str, ShapeValue],
+    pr: int | None = None,
     extras: dict[str, int | float | str] | None = None,
+    reverted_extras: dict[str, int | float | str] | None = None,
     note: str = "",
 ) -> BenchResult:
-    """A result in milliseconds, recording which PRs this process has reverted."""
+    """A result in milliseconds, recording which PRs this process has reverted (fixed)."""
     return BenchResult(
-        name=name, timed=timed, unit="ms", median=statistics.median(samples),
-        samples=[round(s, 6) for s in samples], shape=shape,
-        calls_per_sample=calls_per_sample, reverted=list(active_reverts()),
-        extras=dict(extras or {}), note=note,
+        name=name, timed=timed, unit="ms", median=statistics.median(timing.fixed),
+        samples=[round(s, 6) for s in timing.fixed], shape=shape,
+        calls_per_sample=timing.calls_per_sample, reverted=list(active_reverts()),
+        extras=dict(extras or {}), note=note, pr=pr,
+        reverted_samples=[round(s, 6) for s in timing.reverted],
+        reverted_in_force=list(timing.reverted_in_force), reverted_error=timing.reverted_error,
+        reverted_extras=dict(reverted_extras or {}),
     )
 
 
@@ -144,10 +185,13 @@ def run_bench_main(measure: Callable[[BenchOptions], BenchResult], *, descriptio
                         help="kernel provider; default: torch on CPU, triton on CUDA")
     parser.add_argument("--repeat", type=int, default=BenchOptions.repeat,
                         help="timed samples (the median is reported)")
+    parser.add_argument("--pr", type=int, default=None,
+                        help="pair each sample with one taken with this PR's fix reverted")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (name, timed, unit, median, samples, shape)")
     args = parser.parse_args()
-    options = BenchOptions(device=args.device, provider=args.provider, repeat=args.repeat)
+    options = BenchOptions(device=args.device, provider=args.provider, repeat=args.repeat,
+                           pr=args.pr)
     if options.device == "cpu":
         torch.set_num_threads(CPU_THREADS)
     try:
@@ -179,3 +223,40 @@ def _seconds(call: Callable[[], object], *, device: torch.device, calls: int) ->
     for _ in range(calls):
         call()
     return time.perf_counter() - started
+
+
+@dataclass
+class _Pairing:
+    """The reverted half of each pair: samples under `prtoggle.reverted(pr)`, or its error."""
+
+    pr: int | None
+    device: torch.device
+    samples: list[float] = field(default_factory=list)
+    error: str | None = None
+    seen_in_force: list[set[int]] = field(default_factory=list)
+
+    def warm_up(self, call: Callable[[], object], *, times: int) -> None:
+        for _ in range(times):
+            self._reverted(call)
+
+    def sample(self, call: Callable[[], object], *, calls: int) -> None:
+        seconds = self._reverted(lambda: _seconds(call, device=self.device, calls=calls))
+        if seconds is not None:
+            self.samples.append(1000.0 * seconds / calls)
+
+    def in_force(self) -> list[int]:
+        """PRs fully patched during every reverted sample."""
+        if not self.seen_in_force:
+            return []
+        return sorted(set.intersection(*self.seen_in_force))
+
+    def _reverted(self, action: Callable[[], Any]) -> Any:
+        if self.pr is None or self.error is not None:
+            return None
+        try:
+            with prtoggle.reverted(self.pr):
+                self.seen_in_force.append({pr for pr in active_reverts() if is_reverted(pr)})
+                return action()
+        except Exception as exc:  # the reverted code path failed: reported, not raised
+            self.error = f"{type(exc).__name__}: {exc}"
+            return None

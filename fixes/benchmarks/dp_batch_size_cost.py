@@ -8,7 +8,7 @@ from fixes.benchmarks.common import (
     bench_device,
     make_result,
     run_bench_main,
-    time_call,
+    time_pair,
 )
 from fixes.benchmarks.trtllm_state import attention_shape, build_draft_extend_state
 
@@ -24,11 +24,11 @@ def measure(options: BenchOptions) -> BenchResult:
     state = build_draft_extend_state(
         shape, accept_lengths=accept_lengths, device=device, provider=options.provider
     )
-    samples, calls = time_call(state.forward_extend, device=device, options=options)
+    timing = time_pair(state.forward_extend, device=device, options=options)
     return make_result(
         name="dp_batch_size_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, batch not padded",
-        samples=samples, calls_per_sample=calls,
+        timing=timing, pr=options.pr,
         shape={**shape.record(), "accept_length_cycle": list(ACCEPT_CYCLE),
                "provider": options.provider or "default"},
         note="same context kernel and batch size either way (no DP padding): expect ~1.0",

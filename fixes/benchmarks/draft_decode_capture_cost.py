@@ -11,7 +11,7 @@ from fixes.benchmarks.common import (
     bench_device,
     make_result,
     run_bench_main,
-    time_call,
+    time_pair,
 )
 from fixes.benchmarks.trtllm_state import attention_shape, build_paged_stack
 from fixes.forward_batch import DraftDecodeInput, ForwardMode
@@ -42,12 +42,12 @@ def measure(options: BenchOptions) -> BenchResult:
             forward_mode=ForwardMode.DECODE, spec_info=spec_info,
         )
 
-    samples, calls = time_call(capture_metadata, device=device, options=options)
+    timing = time_pair(capture_metadata, device=device, options=options)
     return make_result(
         name="draft_decode_capture_cost",
         timed=f"TRTLLMHAAttnBackend.init_forward_metadata_capture_cuda_graph, draft decode "
         f"step {STEP_ID}",
-        samples=samples, calls_per_sample=calls,
+        timing=timing, pr=options.pr,
         shape=shape.record() | {"num_steps": NUM_STEPS, "seq_lens_fill": CAPTURE_FILL_SEQ_LEN},
         note="capture-time only (runs once per captured batch size); reverted skips one "
         "small copy",

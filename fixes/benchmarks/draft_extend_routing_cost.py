@@ -8,7 +8,7 @@ from fixes.benchmarks.common import (
     bench_device,
     make_result,
     run_bench_main,
-    time_call,
+    time_pair,
 )
 from fixes.benchmarks.trtllm_state import attention_shape, build_draft_extend_state
 
@@ -24,11 +24,11 @@ def measure(options: BenchOptions) -> BenchResult:
         shape, accept_lengths=[ACCEPT_LENGTH] * shape.bs, device=device,
         provider=options.provider,
     )
-    samples, calls = time_call(state.forward_extend, device=device, options=options)
+    timing = time_pair(state.forward_extend, device=device, options=options)
     return make_result(
         name="draft_extend_routing_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, equal accept lengths",
-        samples=samples, calls_per_sample=calls,
+        timing=timing, pr=options.pr,
         shape={**shape.record(), "accept_length": ACCEPT_LENGTH,
                "provider": options.provider or "default"},
         note="decode kernel (reverted) valid only because accept lengths are equal; "

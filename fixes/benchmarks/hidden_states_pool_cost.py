@@ -14,7 +14,7 @@ from fixes.benchmarks.common import (
     make_result,
     run_bench_main,
     shape_of,
-    time_call,
+    time_pair,
 )
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
@@ -68,14 +68,14 @@ def measure(options: BenchOptions) -> BenchResult:
     if not runner.can_run(forward_batch):
         raise PrToggleError(f"hidden_states_pool_cost: batch of {shape.bs} does not fit the "
                             f"graphs captured for {shape.capture_bs}")
-    samples, calls = time_call(
+    timing = time_pair(
         lambda: worker._draft_extend_for_decode(forward_batch, verify),
         device=device, options=options,
     )
     return make_result(
         name="hidden_states_pool_cost",
         timed="MultiLayerEagleWorkerV2._draft_extend_for_decode, batch run by CUDA graphs",
-        samples=samples, calls_per_sample=calls,
+        timing=timing, pr=options.pr,
         shape=shape.record() | {"hidden_states_provider": provider},
         note="a graph-run batch takes the same inputs either way: expect ~1.0",
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+import prtoggle
 from fixes.attention.flashinfer_mla_backend import FlashInferMLAMultiStepDraftBackend
 from fixes.benchmarks.common import (
     BenchOptions,
@@ -15,7 +16,7 @@ from fixes.benchmarks.common import (
     make_result,
     run_bench_main,
     shape_of,
-    time_call,
+    time_pair,
 )
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.draft_kv_indices import draft_kv_indices_row_len
@@ -63,7 +64,7 @@ def measure(options: BenchOptions) -> BenchResult:
     if buffer is None:
         raise PrToggleError("kv_indices_width_cost: init_cuda_graph_state left no buffer")
     batch = _draft_batch(backend, shape, rows=rows, device=device)
-    samples, calls = time_call(
+    timing = time_pair(
         lambda: backend.init_forward_metadata_replay_cuda_graph(batch),
         device=device, options=options,
     )
@@ -71,11 +72,27 @@ def measure(options: BenchOptions) -> BenchResult:
         name="kv_indices_width_cost",
         timed="FlashInferMLAMultiStepDraftBackend.init_forward_metadata_replay_cuda_graph "
         "(common_template over the CUDA-graph kv_indices rows), topk > 1",
-        samples=samples, calls_per_sample=calls,
+        timing=timing, pr=options.pr,
         shape=shape.record() | {"kv_indices_provider": backend.kv_indices_provider},
         extras={"cuda_graph_kv_indices_bytes": buffer.numel() * buffer.element_size()},
-        note="the fix's cost is memory (kv_indices rows topk times wider), not time",
+        reverted_extras=_reverted_extras(backend, shape, pr=options.pr),
+        note="the fix's cost is memory (kv_indices rows topk times wider), not time; both "
+        "variants replay into the wide buffer (reverted only skips the row-width check)",
     )
+
+
+def _reverted_extras(
+    backend: FlashInferMLAMultiStepDraftBackend, shape: DraftShape, *, pr: int | None
+) -> dict[str, int | float | str]:
+    """The kv_indices bytes the reverted `init_cuda_graph_state` allocates (after timing)."""
+    if pr is None:
+        return {}
+    with prtoggle.reverted(pr):
+        backend.init_cuda_graph_state(shape.bs, shape.bs * shape.topk)
+    buffer = backend.cuda_graph_kv_indices
+    if buffer is None:
+        raise PrToggleError("kv_indices_width_cost: reverted init_cuda_graph_state left no buffer")
+    return {"cuda_graph_kv_indices_bytes": buffer.numel() * buffer.element_size()}
 
 
 def _require_narrow_rows_fit(shape: DraftShape) -> None:

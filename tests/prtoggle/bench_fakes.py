@@ -6,11 +6,46 @@ from cli_fakes import TARGET_MODULE, FakeProject
 
 BENCH_MODULE = "prtoggle_fake_bench"
 FAILING_BENCH_MODULE = "prtoggle_fake_failing_bench"
-BENCH_FIX = 90101  # answer(): 42 -> 41; the bench reports 2.0 ms fixed, 1.0 ms reverted
-FAILING_BENCH_FIX = 90102  # first_half(): 21 -> 0; the bench raises when reverted
+BENCH_FIX = 90101  # answer(): 42 -> 41; samples 2.0 ms fixed, 1.0/1.1/1.2 ms reverted
+FAILING_BENCH_FIX = 90102  # first_half(): 21 -> 0; the reverted sample raises
 
 BENCH_SOURCE = '''\
-"""A fake benchmark: no timing, a median that says which code ran (2.0 fixed, 1.0 reverted)."""
+"""A fake paired benchmark: no timing, samples that say which code ran, toggled in process."""
+import json
+import sys
+
+import prtoggle
+import prtoggle_fake_target
+from prtoggle.toggle import active_reverts, is_reverted
+
+args = sys.argv[1:]
+if "--json" not in args or args[args.index("--repeat") + 1] != "3":
+    raise SystemExit(f"unexpected arguments {args}")
+pr = int(args[args.index("--pr") + 1])
+
+
+def sample(index):
+    return 2.0 if prtoggle_fake_target.answer() == 42 else 1.0 + 0.1 * index
+
+
+fixed, reverted, in_force = [], [], []
+for index in range(3):
+    fixed.append(sample(index))
+    with prtoggle.reverted(pr):
+        in_force = [p for p in active_reverts() if is_reverted(p)]
+        reverted.append(sample(index))
+print("warming up")
+print(json.dumps({
+    "name": "fake", "timed": "prtoggle_fake_target.answer", "unit": "ms", "median": 2.0,
+    "samples": fixed, "shape": {"bs": 4, "device": args[args.index("--device") + 1]},
+    "reverted": list(active_reverts()), "extras": {"buffer_bytes": 2048},
+    "note": "fake note", "pr": pr, "reverted_samples": reverted, "reverted_in_force": in_force,
+    "reverted_error": None, "reverted_extras": {"buffer_bytes": 1024},
+}))
+'''
+
+FAILING_BENCH_SOURCE = '''\
+"""A fake paired benchmark whose reverted code cannot run: the reverted sample raises."""
 import json
 import sys
 
@@ -18,35 +53,28 @@ import prtoggle
 import prtoggle_fake_target
 from prtoggle.toggle import active_reverts
 
-prtoggle.maybe_revert_pr_fix()
 args = sys.argv[1:]
-if "--json" not in args or args[args.index("--repeat") + 1] != "3":
-    raise SystemExit(f"unexpected arguments {args}")
-median = 2.0 if prtoggle_fake_target.answer() == 42 else 1.0
-print("warming up")
-print(json.dumps({
-    "name": "fake", "timed": "prtoggle_fake_target.answer", "unit": "ms", "median": median,
-    "samples": [median] * 3, "shape": {"bs": 4, "device": args[args.index("--device") + 1]},
-    "reverted": list(active_reverts()), "extras": {"buffer_bytes": int(median * 1024)},
-    "note": "fake note",
-}))
-'''
+pr = int(args[args.index("--pr") + 1])
 
-FAILING_BENCH_SOURCE = '''\
-"""A fake benchmark whose reverted code cannot run: it raises, as a real one would."""
-import json
 
-import prtoggle
-import prtoggle_fake_target
-from prtoggle.toggle import active_reverts
+def sample():
+    half = prtoggle_fake_target.first_half()
+    if half != 21:
+        raise ValueError(f"first_half() is {half}: the reverted path cannot run here")
+    return 0.5
 
-prtoggle.maybe_revert_pr_fix()
-half = prtoggle_fake_target.first_half()
-if half != 21:
-    raise ValueError(f"first_half() is {half}: the reverted path cannot run here")
+
+error = None
+try:
+    with prtoggle.reverted(pr):
+        sample()
+except ValueError as exc:
+    error = f"{type(exc).__name__}: {exc}"
 print(json.dumps({
     "name": "fake_failing", "timed": "prtoggle_fake_target.first_half", "unit": "ms",
-    "median": 0.5, "samples": [0.5], "shape": {}, "reverted": list(active_reverts()),
+    "median": 0.5, "samples": [sample(), sample()], "shape": {},
+    "reverted": list(active_reverts()), "pr": pr, "reverted_samples": [],
+    "reverted_in_force": [], "reverted_error": error,
 }))
 '''
 

@@ -31,13 +31,14 @@ def bench(*args: str) -> Result:
     return CliRunner().invoke(cli, ["bench", *args], prog_name="prtoggle")
 
 
-def test_bench_prints_medians_ratio_and_details(bench_project: FakeProject) -> None:
+def test_bench_prints_medians_ratio_spread_and_details(bench_project: FakeProject) -> None:
     result = bench(str(BENCH_FIX), "--repeat", "3")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "FIX", "COST"]
-    assert lines[1].split() == [str(BENCH_FIX), BENCH_MODULE, "2", "ms", "1", "ms", "0.500",
-                                "+100.0%"]
+    assert lines[0].split() == ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "IQR", "FIX",
+                                "COST"]
+    assert lines[1].split() == [str(BENCH_FIX), BENCH_MODULE, "2", "ms", "1.1", "ms", "0.550",
+                                "0.050", "+81.8%"]
     assert lines[3:9] == [
         f"PR {BENCH_FIX}:",
         "  timed: prtoggle_fake_target.answer",
@@ -46,36 +47,49 @@ def test_bench_prints_medians_ratio_and_details(bench_project: FakeProject) -> N
         "  buffer_bytes: fixed 2048, reverted 1024",
         "",
     ]
-    assert lines[-1] == ("1 of 1 fixes measured on cpu, median of 3 samples each way; "
-                         "RATIO = reverted/fixed (above 1: the fix is faster)")
+    assert lines[-1] == (
+        "1 of 1 fixes measured on cpu, 3 interleaved fixed/reverted sample pairs each in one "
+        "process; RATIO = median of per-pair reverted/fixed (above 1: the fix is faster), "
+        "IQR = its interquartile range"
+    )
     progress = [line.split(" (")[0] for line in result.stderr.splitlines()]
-    assert progress == [f"PR {BENCH_FIX} fixed: 2 ms", f"PR {BENCH_FIX} reverted: 1 ms"]
+    assert progress == [f"PR {BENCH_FIX}: fixed 2 ms, reverted 1.1 ms, ratio 0.550"]
 
 
-def test_bench_json_has_both_runs_and_the_ratio(bench_project: FakeProject) -> None:
+def test_bench_json_has_medians_ratio_spread_and_the_run(bench_project: FakeProject) -> None:
     result = bench(str(BENCH_FIX), "--repeat", "3", "--json")
     assert result.exit_code == 0, result.output
     [record] = json.loads(result.stdout)
-    assert (record["pr"], record["benchmark"], record["measured"]) == (
-        BENCH_FIX, BENCH_MODULE, True)
-    assert (record["ratio_reverted_over_fixed"], record["fix_cost_percent"]) == (0.5, 100.0)
-    assert record["extras"] == {"buffer_bytes": {"fixed": 2048, "reverted": 1024}}
-    assert record["fixed"]["result"]["median"] == 2.0
-    assert record["reverted"]["result"]["median"] == 1.0
-    assert record["reverted"]["reverted"] == [BENCH_FIX]
-    assert set(record["fixed"]) == {"kind", "reverted", "error", "result", "seconds",
-                                    "exit_code"}
+    assert {key: record[key] for key in (
+        "pr", "benchmark", "measured", "fixed_median", "reverted_median",
+        "ratio_reverted_over_fixed", "ratio_iqr", "fix_cost_percent", "reverted_error",
+        "extras")} == {
+        "pr": BENCH_FIX, "benchmark": BENCH_MODULE, "measured": True, "fixed_median": 2.0,
+        "reverted_median": 1.1, "ratio_reverted_over_fixed": 0.55, "ratio_iqr": 0.05,
+        "fix_cost_percent": 81.82, "reverted_error": None,
+        "extras": {"buffer_bytes": {"fixed": 2048, "reverted": 1024}},
+    }
+    run = record["run"]
+    assert set(run) == {"kind", "error", "result", "seconds", "exit_code"}
+    assert (run["kind"], run["result"]["reverted"], run["result"]["reverted_in_force"]) == (
+        "ok", [], [BENCH_FIX])
+    assert run["result"]["samples"] == [2.0, 2.0, 2.0]
+    assert run["result"]["reverted_samples"] == [1.0, 1.1, 1.2]
 
 
-def test_a_failing_reverted_run_is_reported_with_its_error(bench_project: FakeProject) -> None:
+def test_a_reverted_sample_that_raises_keeps_the_fixed_median(
+    bench_project: FakeProject,
+) -> None:
     result = bench("--all", "--repeat", "3")
     assert result.exit_code == 1, result.output
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:3]}
-    assert rows[str(FAILING_BENCH_FIX)][2:] == ["0.5", "ms", "FAILED", "-", "-"]
-    assert rows[str(BENCH_FIX)][-1] == "+100.0%"
-    assert ("  reverted run failed (failure): ValueError: first_half() is 0: the reverted "
-            "path cannot run here") in result.stdout.splitlines()
+    assert rows[str(FAILING_BENCH_FIX)][2:] == ["0.5", "ms", "FAILED", "-", "-", "-"]
+    assert rows[str(BENCH_FIX)][-1] == "+81.8%"
+    assert ("  reverted failed: ValueError: first_half() is 0: the reverted path cannot run "
+            "here") in result.stdout.splitlines()
     assert result.stdout.splitlines()[-1].startswith("1 of 2 fixes measured on cpu")
+    assert (f"PR {FAILING_BENCH_FIX}: fixed 0.5 ms, reverted failed: ValueError: first_half() "
+            "is 0: the reverted path cannot run here (") in result.stderr
 
 
 def test_an_unknown_pr_is_an_error_listing_the_registered_prs(
@@ -112,7 +126,10 @@ def test_help_shows_examples_and_the_main_help_lists_bench() -> None:
     result = CliRunner().invoke(cli, ["bench", "--help"], prog_name="prtoggle")
     assert result.exit_code == 0
     assert "  Examples:\n    prtoggle bench --all\n" in result.stdout
-    assert "RATIO = reverted median / fixed median" in result.stdout
+    assert "RATIO = median of the\n  per-pair reverted/fixed ratios; IQR" in result.stdout
+    assert "--rounds" not in result.stdout
+    assert ("Interleaved fixed/reverted sample pairs per fix, all in one child process."
+            in " ".join(result.stdout.split()))
     main_help = CliRunner().invoke(cli, ["--help"], prog_name="prtoggle")
     assert "\n  bench " in main_help.stdout
 

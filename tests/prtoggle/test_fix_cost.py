@@ -1,4 +1,4 @@
-"""Tests for prtoggle.fix_cost: benchmark children fixed and reverted, parsing, failures."""
+"""Tests for prtoggle.fix_cost: one child interleaving fixed and reverted samples; failures."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from cli_fakes import ANSWER_FIX, FakeProject, fake_project
 
 from prtoggle.errors import RunnerError
 from prtoggle.fix_cost import (
+    FixCost,
     bench_command,
     bench_env,
     classify_bench,
     measure_fix_cost,
-    pooled,
 )
 from prtoggle.registry import default_registry, load_registry, shipped_yaml_dir
 from prtoggle.runner import CommandRun
@@ -42,100 +42,145 @@ def finished(stdout: str = "", stderr: str = "", returncode: int | None = 0) -> 
 
 
 def result_line(**overrides: object) -> str:
-    record: dict[str, object] = {"name": "b", "timed": "f", "unit": "ms", "median": 1.5,
-                                 "samples": [1.5], "shape": {}, "reverted": []}
+    record: dict[str, object] = {
+        "name": "b", "timed": "f", "unit": "ms", "median": 1.5, "samples": [1.0, 2.0, 1.5, 1.0],
+        "shape": {}, "reverted": [], "pr": 7, "reverted_samples": [1.1, 2.4, 1.5, 1.3],
+        "reverted_in_force": [7], "reverted_error": None,
+    }
     record.update(overrides)
     return json.dumps(record)
 
 
-def test_bench_command_asks_for_json_with_the_options() -> None:
-    argv = bench_command("fixes.benchmarks.x", device="cuda", provider="triton", repeat=7)
+def cost_of(stdout: str) -> FixCost:
+    return FixCost(pr=7, module="m", run=classify_bench(finished(stdout=stdout), module="m",
+                                                        pr=7))
+
+
+def test_bench_command_asks_for_paired_json_with_the_options() -> None:
+    argv = bench_command("fixes.benchmarks.x", pr=7, device="cuda", provider="triton",
+                         repeat=9)
     assert argv[1:] == ["-m", "fixes.benchmarks.x", "--device", "cuda", "--provider", "triton",
-                        "--repeat", "7", "--json"]
+                        "--repeat", "9", "--pr", "7", "--json"]
 
 
-def test_bench_env_reverts_the_prs_and_turns_detection_off() -> None:
+def test_bench_env_reverts_nothing_at_start_and_turns_detection_off() -> None:
     base = {"SGLANG_SPEC_NAN_DETECTION": "1", "SGLANG_DEBUG_POISON": "1",
             "SGLANG_DEBUG_REVERT_PR": "999", "PATH": os.environ["PATH"]}
-    env = bench_env((24856,), base=base)
-    assert env["SGLANG_DEBUG_REVERT_PR"] == "24856"
+    env = bench_env(base=base)
+    assert env["SGLANG_DEBUG_REVERT_PR"] == ""
     assert "SGLANG_SPEC_NAN_DETECTION" not in env and "SGLANG_DEBUG_POISON" not in env
-    assert bench_env((), base=base)["SGLANG_DEBUG_REVERT_PR"] == ""
 
 
-def test_classify_reads_the_last_stdout_line_as_the_result() -> None:
-    run = classify_bench(finished(stdout="noise\n" + result_line(reverted=[7]) + "\n"),
-                         module="m", prs=(7,))
-    assert (run.kind, run.median, run.describe(), run.error) == ("ok", 1.5, "1.5 ms", None)
+def test_the_ratio_is_the_median_of_per_pair_ratios_with_its_spread() -> None:
+    cost = cost_of("noise\n" + result_line() + "\n")
+    assert cost.run.kind == "ok" and cost.measured
+    assert (cost.fixed_median, cost.reverted_median) == (1.25, 1.4)
+    assert cost.pair_ratios == pytest.approx([1.1, 1.2, 1.0, 1.3])
+    assert cost.ratio == pytest.approx(1.15)  # not 1.4 / 1.25 = 1.12: pairs, not medians
+    assert cost.ratio_iqr == pytest.approx(1.225 - 1.075)
+    assert cost.fix_cost_percent == pytest.approx((1 / 1.15 - 1) * 100)
+
+
+def test_a_reverted_error_keeps_the_fixed_median_and_gives_no_ratio() -> None:
+    cost = cost_of(result_line(reverted_samples=[], reverted_in_force=[],
+                               reverted_error="IndexError: row 9"))
+    assert (cost.run.kind, cost.measured, cost.fixed_median) == ("ok", False, 1.25)
+    assert (cost.reverted_median, cost.ratio, cost.ratio_iqr) == (None, None, None)
+    assert cost.reverted_error == "IndexError: row 9"
+
+
+def test_a_revert_not_in_force_while_reverted_is_reported_not_measured() -> None:
+    cost = cost_of(result_line(reverted_in_force=[]))
+    assert (cost.measured, cost.ratio, cost.reverted_median) == (False, None, None)
+    assert cost.reverted_error == (
+        "RevertNotInForce: the child reports PRs [] in force while timing reverted, expected [7]"
+    )
+
+
+def test_unpaired_samples_are_reported_not_measured() -> None:
+    cost = cost_of(result_line(reverted_samples=[1.0]))
+    assert cost.measured is False
+    assert cost.reverted_error == (
+        "UnpairedSamples: 1 reverted samples for 4 fixed ones; expected one per fixed sample")
+
+
+def test_classify_refuses_a_child_that_timed_fixed_with_a_revert_in_force() -> None:
+    run = classify_bench(finished(stdout=result_line(reverted=[7])), module="m", pr=7)
+    assert (run.kind, run.result) == ("failure", None)
+    assert run.error == ("RevertInForceWhileFixed: the child reports reverted PRs [7] while "
+                         "timing fixed, expected []")
+
+
+def test_classify_refuses_a_child_that_toggled_another_pr() -> None:
+    run = classify_bench(finished(stdout=result_line(pr=8)), module="m", pr=7)
+    assert run.error == "WrongPr: the child toggled PR 8, expected 7"
 
 
 def test_classify_reports_a_failing_child_with_its_last_exception() -> None:
     stderr = "Traceback (most recent call last):\n  ...\nIndexError: row 9 out of range\n"
-    run = classify_bench(finished(stderr=stderr, returncode=1), module="m", prs=(7,))
-    assert (run.kind, run.result, run.describe()) == ("failure", None, "FAILED")
+    run = classify_bench(finished(stderr=stderr, returncode=1), module="m", pr=7)
+    assert (run.kind, run.result) == ("failure", None)
     assert run.error == "IndexError: row 9 out of range"
-
-
-def test_classify_reports_a_child_whose_revert_did_not_apply() -> None:
-    stderr = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 7 could not be reverted\n"
-    run = classify_bench(finished(stderr=stderr, returncode=78), module="m", prs=(7,))
-    assert run.error == stderr.strip()
+    cost = FixCost(pr=7, module="m", run=run)
+    assert (cost.fixed_median, cost.reverted_error) == (None, "IndexError: row 9 out of range")
 
 
 def test_classify_reports_a_timeout() -> None:
-    run = classify_bench(finished(returncode=None), module="m", prs=())
-    assert (run.kind, run.describe()) == ("timeout", "timeout")
+    run = classify_bench(finished(returncode=None), module="m", pr=7)
+    assert run.kind == "timeout"
     assert run.error == "Timeout: no result within 30 s; the child was killed"
 
 
-def test_classify_refuses_a_child_that_did_not_run_reverted() -> None:
-    run = classify_bench(finished(stdout=result_line(reverted=[])), module="m", prs=(7,))
-    assert run.kind == "failure"
-    assert run.error == "RevertNotInForce: the child reports reverted PRs [], expected [7]"
+KEYS = ("name, timed, unit, median, samples, shape, reverted, pr, reverted_samples, "
+        "reverted_in_force, reverted_error")
 
 
 @pytest.mark.parametrize(
     ("stdout", "message"),
     [
-        ("", "benchmark m: exited 0 but printed nothing; expected one JSON object with name, "
-             "timed, unit, median, samples, shape, reverted"),
+        ("", f"benchmark m: exited 0 but printed nothing; expected one JSON object with {KEYS}"),
         ("12 ms\n", "benchmark m: last output line '12 ms' is not JSON: Extra data: line 1 "
-                    "column 4 (char 3); expected one object with name, timed, unit, median, "
-                    "samples, shape, reverted"),
+                    f"column 4 (char 3); expected one object with {KEYS}"),
         ('{"name": "b"}\n', "benchmark m: result '{\"name\": \"b\"}' lacks timed, unit, median, "
-                            "samples, shape, reverted; expected keys name, timed, unit, median, "
-                            "samples, shape, reverted"),
+                            "samples, shape, reverted, pr, reverted_samples, reverted_in_force, "
+                            f"reverted_error; expected keys {KEYS}"),
         (result_line(median="fast"), "benchmark m: 'median' must be a number, got 'fast'"),
         (result_line(reverted="24856"),
          "benchmark m: 'reverted' must be a list of PR numbers, got '24856'"),
+        (result_line(reverted_samples=[1, "x"]),
+         "benchmark m: 'reverted_samples' must be a list of numbers, got [1, 'x']"),
+        (result_line(pr=None), "benchmark m: 'pr' must be the PR number toggled, got None"),
+        (result_line(reverted_error=3),
+         "benchmark m: 'reverted_error' must be null or a string, got 3"),
     ],
 )
 def test_malformed_results_are_errors_naming_the_module(stdout: str, message: str) -> None:
     with pytest.raises(RunnerError) as caught:
-        classify_bench(finished(stdout=stdout), module="m", prs=())
+        classify_bench(finished(stdout=stdout), module="m", pr=7)
     assert str(caught.value) == message
 
 
-def test_fix_cost_runs_fixed_then_reverted_and_divides(bench_project: FakeProject) -> None:
-    seen: list[str] = []
-    cost = measure_fix_cost(default_registry().get(BENCH_FIX), repeat=3, timeout=60,
-                            on_done=lambda variant, run: seen.append(f"{variant} {run.kind}"))
-    assert seen == ["fixed ok", "reverted ok"]
-    assert (cost.module, cost.measured, cost.ratio) == (BENCH_MODULE, True, 0.5)
-    assert cost.fix_cost_percent == pytest.approx(100.0)
+def test_fix_cost_interleaves_fixed_and_reverted_in_one_child(
+    bench_project: FakeProject,
+) -> None:
+    cost = measure_fix_cost(default_registry().get(BENCH_FIX), repeat=3, timeout=60)
+    assert (cost.module, cost.measured) == (BENCH_MODULE, True)
+    assert (cost.fixed_samples, cost.reverted_samples) == ([2.0] * 3, [1.0, 1.1, 1.2])
+    assert cost.ratio == pytest.approx(0.55)
+    assert cost.ratio_iqr == pytest.approx(0.05)
     assert cost.extras_compared() == {"buffer_bytes": (2048, 1024)}
     record = cost.to_dict()
-    assert record["ratio_reverted_over_fixed"] == 0.5
-    assert record["fixed"]["result"]["reverted"] == []
-    assert record["reverted"]["result"]["reverted"] == [BENCH_FIX]
+    assert (record["ratio_reverted_over_fixed"], record["ratio_iqr"]) == (0.55, 0.05)
+    assert record["run"]["result"]["reverted_in_force"] == [BENCH_FIX]
 
 
-def test_a_reverted_run_that_fails_has_no_ratio(bench_project: FakeProject) -> None:
+def test_a_reverted_sample_that_raises_leaves_the_fixed_median(
+    bench_project: FakeProject,
+) -> None:
     cost = measure_fix_cost(default_registry().get(FAILING_BENCH_FIX), repeat=3, timeout=60)
-    assert (cost.module, cost.fixed.kind, cost.reverted.kind) == (
-        FAILING_BENCH_MODULE, "ok", "failure")
+    assert (cost.module, cost.run.kind, cost.fixed_median) == (FAILING_BENCH_MODULE, "ok", 0.5)
     assert (cost.measured, cost.ratio, cost.fix_cost_percent) == (False, None, None)
-    assert cost.reverted.error == (
+    assert cost.reverted_error == (
         "ValueError: first_half() is 0: the reverted path cannot run here"
     )
 
@@ -158,26 +203,3 @@ def test_every_shipped_fix_names_an_importable_benchmark() -> None:
         27460: "fixes.benchmarks.kv_indices_width_cost",
     }
     assert all(importlib.util.find_spec(str(module)) for module in benches.values())
-
-
-def test_rounds_alternate_the_variants_and_pool_the_samples(bench_project: FakeProject) -> None:
-    seen: list[str] = []
-    cost = measure_fix_cost(default_registry().get(BENCH_FIX), repeat=3, timeout=60, rounds=2,
-                            on_done=lambda variant, run: seen.append(variant))
-    assert seen == ["fixed", "reverted", "fixed", "reverted"]
-    fixed = cost.fixed.result
-    assert fixed is not None
-    assert (fixed["samples"], fixed["median"], fixed["rounds"]) == ([2.0] * 6, 2.0, 2)
-    assert fixed["round_medians"] == [2.0, 2.0]
-    assert cost.ratio == 0.5
-
-
-def test_pooling_keeps_the_first_failure() -> None:
-    ok = classify_bench(finished(stdout=result_line()), module="m", prs=())
-    failed = classify_bench(finished(stderr="KeyError: 'x'\n", returncode=1), module="m",
-                            prs=())
-    assert pooled([ok, failed, ok]) is failed
-    merged = pooled([ok, classify_bench(finished(stdout=result_line(median=3.5, samples=[3.5])),
-                                        module="m", prs=())])
-    assert merged.result is not None
-    assert (merged.median, merged.result["samples"], merged.run.seconds) == (2.5, [1.5, 3.5], 2.0)

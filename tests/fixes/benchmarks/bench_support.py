@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fixes.benchmarks.common import BenchOptions, BenchResult
@@ -26,3 +28,16 @@ def assert_well_formed(result: BenchResult, *, name: str, reverted: list[int]) -
     assert min(result.samples) <= result.median <= max(result.samples)
     assert result.calls_per_sample >= 1
     assert result.reverted == reverted
+
+
+def paired(pr: int) -> BenchOptions:
+    """QUICK, with each sample paired with one taken with `pr` reverted."""
+    return dataclasses.replace(QUICK, pr=pr)
+
+
+def assert_paired(result: BenchResult, *, name: str, pr: int) -> None:
+    """Fixed samples with nothing reverted, each paired with one taken with `pr` in force."""
+    assert_well_formed(result, name=name, reverted=[])
+    assert (result.pr, result.reverted_in_force, result.reverted_error) == (pr, [pr], None)
+    assert len(result.reverted_samples) == len(result.samples)
+    assert all(sample > 0 for sample in result.reverted_samples)

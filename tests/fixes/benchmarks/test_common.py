@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import subprocess
 import sys
@@ -10,14 +12,20 @@ import pytest
 import torch
 from bench_support import clean_env
 
+import fixes.attention.trtllm_mha_backend  # noqa: F401  (PR 21649's target, loaded: patchable)
 from fixes.benchmarks.common import (
     BenchOptions,
+    PairedTiming,
     bench_device,
     make_result,
     shape_of,
-    time_call,
+    time_pair,
 )
 from prtoggle.errors import PrToggleError
+from prtoggle.toggle import active_reverts, is_reverted
+
+TOGGLED_PR = 21649
+CPU = torch.device("cpu")
 
 
 @pytest.fixture(autouse=True)
@@ -25,24 +33,59 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     clean_env(monkeypatch)
 
 
-def test_time_call_warms_up_then_takes_repeat_samples() -> None:
+def test_time_pair_without_a_pr_warms_up_then_takes_repeat_samples() -> None:
     counted: list[int] = []
-    samples, calls = time_call(lambda: counted.append(1), device=torch.device("cpu"),
-                               options=BenchOptions(repeat=3, warmup=2))
-    assert len(samples) == 3
-    assert 1 <= calls <= 1000
-    assert len(counted) == 2 + 1 + 3 * calls  # warm-ups, the calibration call, the samples
+    timing = time_pair(lambda: counted.append(1), device=CPU,
+                       options=BenchOptions(repeat=3, warmup=2))
+    assert (len(timing.fixed), timing.reverted, timing.reverted_error) == (3, [], None)
+    assert 1 <= timing.calls_per_sample <= 1000
+    assert len(counted) == 2 + 1 + 3 * timing.calls_per_sample  # warm-ups, calibration, samples
+
+
+def test_time_pair_interleaves_fixed_and_reverted_samples_abba() -> None:
+    states: list[bool] = []
+    timing = time_pair(lambda: states.append(is_reverted(TOGGLED_PR)), device=CPU,
+                       options=BenchOptions(repeat=3, warmup=1, pr=TOGGLED_PR))
+    calls = timing.calls_per_sample
+    runs = [(state, len(list(group))) for state, group in itertools.groupby(states)]
+    # warm-up fixed + calibration + pair 0 fixed | pair 0 reverted + pair 1 reverted |
+    # pair 1 fixed + pair 2 fixed | pair 2 reverted; the reverted warm-up comes first
+    assert runs == [(False, 1), (True, 1), (False, 1 + calls), (True, 2 * calls),
+                    (False, 2 * calls), (True, calls)]
+    assert (len(timing.fixed), len(timing.reverted)) == (3, 3)
+    assert (timing.reverted_in_force, timing.reverted_error) == ([TOGGLED_PR], None)
+    assert active_reverts() == ()
+
+
+def test_a_reverted_call_that_raises_ends_the_reverted_samples_only() -> None:
+    def call() -> None:
+        if is_reverted(TOGGLED_PR):
+            raise ValueError("reverted path cannot run")
+
+    timing = time_pair(call, device=CPU, options=BenchOptions(repeat=4, warmup=1,
+                                                                pr=TOGGLED_PR))
+    assert (len(timing.fixed), timing.reverted) == (4, [])
+    assert timing.reverted_error == "ValueError: reverted path cannot run"
+    assert active_reverts() == ()
 
 
 def test_make_result_takes_the_median_and_names_dtypes() -> None:
-    result = make_result(name="n", timed="f", samples=[3.0, 1.0, 2.0], calls_per_sample=4,
-                         shape=shape_of(bs=2, dtype=torch.bfloat16), extras={"bytes": 8})
+    timing = PairedTiming(calls_per_sample=4, fixed=[3.0, 1.0, 2.0], reverted=[1.5, 1.0, 2.5],
+                          reverted_in_force=[7])
+    result = make_result(name="n", timed="f", timing=timing, pr=7,
+                         shape=shape_of(bs=2, dtype=torch.bfloat16), extras={"bytes": 8},
+                         reverted_extras={"bytes": 4})
     record = json.loads(result.to_json())
     assert record == {
         "name": "n", "timed": "f", "unit": "ms", "median": 2.0, "samples": [3.0, 1.0, 2.0],
         "shape": {"bs": 2, "dtype": "bfloat16"}, "calls_per_sample": 4, "reverted": [],
-        "extras": {"bytes": 8}, "note": "",
+        "extras": {"bytes": 8}, "note": "", "pr": 7, "reverted_samples": [1.5, 1.0, 2.5],
+        "reverted_in_force": [7], "reverted_error": None, "reverted_extras": {"bytes": 4},
     }
+    assert result.describe().splitlines()[-1] == (
+        "  PR 7 reverted, interleaved: median 1.5 ms per call")
+    failed = dataclasses.replace(result, reverted_samples=[], reverted_error="KeyError: 'x'")
+    assert failed.describe().splitlines()[-1] == "  PR 7 reverted: failed: KeyError: 'x'"
 
 
 def test_bad_options_are_refused_naming_the_value() -> None:
@@ -56,7 +99,7 @@ def test_bad_options_are_refused_naming_the_value() -> None:
 def test_module_entry_prints_one_json_object() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "fixes.benchmarks.draft_decode_capture_cost", "--repeat", "2",
-         "--json"],
+         "--pr", "26521", "--json"],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert completed.returncode == 0, completed.stderr
@@ -64,7 +107,12 @@ def test_module_entry_prints_one_json_object() -> None:
     assert (record["name"], record["unit"], len(record["samples"])) == (
         "draft_decode_capture_cost", "ms", 2)
     assert set(record) == {"name", "timed", "unit", "median", "samples", "shape",
-                           "calls_per_sample", "reverted", "extras", "note"}
+                           "calls_per_sample", "reverted", "extras", "note", "pr",
+                           "reverted_samples", "reverted_in_force", "reverted_error",
+                           "reverted_extras"}
+    assert (record["reverted"], record["pr"], record["reverted_in_force"]) == ([], 26521,
+                                                                                 [26521])
+    assert len(record["reverted_samples"]) == 2
 
 
 def test_module_entry_reports_an_error_as_its_last_line() -> None:

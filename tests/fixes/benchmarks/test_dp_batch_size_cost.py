@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_support import QUICK, assert_well_formed, clean_env
+from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, paired
 
 import prtoggle
 from fixes.benchmarks import dp_batch_size_cost as bench
@@ -27,3 +27,7 @@ def test_reverted_runs_without_failing() -> None:
     with prtoggle.reverted(21649):
         result = bench.measure(QUICK)
     assert_well_formed(result, name="dp_batch_size_cost", reverted=[21649])
+
+
+def test_a_paired_run_times_the_reverted_code_beside_the_fixed() -> None:
+    assert_paired(bench.measure(paired(21649)), name="dp_batch_size_cost", pr=21649)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_support import QUICK, assert_well_formed, clean_env
+from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, paired
 
 import prtoggle
 from fixes.benchmarks import draft_decode_capture_cost as bench
@@ -27,3 +27,7 @@ def test_reverted_runs_without_failing() -> None:
     with prtoggle.reverted(26521):
         result = bench.measure(QUICK)
     assert_well_formed(result, name="draft_decode_capture_cost", reverted=[26521])
+
+
+def test_a_paired_run_times_the_reverted_code_beside_the_fixed() -> None:
+    assert_paired(bench.measure(paired(26521)), name="draft_decode_capture_cost", pr=26521)

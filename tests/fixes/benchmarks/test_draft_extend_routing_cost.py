@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_support import QUICK, assert_well_formed, clean_env
+from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, paired
 
 import prtoggle
 from fixes.attention import trtllm_mha_backend
@@ -82,3 +82,7 @@ def test_on_cuda_both_kernels_agree_on_the_realistic_batch() -> None:
         reverted = state.forward_extend()
     assert torch.isfinite(fixed.float()).all()
     torch.testing.assert_close(reverted.float(), fixed.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_a_paired_run_times_the_reverted_code_beside_the_fixed() -> None:
+    assert_paired(bench.measure(paired(24856)), name="draft_extend_routing_cost", pr=24856)

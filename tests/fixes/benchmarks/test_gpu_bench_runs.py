@@ -1,4 +1,4 @@
-"""GPU: every fix-cost benchmark runs fixed and reverted with --device cuda (realistic shapes)."""
+"""GPU: every fix-cost benchmark runs fixed and reverted, interleaved, with --device cuda."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ def test_prtoggle_bench_all_on_cuda_measures_every_fix() -> None:
     for record in records.values():
         assert record["measured"] is True
         assert record["ratio_reverted_over_fixed"] > 0
-        assert record["fixed"]["result"]["shape"]
-    assert records[24856]["fixed"]["result"]["shape"]["bs"] == 32
+        assert record["ratio_iqr"] >= 0
+        assert record["run"]["result"]["shape"]
+        assert record["run"]["result"]["reverted_in_force"] == [record["pr"]]
+    assert records[24856]["run"]["result"]["shape"]["bs"] == 32
     extras = records[27460]["extras"]["cuda_graph_kv_indices_bytes"]
     assert extras["fixed"] == 4 * extras["reverted"]  # topk 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from bench_support import QUICK, assert_well_formed, clean_env
+from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, paired
 
 import prtoggle
 from fixes.benchmarks import hidden_states_pool_cost as bench
@@ -54,3 +54,7 @@ def test_both_variants_pool_the_same_hidden_states_on_a_graph_batch() -> None:
         pools.append(worker.req_to_hidden_states_pool)
     assert torch.count_nonzero(pools[0]) > 0
     assert torch.equal(pools[0], pools[1])
+
+
+def test_a_paired_run_times_the_reverted_code_beside_the_fixed() -> None:
+    assert_paired(bench.measure(paired(22832)), name="hidden_states_pool_cost", pr=22832)

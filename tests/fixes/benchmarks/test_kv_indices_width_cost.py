@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 
 import pytest
-from bench_support import QUICK, assert_well_formed, clean_env
+from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, paired
 
 import prtoggle
 from fixes.benchmarks import kv_indices_width_cost as bench
@@ -28,6 +28,13 @@ def test_fixed_buffer_is_topk_times_the_reverted_one() -> None:
     assert fixed.extras == {"cuda_graph_kv_indices_bytes": 8192}
     assert reverted.extras == {"cuda_graph_kv_indices_bytes": 4096}
     assert fixed.shape["topk"] == 2
+
+
+def test_a_paired_run_reports_both_buffer_sizes() -> None:
+    result = bench.measure(paired(27460))
+    assert_paired(result, name="kv_indices_width_cost", pr=27460)
+    assert result.extras == {"cuda_graph_kv_indices_bytes": 8192}
+    assert result.reverted_extras == {"cuda_graph_kv_indices_bytes": 4096}
 
 
 def test_a_shape_whose_narrow_rows_overflow_is_refused() -> None:
