@@ -51,7 +51,7 @@ Examples:
 @click.option(
     "--repeat",
     type=click.IntRange(min=1),
-    default=10,
+    default=20,
     show_default=True,
     help="Interleaved fixed/reverted sample pairs per fix, all in one child process.",
 )

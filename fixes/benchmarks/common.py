@@ -39,6 +39,11 @@ SAMPLE_TARGET_SECONDS = {"cpu": 0.01, "cuda": 0.002}
 
 MAX_CALLS_PER_SAMPLE = 1000
 
+SETTLE_CALLS = 8
+"""Untimed calls before each sample (at most the sample's calls), either variant: a revert
+compiles a fresh code object each time, which CPython must re-warm (specialise) before it
+runs at speed; the fixed variant gets the same, and the device is busy when timing starts."""
+
 CPU_THREADS = 1
 """torch intra-op threads on CPU: one, so that a busy machine stalls the runs less unevenly."""
 
@@ -127,7 +132,8 @@ def time_pair(
     """`options.repeat` samples of `call`; with `options.pr`, each paired with a reverted one.
 
     Both variants are warmed up first (JIT of both code paths); the calls per sample are
-    chosen so that a sample lasts about SAMPLE_TARGET_SECONDS. Pair i runs fixed then
+    chosen so that a sample lasts about SAMPLE_TARGET_SECONDS, and one untimed sample of
+    each variant runs before the timed pairs. Pair i runs fixed then
     reverted for even i, reverted then fixed for odd i (ABBA: drift cancels). The revert
     is applied and undone between samples, outside the timed region. A reverted call that
     raises ends the reverted samples (its error is kept); the fixed samples go on.
@@ -140,11 +146,13 @@ def time_pair(
     first = _seconds(call, device=device, calls=1)
     target = SAMPLE_TARGET_SECONDS[device.type]
     calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target / max(first, 1e-9))))
+    _seconds(call, device=device, calls=calls)  # one untimed sample each way: caches, clocks
+    pairing.warm_up(call, times=calls)
     fixed: list[float] = []
     for index in range(options.repeat):
         if index % 2 == 1:
             pairing.sample(call, calls=calls)
-        fixed.append(1000.0 * _seconds(call, device=device, calls=calls) / calls)
+        fixed.append(1000.0 * _seconds(call, device=device, calls=calls, settle=True) / calls)
         if index % 2 == 0:
             pairing.sample(call, calls=calls)
     return PairedTiming(calls_per_sample=calls, fixed=fixed, reverted=pairing.samples,
@@ -209,7 +217,12 @@ def shape_of(**values: Any) -> dict[str, ShapeValue]:
             for key, value in values.items()}
 
 
-def _seconds(call: Callable[[], object], *, device: torch.device, calls: int) -> float:
+def _seconds(
+    call: Callable[[], object], *, device: torch.device, calls: int, settle: bool = False
+) -> float:
+    """Seconds for `calls` calls; with `settle`, min(calls, SETTLE_CALLS) untimed ones first."""
+    for _ in range(min(calls, SETTLE_CALLS) if settle else 0):
+        call()
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
@@ -236,11 +249,13 @@ class _Pairing:
     seen_in_force: list[set[int]] = field(default_factory=list)
 
     def warm_up(self, call: Callable[[], object], *, times: int) -> None:
-        for _ in range(times):
-            self._reverted(call)
+        """`times` reverted calls under one revert (none if `times` is 0)."""
+        if times > 0:
+            self._reverted(lambda: [call() for _ in range(times)])
 
     def sample(self, call: Callable[[], object], *, calls: int) -> None:
-        seconds = self._reverted(lambda: _seconds(call, device=self.device, calls=calls))
+        seconds = self._reverted(
+            lambda: _seconds(call, device=self.device, calls=calls, settle=True))
         if seconds is not None:
             self.samples.append(1000.0 * seconds / calls)
 

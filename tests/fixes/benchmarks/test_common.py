@@ -14,6 +14,7 @@ from bench_support import clean_env
 
 import fixes.attention.trtllm_mha_backend  # noqa: F401  (PR 21649's target, loaded: patchable)
 from fixes.benchmarks.common import (
+    SETTLE_CALLS,
     BenchOptions,
     PairedTiming,
     bench_device,
@@ -39,7 +40,9 @@ def test_time_pair_without_a_pr_warms_up_then_takes_repeat_samples() -> None:
                        options=BenchOptions(repeat=3, warmup=2))
     assert (len(timing.fixed), timing.reverted, timing.reverted_error) == (3, [], None)
     assert 1 <= timing.calls_per_sample <= 1000
-    assert len(counted) == 2 + 1 + 3 * timing.calls_per_sample  # warm-ups, calibration, samples
+    calls = timing.calls_per_sample
+    # warm-ups, calibration, the untimed sample, the samples (each settled first)
+    assert len(counted) == 2 + 1 + calls + 3 * (min(calls, SETTLE_CALLS) + calls)
 
 
 def test_time_pair_interleaves_fixed_and_reverted_samples_abba() -> None:
@@ -48,10 +51,12 @@ def test_time_pair_interleaves_fixed_and_reverted_samples_abba() -> None:
                        options=BenchOptions(repeat=3, warmup=1, pr=TOGGLED_PR))
     calls = timing.calls_per_sample
     runs = [(state, len(list(group))) for state, group in itertools.groupby(states)]
-    # warm-up fixed + calibration + pair 0 fixed | pair 0 reverted + pair 1 reverted |
-    # pair 1 fixed + pair 2 fixed | pair 2 reverted; the reverted warm-up comes first
-    assert runs == [(False, 1), (True, 1), (False, 1 + calls), (True, 2 * calls),
-                    (False, 2 * calls), (True, calls)]
+    # warm-ups: fixed 1, reverted 1; calibration call + untimed fixed sample; untimed
+    # reverted sample; then pair 0 fixed | pair 0 reverted + pair 1 reverted |
+    # pair 1 fixed + pair 2 fixed | pair 2 reverted; each timed sample settles first
+    sample = min(calls, SETTLE_CALLS) + calls
+    assert runs == [(False, 1), (True, 1), (False, 1 + calls), (True, calls), (False, sample),
+                    (True, 2 * sample), (False, 2 * sample), (True, sample)]
     assert (len(timing.fixed), len(timing.reverted)) == (3, 3)
     assert (timing.reverted_in_force, timing.reverted_error) == ([TOGGLED_PR], None)
     assert active_reverts() == ()
