@@ -28,6 +28,7 @@ class TritonBlockConfig:
     context_num_warps: int | None = None
     context_num_stages: int | None = None
     context_pack_max_q_len: int | None = None  # None = 16: shorter windows use packed tiles
+    context_heads_fastest: bool | None = None  # None = True for windows <= 2048 rows
 
 
 def triton_decode(
@@ -89,7 +90,11 @@ def triton_context(
                               softmax_scale=softmax_scale, out=out, config=config)
     block_m, block_n, num_warps, num_stages = _context_launch(config, query,
                                                               max_q_len=max_q_len)
-    grid = (triton.cdiv(max_q_len, block_m), batch_size, num_heads)
+    heads_fastest = (max_q_len <= _SHORT_Q if config.context_heads_fastest is None
+                     else config.context_heads_fastest)
+    num_blocks = triton.cdiv(max_q_len, block_m)
+    grid = ((num_heads, num_blocks, batch_size) if heads_fastest
+            else (num_blocks, batch_size, num_heads))
     _context_kernel[grid](
         query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out,
         softmax_scale * _LOG2E, max_q_len,
@@ -97,8 +102,9 @@ def triton_context(
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         block_tables.stride(0), out.stride(0), out.stride(1),
         GROUP=num_heads // k_cache.shape[2], HEAD_DIM=query.shape[2], PAGE_SIZE=k_cache.shape[1],
-        BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=_dot_precision(query.dtype),
-        UPCAST_DOT=_upcast_dot(query), num_warps=num_warps, num_stages=num_stages,
+        BLOCK_M=block_m, BLOCK_N=block_n, HEADS_FASTEST=heads_fastest,
+        PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
+        num_warps=num_warps, num_stages=num_stages,
     )
     return out
 
@@ -256,12 +262,22 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
     stride_bt, stride_or, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_FASTEST: tl.constexpr,
+    PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
 ):
-    block = tl.num_programs(0) - 1 - tl.program_id(0)  # longest causal blocks first
-    request = tl.program_id(1)
-    head = tl.program_id(2)
+    """HEADS_FASTEST: grid (head, block, request): launch order walks all heads of a query
+    block (a GQA group reads the same K/V tiles at once), then the request's blocks from the
+    longest causal one down, then requests, so one request's K/V stays in L2 while its
+    programs run and the grid ends on short blocks. Otherwise grid (block, request, head),
+    longest causal block of each (request, head) first."""
+    if HEADS_FASTEST:
+        head = tl.program_id(0)
+        block = tl.num_programs(1) - 1 - tl.program_id(1)
+        request = tl.program_id(2)
+    else:
+        block = tl.num_programs(0) - 1 - tl.program_id(0)
+        request = tl.program_id(1)
+        head = tl.program_id(2)
     q_start = tl.load(CumSeqLensQ + request)
     q_len = tl.load(CumSeqLensQ + request + 1) - q_start
     kv_len = tl.load(SeqLens + request)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,6 +164,28 @@ def test_triton_context_with_several_query_tiles_per_request() -> None:
 
 
 @interpreted
+@pytest.mark.parametrize("heads_fastest", [True, False], ids=["heads-fastest", "blocks-fastest"])
+def test_both_context_grid_orders_match_dense_attention_with_nan_and_skipped_rows(
+        heads_fastest: bool) -> None:
+    # GQA group 2; request 0: 3 query tiles, rows 0-1 see no key; request 1: rows 40-43
+    # are past max_q_len (left as zeros); request 2: no query row
+    batch = make_batch(q_lens=[36, 44, 0], kv_lens=[34, 50, 7], num_heads=4, num_kv_heads=2,
+                       head_dim=16, page_size=4, dtype=torch.float32, seed=17)
+    config = TritonBlockConfig(context_block_m=16, context_block_n=16,
+                               context_heads_fastest=heads_fastest)
+    result = triton_context(
+        query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
+        block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=40,
+        max_kv_len=50, softmax_scale=batch.softmax_scale, batch_size=3,
+        cum_seq_lens_q=batch.cum_seq_lens_q, out=torch.zeros_like(batch.query), config=config)
+    expected = naive_attention(batch)
+    assert torch.isnan(result[0:2]).all()
+    assert not torch.isnan(result[2:]).any()
+    assert_matches(result[:76], expected[:76], rel=1e-5)
+    assert torch.equal(result[76:], torch.zeros_like(result[76:]))
+
+
+@interpreted
 def test_public_api_runs_the_triton_provider_on_cpu() -> None:
     from fixes.kernels.trtllm_fmha import (
         trtllm_batch_context_with_kv_cache,
@@ -314,14 +339,16 @@ def test_triton_decode_on_cuda_gives_nan_for_an_empty_range(splits: int) -> None
 @CUDA
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("page_size", [1, 16])
-def test_triton_context_on_cuda_matches_the_reference(page_size: int,
+@pytest.mark.parametrize("heads_fastest", [None, False], ids=["default-order", "blocks-fastest"])
+def test_triton_context_on_cuda_matches_the_reference(heads_fastest: bool | None,
+                                                      page_size: int,
                                                       dtype: torch.dtype) -> None:
     batch = make_batch(q_lens=[5, 1, 300, 130], kv_lens=[5, 9, 700, 130], num_heads=8,
                        num_kv_heads=2, head_dim=128, page_size=page_size, dtype=dtype,
                        seed=9, device="cuda")
     from fixes.kernels.trtllm_fmha_reference import context_reference
 
-    result = run_context(batch, config=TritonBlockConfig())
+    result = run_context(batch, config=TritonBlockConfig(context_heads_fastest=heads_fastest))
     expected = context_reference(
         query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
         block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=300,
@@ -351,3 +378,42 @@ def test_packed_context_on_cuda_matches_the_reference(splits: int | None,
     expected = context_reference(**common, out=torch.zeros_like(batch.query))
     assert not torch.isnan(result).any()
     assert_matches(result, expected.double().cpu(), rel=1e-4 if dtype == torch.float32 else 2e-2)
+
+
+_SM90_CONTEXT_COMPILE = r"""
+import os, re, subprocess, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from fixes.kernels import trtllm_fmha_triton as kernels
+
+names = ["Q", "K", "V", "BlockTables", "SeqLens", "CumSeqLensQ", "Out", "scale_log2",
+         "max_q_len", "stride_qr", "stride_qh", "stride_kp", "stride_ks", "stride_kh",
+         "stride_vp", "stride_vs", "stride_vh", "stride_bt", "stride_or", "stride_oh"]
+types = ["*bf16"] * 3 + ["*i32"] * 3 + ["*bf16", "fp32"] + ["i32"] * 12
+const = dict(GROUP=4, HEAD_DIM=128, PAGE_SIZE=16, BLOCK_M=64, BLOCK_N=64, HEADS_FASTEST=True,
+             PRECISION="tf32", UPCAST_DOT=False)  # the <= 2048-row default for bf16 D 128
+signature = dict(zip(names, types), **{name: "constexpr" for name in const})
+attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(names)) if names[i] != "scale_log2"}
+source = ASTSource(fn=kernels._context_kernel, signature=signature, constexprs=const,
+                   attrs=attrs)
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": 4, "num_stages": 3})
+with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as cubin:
+    cubin.write(compiled.asm["cubin"])
+tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+usage = subprocess.run([tool, "--dump-resource-usage", cubin.name], capture_output=True,
+                       text=True, check=True).stdout
+print(re.search(r"STACK:\d+", usage).group(0), compiled.metadata.shared <= 114 * 1024)
+"""
+
+
+@pytest.mark.slow
+def test_short_window_context_tile_compiles_for_sm90_without_spills_two_per_sm(
+        tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    result = subprocess.run([sys.executable, "-c", _SM90_CONTEXT_COMPILE], capture_output=True,
+                            text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "STACK:0 True\n"  # no spills; two programs fit 228 KiB smem
