@@ -447,14 +447,17 @@ def _context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
                     max_q_len: int) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel: 128-row tiles for
     long windows (8 warps, 184 regs: one program per SM); 64-row tiles and 4 warps up to
-    _SHORT_Q rows (228 regs, 81 KiB smem: two independent programs per SM, half the causal
+    _SHORT_Q rows with 2 stages (two independent programs per SM, half the causal
     diagonal per tile). Register counts from an sm_90 compile (bf16, D 128)."""
     if not query.is_cuda:
         return config.context_block_m or 16, config.context_block_n or 16, 4, 1
     row_bytes = query.shape[2] * query.element_size()
     wide = row_bytes <= 256  # bf16/fp16 up to D=128
-    block_m = config.context_block_m or (128 if wide and max_q_len > _SHORT_Q else 64)
-    stages = config.context_num_stages or (3 if wide else 2)
+    short = max_q_len <= _SHORT_Q
+    block_m = config.context_block_m or (128 if wide and not short else 64)
+    # 2 stages for short windows: best of a 26-config H100 sweep at 16x1k and 64x1k
+    # (0.534 vs 0.571 ms, 2.105 vs 2.230 ms with 3 stages; see BENCHMARKS.md).
+    stages = config.context_num_stages or (3 if wide and not short else 2)
     kv_budget = _SMEM_BUDGET + 32 * 1024 - block_m * row_bytes  # what the Q tile leaves
     fitting = _pow2_floor(max(kv_budget, 0) // (2 * stages * row_bytes))
     block_n = config.context_block_n or max(16, min(64, fitting))

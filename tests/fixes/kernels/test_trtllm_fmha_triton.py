@@ -398,7 +398,7 @@ attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(names)) if names[i] 
 source = ASTSource(fn=kernels._context_kernel, signature=signature, constexprs=const,
                    attrs=attrs)
 compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": 4, "num_stages": 3})
+                          options={"num_warps": 4, "num_stages": 2})
 with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as cubin:
     cubin.write(compiled.asm["cubin"])
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
