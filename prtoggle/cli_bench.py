@@ -12,9 +12,9 @@ from prtoggle.cli_support import (
     EXIT_NEGATIVE,
     echo_json,
     format_table,
-    join_prs,
     json_option,
     load_default_registry,
+    select_fixes_having,
 )
 
 if TYPE_CHECKING:
@@ -93,24 +93,7 @@ def bench_command(
 
 
 def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
-    with_bench = [registry.fixes[pr] for pr in registry.prs() if registry.fixes[pr].bench]
-    choices = join_prs(fix.pr for fix in with_bench)
-    if run_all and prs:
-        raise click.UsageError("give PR numbers or --all, not both")
-    if run_all:
-        if not with_bench:
-            raise click.UsageError("no registered fix has a benchmark (`bench:` in its YAML)")
-        return with_bench
-    if not prs:
-        raise click.UsageError(f"expected PR numbers or --all; fixes with a benchmark: {choices}")
-    fixes = [registry.get(pr) for pr in dict.fromkeys(prs)]
-    for fix in fixes:
-        if not fix.bench:
-            raise click.UsageError(
-                f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path}); "
-                f"fixes with a benchmark: {choices}"
-            )
-    return fixes
+    return select_fixes_having(registry, prs, run_all=run_all, key="bench", what="benchmark")
 
 
 def _print_table(costs: Sequence[FixCost], *, device: str, pairs: int) -> None:

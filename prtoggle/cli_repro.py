@@ -14,9 +14,9 @@ from prtoggle.cli_support import (
     EXIT_NEGATIVE,
     echo_json,
     format_table,
-    join_prs,
     json_option,
     load_default_registry,
+    select_fixes_having,
 )
 
 if TYPE_CHECKING:
@@ -140,24 +140,7 @@ def run_repros(
 
 
 def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
-    with_repro = [registry.fixes[pr] for pr in registry.prs() if registry.fixes[pr].repro]
-    choices = join_prs(fix.pr for fix in with_repro)
-    if run_all and prs:
-        raise click.UsageError("give PR numbers or --all, not both")
-    if run_all:
-        if not with_repro:
-            raise click.UsageError("no registered fix has a repro scenario")
-        return with_repro
-    if not prs:
-        raise click.UsageError(f"expected PR numbers or --all; fixes with a repro: {choices}")
-    fixes = [registry.get(pr) for pr in dict.fromkeys(prs)]
-    for fix in fixes:
-        if not fix.repro:
-            raise click.UsageError(
-                f"PR {fix.pr} has no repro scenario (no `repro:` in {fix.path}); "
-                f"fixes with a repro: {choices}"
-            )
-    return fixes
+    return select_fixes_having(registry, prs, run_all=run_all, key="repro", what="repro scenario")
 
 
 def _print_progress(fix: Fix, variant: str, result: ScenarioResult) -> None:

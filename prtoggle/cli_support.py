@@ -111,6 +111,30 @@ def check_without_import(registry: Registry, fixes: Iterable[Fix]) -> dict[int, 
     return results
 
 
+
+def select_fixes_having(
+    registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
+) -> list[Fix]:
+    """The fixes named by PRS or --all, each of which must set YAML key `key` (`what`)."""
+    having = [registry.fixes[pr] for pr in registry.prs() if getattr(registry.fixes[pr], key)]
+    choices = join_prs(fix.pr for fix in having)
+    if run_all and prs:
+        raise click.UsageError("give PR numbers or --all, not both")
+    if run_all:
+        if not having:
+            raise click.UsageError(f"no registered fix has a {what} (`{key}:` in its YAML)")
+        return having
+    if not prs:
+        raise click.UsageError(f"expected PR numbers or --all; fixes with a {what}: {choices}")
+    fixes = [registry.get(pr) for pr in dict.fromkeys(prs)]
+    for fix in fixes:
+        if not getattr(fix, key):
+            raise click.UsageError(
+                f"PR {fix.pr} has no {what} (no `{key}:` in {fix.path}); "
+                f"fixes with a {what}: {choices}"
+            )
+    return fixes
+
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 

@@ -108,7 +108,7 @@ def test_a_revert_that_changes_nothing_is_not_reproduced(fake_project: FakeProje
 def test_repro_needs_prs_or_all(fake_project: FakeProject) -> None:
     result = repro()
     assert result.exit_code == 2
-    assert f"Error: expected PR numbers or --all; fixes with a repro: {ANSWER_FIX}" in (
+    assert f"Error: expected PR numbers or --all; fixes with a repro scenario: {ANSWER_FIX}" in (
         result.stderr
     )
 
