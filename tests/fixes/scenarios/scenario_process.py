@@ -1,4 +1,4 @@
-"""Helpers for scenario tests: a clean detection state, and a scenario run as `python -m`."""
+"""Helpers for scenario tests: a clean detection state, reverted runs, `python -m` runs."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import prtoggle
+from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, failure_from_exception
 from prtoggle.detect import clock, config, poison, witness
 from prtoggle.registry import load_registry
 
@@ -19,6 +22,7 @@ DETECTION_ENV = {
     config.OOB_DETECTION_ENV: "1",
     config.POISON_ENV: "1",
 }
+DETECTION_VARIABLES = tuple(DETECTION_ENV)
 SCENARIO_TIMEOUT_S = 300
 
 
@@ -28,8 +32,32 @@ def isolate_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
     monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
-    for name in (*DETECTION_ENV, config.MODE_ENV, "SGLANG_DEBUG_REVERT_PR"):
+    clear_detection_env(monkeypatch)
+
+
+def clear_detection_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset every detection variable, the revert variable and the detection mode."""
+    for name in (*DETECTION_VARIABLES, "SGLANG_DEBUG_REVERT_PR", config.MODE_ENV):
         monkeypatch.delenv(name, raising=False)
+
+
+def run_reverted(run: Callable[[ScenarioOptions], ScenarioOutcome],
+                 pr: int) -> ScenarioOutcome:
+    """`run(ScenarioOptions())` with fix `pr` reverted; a raised failure becomes its outcome."""
+    with prtoggle.reverted(pr):
+        try:
+            return run(ScenarioOptions())
+        except Exception as exc:  # a scenario may raise its failure
+            return failure_from_exception(exc)
+
+
+def run_child(module: str, env: dict[str, str],
+              *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m module args` with `env` over this process's env minus detection variables."""
+    full_env = {k: v for k, v in os.environ.items() if k not in DETECTION_VARIABLES}
+    return subprocess.run([sys.executable, "-m", module, *args], env={**full_env, **env},
+                          capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S,
+                          check=False)
 
 
 def detection_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,44 +2,33 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
-
-import prtoggle
-from fixes.scenarios.common import (
-    OUTCOME_PREFIX,
-    ScenarioOptions,
-    ScenarioOutcome,
-    failure_from_exception,
+from scenario_process import (
+    DETECTION_VARIABLES,
+    clear_detection_env,
+    detection_on,
+    run_child,
+    run_reverted,
 )
+
+from fixes.scenarios.common import OUTCOME_PREFIX, ScenarioOptions, ScenarioOutcome
 from fixes.scenarios.eagle_hidden_states_pool import run
 from prtoggle import detect
 from prtoggle.registry import default_registry
 
 PR = 22832
 MODULE = "fixes.scenarios.eagle_hidden_states_pool"
-DETECTION = ("SGLANG_SPEC_NAN_DETECTION", "SGLANG_SPEC_OOB_DETECTION", "SGLANG_DEBUG_POISON")
 
 
 @pytest.fixture(autouse=True)
 def no_detection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in (*DETECTION, "SGLANG_DEBUG_REVERT_PR", "PRTOGGLE_DETECT_MODE"):
-        monkeypatch.delenv(name, raising=False)
+    clear_detection_env(monkeypatch)
     yield
     detect.reset()
-
-
-def run_reverted() -> ScenarioOutcome:
-    with prtoggle.reverted(PR):
-        try:
-            return run(ScenarioOptions())
-        except Exception as exc:  # a scenario may raise its failure
-            return failure_from_exception(exc)
 
 
 def test_fixed_run_is_clean_and_matches_the_reference() -> None:
@@ -51,13 +40,12 @@ def test_fixed_run_is_clean_and_matches_the_reference() -> None:
 
 
 def test_fixed_run_is_clean_with_every_detector_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in DETECTION:
-        monkeypatch.setenv(name, "1")
+    detection_on(monkeypatch)
     assert run(ScenarioOptions()).outcome == "clean"
 
 
 def test_reverted_without_detection_fails_reading_past_the_graph_buffer() -> None:
-    assert run_reverted() == ScenarioOutcome(
+    assert run_reverted(run, PR) == ScenarioOutcome(
         outcome="failure", error="IndexError", site=None,
         message="assign_hidden_states_pool: reads 4 entries of req_pool_indices, whose "
         "allocation holds 2 (tensor length 2); the real kernel would read unowned memory",
@@ -67,9 +55,8 @@ def test_reverted_without_detection_fails_reading_past_the_graph_buffer() -> Non
 def test_reverted_with_detection_names_the_req_pool_indices_length(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in DETECTION:
-        monkeypatch.setenv(name, "1")
-    outcome = run_reverted()
+    detection_on(monkeypatch)
+    outcome = run_reverted(run, PR)
     assert (outcome.error, outcome.site) == (
         "OOBDetected", "multi_layer_eagle.assign_hidden_states_pool.req_pool_indices.len"
     )
@@ -80,7 +67,7 @@ def test_reverted_with_poisoning_only_reads_redzone_bytes_as_pool_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SGLANG_DEBUG_POISON", "1")
-    outcome = run_reverted()
+    outcome = run_reverted(run, PR)
     assert outcome.error == "IndexError"
     assert outcome.message.startswith("assign_hidden_states_pool: pool row ")
     assert outcome.message.endswith(
@@ -89,13 +76,11 @@ def test_reverted_with_poisoning_only_reads_redzone_bytes_as_pool_rows(
 
 
 def child(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k not in DETECTION}
-    return subprocess.run([sys.executable, "-m", MODULE, *args], env={**full_env, **env},
-                          capture_output=True, text=True, timeout=300, check=False)
+    return run_child(MODULE, env, *args)
 
 
 def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
-    result = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION, "1")})
+    result = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")})
     assert result.returncode == 1
     expect = default_registry().get(PR).expect
     assert expect is not None
@@ -107,7 +92,7 @@ def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
 def test_on_cuda_fixed_is_clean_and_reverted_matches_the_expect() -> None:
     fixed = child({}, "--device", "cuda")
     assert fixed.returncode == 0, fixed.stderr[-2000:]
-    reverted = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION, "1")},
+    reverted = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")},
                      "--device", "cuda")
     assert reverted.returncode == 1
     expect = default_registry().get(PR).expect

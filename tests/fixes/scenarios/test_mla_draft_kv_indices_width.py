@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
-
-import prtoggle
-from fixes.scenarios.common import (
-    OUTCOME_PREFIX,
-    ScenarioOptions,
-    ScenarioOutcome,
-    failure_from_exception,
+from scenario_process import (
+    DETECTION_VARIABLES,
+    clear_detection_env,
+    detection_on,
+    run_child,
+    run_reverted,
 )
+
+from fixes.scenarios.common import OUTCOME_PREFIX, ScenarioOptions, ScenarioOutcome
 from fixes.scenarios.mla_draft_kv_indices_width import run
 from prtoggle import detect
 from prtoggle.errors import PrToggleError
@@ -24,23 +23,13 @@ from prtoggle.registry import default_registry
 
 PR = 27460
 MODULE = "fixes.scenarios.mla_draft_kv_indices_width"
-DETECTION = ("SGLANG_SPEC_NAN_DETECTION", "SGLANG_SPEC_OOB_DETECTION", "SGLANG_DEBUG_POISON")
 
 
 @pytest.fixture(autouse=True)
 def no_detection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in (*DETECTION, "SGLANG_DEBUG_REVERT_PR", "PRTOGGLE_DETECT_MODE"):
-        monkeypatch.delenv(name, raising=False)
+    clear_detection_env(monkeypatch)
     yield
     detect.reset()
-
-
-def run_reverted() -> ScenarioOutcome:
-    with prtoggle.reverted(PR):
-        try:
-            return run(ScenarioOptions())
-        except Exception as exc:  # a scenario may raise its failure
-            return failure_from_exception(exc)
 
 
 def test_fixed_run_is_clean_and_matches_eager() -> None:
@@ -51,13 +40,12 @@ def test_fixed_run_is_clean_and_matches_eager() -> None:
 
 
 def test_fixed_run_is_clean_with_every_detector_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in DETECTION:
-        monkeypatch.setenv(name, "1")
+    detection_on(monkeypatch)
     assert run(ScenarioOptions()).outcome == "clean"
 
 
 def test_reverted_without_detection_fails_writing_past_the_buffer() -> None:
-    outcome = run_reverted()
+    outcome = run_reverted(run, PR)
     assert outcome.error == "IndexError"
     assert outcome.message == (
         "generate_draft_decode_kv_indices: step 3 writes kv_indices entries up to flat offset "
@@ -69,9 +57,8 @@ def test_reverted_without_detection_fails_writing_past_the_buffer() -> None:
 def test_reverted_with_detection_names_the_first_overflowing_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in DETECTION:
-        monkeypatch.setenv(name, "1")
-    outcome = run_reverted()
+    detection_on(monkeypatch)
+    outcome = run_reverted(run, PR)
     assert (outcome.error, outcome.site) == (
         "OOBDetected", "flashinfer_mla.draft_kv_indices[step=1].row_width"
     )
@@ -82,7 +69,7 @@ def test_reverted_with_poisoning_only_reports_the_redzone_overwrite(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SGLANG_DEBUG_POISON", "1")
-    outcome = run_reverted()
+    outcome = run_reverted(run, PR)
     assert outcome.error == "RedzoneViolation"
     assert "redzone of buffer flashinfer_mla.cuda_graph_kv_indices: 40 bytes overwritten" in (
         outcome.message
@@ -94,20 +81,18 @@ def test_reverted_spill_into_the_next_row_gives_wrong_attention(
 ) -> None:
     monkeypatch.setenv("SGLANG_DEBUG_POISON", "1")
     monkeypatch.setenv("PRTOGGLE_DETECT_MODE", "record")  # let the run reach the comparison
-    outcome = run_reverted()
+    outcome = run_reverted(run, PR)
     assert (outcome.error, outcome.site) == (
         "MismatchWithReference", "flashinfer_mla.draft_decode[step=1].output"
     )
 
 
 def child(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k not in DETECTION}
-    return subprocess.run([sys.executable, "-m", MODULE, *args], env={**full_env, **env},
-                          capture_output=True, text=True, timeout=300, check=False)
+    return run_child(MODULE, env, *args)
 
 
 def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
-    result = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION, "1")})
+    result = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")})
     assert result.returncode == 1
     expect = default_registry().get(PR).expect
     assert expect is not None
@@ -120,7 +105,7 @@ def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
 def test_on_cuda_fixed_is_clean_and_reverted_matches_the_expect(provider: str) -> None:
     fixed = child({}, "--device", "cuda", "--provider", provider)
     assert fixed.returncode == 0, fixed.stderr[-2000:]
-    reverted = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION, "1")},
+    reverted = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")},
                      "--device", "cuda", "--provider", provider)
     assert reverted.returncode == 1
     expect = default_registry().get(PR).expect
