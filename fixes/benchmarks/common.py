@@ -29,6 +29,7 @@ __all__ = [
     "run_bench_main",
     "shape_of",
     "time_pair",
+    "torch_or_triton_provider",
 ]
 
 ShapeValue = int | float | str | list[int]
@@ -124,6 +125,19 @@ def bench_device(options: BenchOptions) -> torch.device:
         raise PrToggleError(f"benchmark repeat must be >= 1 and warmup >= 0, got repeat "
                             f"{options.repeat} and warmup {options.warmup}")
     return torch.device(options.device)
+
+
+def torch_or_triton_provider(options: BenchOptions, *, bench: str, note: str = "") -> str:
+    """`options.provider` checked to be torch or triton; None = torch on CPU, triton on CUDA.
+    `note` follows the expected choices in the error (e.g. what the provider drives)."""
+    if options.provider is None:
+        return "torch" if options.device == "cpu" else "triton"
+    if options.provider not in ("torch", "triton"):
+        raise PrToggleError(
+            f"{bench}: --provider {options.provider!r} is not supported: "
+            f"expected torch or triton{note}"
+        )
+    return options.provider
 
 
 def time_pair(

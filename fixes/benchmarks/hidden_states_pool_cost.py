@@ -15,6 +15,7 @@ from fixes.benchmarks.common import (
     run_bench_main,
     shape_of,
     time_pair,
+    torch_or_triton_provider,
 )
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
@@ -53,7 +54,7 @@ def measure(options: BenchOptions) -> BenchResult:
     """Time `_draft_extend_for_decode` on a batch the captured draft-extend graphs run."""
     device = bench_device(options)
     shape = CUDA_SHAPE if device.type == "cuda" else CPU_SHAPE
-    provider = _hidden_states_provider(options)
+    provider = torch_or_triton_provider(options, bench="hidden_states_pool_cost")
     models = draft_models(num_steps=shape.num_steps, hidden_size=shape.hidden_size,
                           vocab_size=shape.vocab_size, seed=22832, device=device)
     runner = build_draft_extend_graph_runner(
@@ -112,17 +113,6 @@ def _batch(shape: EagleShape, *, device: torch.device) -> tuple[ForwardBatch, Ve
         ),
     )
     return forward_batch, verify
-
-
-def _hidden_states_provider(options: BenchOptions) -> str:
-    if options.provider is None:
-        return "torch" if options.device == "cpu" else "triton"
-    if options.provider not in ("torch", "triton"):
-        raise PrToggleError(
-            f"hidden_states_pool_cost: --provider {options.provider!r} is not supported: "
-            "expected torch or triton"
-        )
-    return options.provider
 
 
 if __name__ == "__main__":

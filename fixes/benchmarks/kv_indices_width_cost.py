@@ -17,6 +17,7 @@ from fixes.benchmarks.common import (
     run_bench_main,
     shape_of,
     time_pair,
+    torch_or_triton_provider,
 )
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.draft_kv_indices import draft_kv_indices_row_len
@@ -58,7 +59,11 @@ def measure(options: BenchOptions) -> BenchResult:
     device = bench_device(options)
     shape = CUDA_SHAPE if device.type == "cuda" else CPU_SHAPE
     _require_narrow_rows_fit(shape)
-    backend, rows = _build_backend(shape, device=device, provider=_kv_indices_provider(options))
+    provider = torch_or_triton_provider(
+        options, bench="kv_indices_width_cost",
+        note=" (the kv_indices kernel; attention is not timed)",
+    )
+    backend, rows = _build_backend(shape, device=device, provider=provider)
     backend.init_cuda_graph_state(shape.bs, shape.bs * shape.topk)
     buffer = backend.cuda_graph_kv_indices
     if buffer is None:
@@ -149,17 +154,6 @@ def _draft_batch(
         token_to_kv_pool=backend.kv_pool,
         spec_info=DraftDecodeInput(topk=shape.topk, num_steps=shape.num_steps),
     )
-
-
-def _kv_indices_provider(options: BenchOptions) -> str:
-    if options.provider is None:
-        return "torch" if options.device == "cpu" else "triton"
-    if options.provider not in ("torch", "triton"):
-        raise PrToggleError(
-            f"kv_indices_width_cost: --provider {options.provider!r} is not supported: "
-            "expected torch or triton (the kv_indices kernel; attention is not timed)"
-        )
-    return options.provider
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from fixes.benchmarks.common import (
     make_result,
     shape_of,
     time_pair,
+    torch_or_triton_provider,
 )
 from prtoggle.errors import PrToggleError
 from prtoggle.toggle import active_reverts, is_reverted
@@ -129,4 +130,20 @@ def test_module_entry_reports_an_error_as_its_last_line() -> None:
     assert completed.stderr.splitlines()[-1] == (
         "PrToggleError: kv_indices_width_cost: --provider 'nope' is not supported: expected "
         "torch or triton (the kv_indices kernel; attention is not timed)"
+    )
+
+
+def test_provider_defaults_to_torch_on_cpu_and_triton_on_cuda() -> None:
+    assert torch_or_triton_provider(BenchOptions(device="cpu"), bench="b") == "torch"
+    assert torch_or_triton_provider(BenchOptions(device="cuda"), bench="b") == "triton"
+    assert torch_or_triton_provider(BenchOptions(provider="triton"), bench="b") == "triton"
+
+
+def test_unsupported_provider_names_the_bench_the_choices_and_the_note() -> None:
+    with pytest.raises(PrToggleError) as info:
+        torch_or_triton_provider(BenchOptions(provider="flashinfer"), bench="demo_cost",
+                                 note=" (the demo kernel)")
+    assert str(info.value) == (
+        "demo_cost: --provider 'flashinfer' is not supported: expected torch or triton "
+        "(the demo kernel)"
     )
