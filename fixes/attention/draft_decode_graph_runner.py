@@ -102,10 +102,11 @@ class DraftDecodeGraphRunner:
                 f"{sorted(self.graphs)} (call capture() first; check can_run(bs))"
             )
         self._load_static(step_batches, real_bs=real_bs, graph_bs=graph_bs)
-        seq_lens = self._static.seq_lens[:graph_bs]
+        seq_lens_cpu = torch.full((graph_bs,), SEQ_LEN_FILL_VALUE, dtype=torch.int32)
+        seq_lens_cpu[:real_bs] = step_batches[0].seq_lens_cpu  # host copy: no device sync
         self.draft_backend.init_forward_metadata_replay_cuda_graph(
             bs=graph_bs, req_pool_indices=self._static.req_pool_indices[:graph_bs],
-            seq_lens=seq_lens, seq_lens_cpu=seq_lens.cpu(),
+            seq_lens=self._static.seq_lens[:graph_bs], seq_lens_cpu=seq_lens_cpu,
         )
         output = self.graphs[graph_bs].replay()
         return output[:, :real_bs].clone()

@@ -224,8 +224,7 @@ class TRTLLMHAAttnBackend:
         out = trtllm_batch_decode_with_kv_cache(
             query=query, k_cache=k_cache, v_cache=v_cache, block_tables=metadata.page_table,
             seq_lens=metadata.cache_seq_lens, max_seq_len=self.max_context_len,
-            softmax_scale=layer.scaling, q_len_per_req=1, out=torch.zeros_like(query),
-            provider=self.provider,
+            softmax_scale=layer.scaling, q_len_per_req=1, provider=self.provider,
         )
         detect.maybe_detect_nan(out, f"{site}.layer[{layer.layer_id}].output")
         return out.view(-1, layer.num_q_heads * layer.head_dim)
