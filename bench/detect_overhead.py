@@ -76,8 +76,9 @@ class LlamaDecodeStep:
         perm = torch.randperm(num_pages, device=device, generator=gen).to(torch.int32)
         self.block_tables = perm.view(max_batch, pages_per_req)
         self.input_hidden = torch.randn(max_batch, shape.hidden, device=device, dtype=bf16)
-        self.seq_lens = torch.full((max_batch,), shape.context + 1, dtype=torch.int32,
-                                   device=device)
+        self.seq_lens = torch.full(
+            (max_batch,), shape.context + 1, dtype=torch.int32, device=device
+        )
         self.slots = (
             self.block_tables[:, shape.context // shape.page_size].long() * shape.page_size
             + shape.context % shape.page_size
@@ -133,8 +134,10 @@ def main() -> None:
     for row in results:
         base = row["ms"]["none"]
         eager_base = row["ms"]["none-eager"]
-        print(f"batch {row['batch']}: none {base:.3f} ms/step (graph), "
-              f"{eager_base:.3f} ms/step (eager)")
+        print(
+            f"batch {row['batch']}: none {base:.3f} ms/step (graph), "
+            f"{eager_base:.3f} ms/step (eager)"
+        )
         for name, ms in row["ms"].items():
             ref = eager_base if name.endswith("eager") or name == "item" else base
             print(f"  {name:14s} {ms:8.3f} ms  x{ms / ref:.4f}")

@@ -29,13 +29,25 @@ from fixes.kernels.trtllm_fmha_triton import TritonBlockConfig, triton_context, 
 
 HEADS, KV_HEADS, HEAD_DIM, PAGE = 32, 8, 128, 16
 COPY_CAP_BYTES = 4 << 30
-DECODE_SWEEP = [TritonBlockConfig(decode_block_n=n, decode_num_warps=w, decode_num_stages=s)
-                for n in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)]
+DECODE_SWEEP = [
+    TritonBlockConfig(decode_block_n=n, decode_num_warps=w, decode_num_stages=s)
+    for n in (32, 64, 128)
+    for w in (4, 8)
+    for s in (2, 3, 4)
+]
 SMEM_PER_BLOCK = 227 * 1024  # sm_90 opt-in limit per program
 CONTEXT_SWEEP = [  # tiles whose Q tile + K/V stages fit shared memory (bf16, D 128)
-    TritonBlockConfig(context_block_m=m, context_block_n=n, context_num_warps=w,
-                      context_num_stages=s, context_heads_fastest=order)
-    for m in (64, 128) for n in (64, 128) for w in (4, 8) for s in (2, 3, 4)
+    TritonBlockConfig(
+        context_block_m=m,
+        context_block_n=n,
+        context_num_warps=w,
+        context_num_stages=s,
+        context_heads_fastest=order,
+    )
+    for m in (64, 128)
+    for n in (64, 128)
+    for w in (4, 8)
+    for s in (2, 3, 4)
     for order in (True, False)
     if (m + 2 * s * n) * HEAD_DIM * 2 <= SMEM_PER_BLOCK - 8 * 1024
     and (m, w) != (128, 4)  # a 128x128 fp32 accumulator on 4 warps spills
@@ -67,7 +79,8 @@ def make(batch: int, kv_len: int, q_len: int) -> Batch:
         block_tables=table,
         seq_lens=torch.full((batch,), kv_len, dtype=torch.int32, device=dev),
         cum_q=torch.arange(batch + 1, dtype=torch.int32, device=dev) * q_len,
-        q_len=q_len, kv_len=kv_len,
+        q_len=q_len,
+        kv_len=kv_len,
     )
 
 
@@ -96,21 +109,40 @@ def time_ms(fn: Callable[[], object], *, iters: int = 20) -> tuple[float, str]:
     return statistics.median(times), mode
 
 
-def triton_decode_fn(b: Batch, out: torch.Tensor,
-                     config: TritonBlockConfig | None = None) -> Callable[[], object]:
+def triton_decode_fn(
+    b: Batch, out: torch.Tensor, config: TritonBlockConfig | None = None
+) -> Callable[[], object]:
     return lambda: triton_decode(
-        query=b.query, k_cache=b.k_cache, v_cache=b.v_cache, block_tables=b.block_tables,
-        seq_lens=b.seq_lens, max_seq_len=b.kv_len, softmax_scale=HEAD_DIM**-0.5,
-        q_len_per_req=1, out=out, config=config)
+        query=b.query,
+        k_cache=b.k_cache,
+        v_cache=b.v_cache,
+        block_tables=b.block_tables,
+        seq_lens=b.seq_lens,
+        max_seq_len=b.kv_len,
+        softmax_scale=HEAD_DIM**-0.5,
+        q_len_per_req=1,
+        out=out,
+        config=config,
+    )
 
 
-def triton_context_fn(b: Batch, out: torch.Tensor,
-                      config: TritonBlockConfig | None = None) -> Callable[[], object]:
+def triton_context_fn(
+    b: Batch, out: torch.Tensor, config: TritonBlockConfig | None = None
+) -> Callable[[], object]:
     return lambda: triton_context(
-        query=b.query, k_cache=b.k_cache, v_cache=b.v_cache, block_tables=b.block_tables,
-        seq_lens=b.seq_lens, max_q_len=b.q_len, max_kv_len=b.kv_len,
-        softmax_scale=HEAD_DIM**-0.5, batch_size=b.seq_lens.shape[0], cum_seq_lens_q=b.cum_q,
-        out=out, config=config)
+        query=b.query,
+        k_cache=b.k_cache,
+        v_cache=b.v_cache,
+        block_tables=b.block_tables,
+        seq_lens=b.seq_lens,
+        max_q_len=b.q_len,
+        max_kv_len=b.kv_len,
+        softmax_scale=HEAD_DIM**-0.5,
+        batch_size=b.seq_lens.shape[0],
+        cum_seq_lens_q=b.cum_q,
+        out=out,
+        config=config,
+    )
 
 
 def flashinfer_fn(b: Batch, out: torch.Tensor, *, decode: bool) -> Callable[[], object]:
@@ -118,22 +150,41 @@ def flashinfer_fn(b: Batch, out: torch.Tensor, *, decode: bool) -> Callable[[], 
 
     workspace = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
     layout = paged_layout(block_tables=b.block_tables, kv_lens=b.seq_lens, page_size=PAGE)
-    common = dict(q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16,
-                  sm_scale=HEAD_DIM**-0.5)
+    common = dict(q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, sm_scale=HEAD_DIM**-0.5)
     if decode:
         wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-            workspace, "NHD", use_tensor_cores=True)
-        wrapper.plan(layout.kv_indptr, layout.kv_indices, layout.kv_last_page_len, HEADS,
-                     KV_HEADS, HEAD_DIM, PAGE, **common)
+            workspace, "NHD", use_tensor_cores=True
+        )
+        wrapper.plan(
+            layout.kv_indptr,
+            layout.kv_indices,
+            layout.kv_last_page_len,
+            HEADS,
+            KV_HEADS,
+            HEAD_DIM,
+            PAGE,
+            **common,
+        )
     else:
         wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2")
-        wrapper.plan(b.cum_q, layout.kv_indptr, layout.kv_indices, layout.kv_last_page_len,
-                     HEADS, KV_HEADS, HEAD_DIM, PAGE, causal=True, **common)
+        wrapper.plan(
+            b.cum_q,
+            layout.kv_indptr,
+            layout.kv_indices,
+            layout.kv_last_page_len,
+            HEADS,
+            KV_HEADS,
+            HEAD_DIM,
+            PAGE,
+            causal=True,
+            **common,
+        )
     return lambda: wrapper.run(b.query, (b.k_cache, b.v_cache), out=out)
 
 
-def best_config(make_fn: Callable[[TritonBlockConfig], Callable[[], object]],
-                sweep: list[TritonBlockConfig]) -> tuple[float, TritonBlockConfig | None]:
+def best_config(
+    make_fn: Callable[[TritonBlockConfig], Callable[[], object]], sweep: list[TritonBlockConfig]
+) -> tuple[float, TritonBlockConfig | None]:
     """Fastest config of `sweep`; prints the runners-up too."""
     timed: list[tuple[float, TritonBlockConfig]] = []
     for config in sweep:
@@ -150,8 +201,10 @@ def best_config(make_fn: Callable[[TritonBlockConfig], Callable[[], object]],
 
 
 def bench_decode(batches: list[int], contexts: list[int], max_tokens: int, sweep: bool) -> None:
-    print("decode  batch    ctx | triton ms  flashinfer ms  ratio(fi/tri) | triton GB/s  "
-          "copy GB/s  of-copy | mode")
+    print(
+        "decode  batch    ctx | triton ms  flashinfer ms  ratio(fi/tri) | triton GB/s  "
+        "copy GB/s  of-copy | mode"
+    )
     for batch in batches:
         for ctx in contexts:
             if batch * ctx > max_tokens:
@@ -167,21 +220,22 @@ def bench_decode(batches: list[int], contexts: list[int], max_tokens: int, sweep
             dst = torch.empty_like(src)
             copy_ms, _ = time_ms(functools.partial(dst.copy_, src))
             tri_bw, copy_bw = kv_bytes / tri_ms / 1e6, 2 * copy_bytes / copy_ms / 1e6
-            print(f"        {batch:5d} {ctx:6d} | {tri_ms:9.3f}  {fi_ms:13.3f}  "
-                  f"{fi_ms / tri_ms:13.2f} | {tri_bw:11.0f}  {copy_bw:9.0f}  "
-                  f"{tri_bw / copy_bw:7.0%} | {mode} max|tri-fi|={error:.2e}")
+            print(
+                f"        {batch:5d} {ctx:6d} | {tri_ms:9.3f}  {fi_ms:13.3f}  "
+                f"{fi_ms / tri_ms:13.2f} | {tri_bw:11.0f}  {copy_bw:9.0f}  "
+                f"{tri_bw / copy_bw:7.0%} | {mode} max|tri-fi|={error:.2e}"
+            )
             if sweep:
-                ms, config = best_config(functools.partial(triton_decode_fn, b, out_t),
-                                         DECODE_SWEEP)
+                ms, config = best_config(
+                    functools.partial(triton_decode_fn, b, out_t), DECODE_SWEEP
+                )
                 print(f"    best sweep {ms:.3f} ms: {config}")
             del b, src, dst
             torch.cuda.empty_cache()
 
 
-def bench_context(batches: list[int], contexts: list[int], max_tokens: int,
-                  sweep: bool) -> None:
-    print("context batch    ctx | triton ms  fa2 ms  ratio(fa2/tri) | triton TFLOP/s  "
-          "fa2 TFLOP/s")
+def bench_context(batches: list[int], contexts: list[int], max_tokens: int, sweep: bool) -> None:
+    print("context batch    ctx | triton ms  fa2 ms  ratio(fa2/tri) | triton TFLOP/s  fa2 TFLOP/s")
     for batch in batches:
         for ctx in contexts:
             if batch * ctx > max_tokens // 8 or ctx > 16384:
@@ -192,12 +246,15 @@ def bench_context(batches: list[int], contexts: list[int], max_tokens: int,
             fa2_ms, _ = time_ms(flashinfer_fn(b, out_f, decode=False), iters=10)
             error = (out_t.float() - out_f.float()).abs().max().item()
             flops = 4 * batch * HEADS * HEAD_DIM * ctx * (ctx + 1) / 2  # causal half
-            print(f"        {batch:5d} {ctx:6d} | {tri_ms:9.3f}  {fa2_ms:6.3f}  "
-                  f"{fa2_ms / tri_ms:14.2f} | {flops / tri_ms / 1e9:14.1f}  "
-                  f"{flops / fa2_ms / 1e9:11.1f} max|tri-fa2|={error:.2e}")
+            print(
+                f"        {batch:5d} {ctx:6d} | {tri_ms:9.3f}  {fa2_ms:6.3f}  "
+                f"{fa2_ms / tri_ms:14.2f} | {flops / tri_ms / 1e9:14.1f}  "
+                f"{flops / fa2_ms / 1e9:11.1f} max|tri-fa2|={error:.2e}"
+            )
             if sweep:
-                ms, config = best_config(functools.partial(triton_context_fn, b, out_t),
-                                         CONTEXT_SWEEP)
+                ms, config = best_config(
+                    functools.partial(triton_context_fn, b, out_t), CONTEXT_SWEEP
+                )
                 print(f"    best sweep {ms:.3f} ms: {config}")
             del b
             torch.cuda.empty_cache()
@@ -205,12 +262,17 @@ def bench_context(batches: list[int], contexts: list[int], max_tokens: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", nargs="+", default=["decode", "context"],
-                        choices=["decode", "context"])
+    parser.add_argument(
+        "--mode", nargs="+", default=["decode", "context"], choices=["decode", "context"]
+    )
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 4, 16, 64, 256])
     parser.add_argument("--ctx", nargs="+", type=int, default=[1024, 4096, 16384, 32768])
-    parser.add_argument("--max-tokens", type=int, default=1 << 22,
-                        help="skip shapes whose batch*ctx KV tokens exceed this")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=1 << 22,
+        help="skip shapes whose batch*ctx KV tokens exceed this",
+    )
     parser.add_argument("--sweep", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)

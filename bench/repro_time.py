@@ -58,7 +58,10 @@ def main() -> None:
             continue
         done = subprocess.run(
             [sys.executable, "-c", CHILD, fix.repro, args.device],
-            env=env, check=True, capture_output=True, text=True,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         rows[str(fix.pr)] = json.loads(done.stdout.strip().splitlines()[-1])
     rows["prtoggle repro --all (wall)"] = _wall(
@@ -71,15 +74,16 @@ def main() -> None:
     print(f"{'PR':>6} {'imports s':>10} {'first run s':>12} {'warm run s':>11}  outcomes")
     for key, row in rows.items():
         if isinstance(row, dict):
-            print(f"{key:>6} {row['imports']:10.2f} {row['first run']:12.2f} "
-                  f"{row['warm run']:11.2f}  {'/'.join(row['outcome'])}")
+            print(
+                f"{key:>6} {row['imports']:10.2f} {row['first run']:12.2f} "
+                f"{row['warm run']:11.2f}  {'/'.join(row['outcome'])}"
+            )
     print(f"prtoggle repro --all: {rows['prtoggle repro --all (wall)']:.1f} s wall")
 
 
 def _wall(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 

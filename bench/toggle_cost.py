@@ -28,9 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     figures = {
         "python -c pass (s)": _process_seconds(["-c", "pass"], args.repeat),
-        "python -c 'import prtoggle' (s)": _process_seconds(
-            ["-c", "import prtoggle"], args.repeat
-        ),
+        "python -c 'import prtoggle' (s)": _process_seconds(["-c", "import prtoggle"], args.repeat),
         "prtoggle list (s)": _process_seconds(["-m", "prtoggle", "list"], args.repeat),
         "maybe_revert_pr_fix(), variable unset (us)": _unset_check_us(),
     }
@@ -39,8 +37,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"machine: {platform.processor() or platform.machine()}, "
-          f"python {platform.python_version()}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}"
+    )
     for name, value in figures.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         print(f"{name:55s} {shown}")
@@ -51,8 +50,7 @@ def _process_seconds(argv: list[str], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run([sys.executable, *argv], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, *argv], check=True, env=env, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -86,15 +84,18 @@ def _untouched_code_identity() -> bool:
     from fixes.attention import trtllm_mha_backend
 
     backend = trtllm_mha_backend.TRTLLMHAAttnBackend
-    untouched = {name: f.__code__ for name, f in vars(backend).items() if callable(f)
-                 and hasattr(f, "__code__")}
+    untouched = {
+        name: f.__code__
+        for name, f in vars(backend).items()
+        if callable(f) and hasattr(f, "__code__")
+    }
     registry = default_registry()
     with toggle.reverted(*registry.prs()):
-        targeted = {p.target.rsplit(".", 1)[-1] for f in registry.fixes.values()
-                    for p in f.patches}
+        targeted = {p.target.rsplit(".", 1)[-1] for f in registry.fixes.values() for p in f.patches}
         return all(
             vars(backend)[name].__code__ is code
-            for name, code in untouched.items() if name not in targeted
+            for name, code in untouched.items()
+            if name not in targeted
         )
 
 

@@ -59,7 +59,8 @@ def prepare_mlp_sync_batch(
         else forward_batch.real_batch_size
     )
     local = torch.tensor(
-        [forward_batch.num_tokens, real_batch_size], dtype=torch.int64,
+        [forward_batch.num_tokens, real_batch_size],
+        dtype=torch.int64,
         device=_collective_device(group),
     )
     gathered = [torch.zeros_like(local) for _ in range(world_size)]
@@ -74,7 +75,9 @@ def prepare_mlp_sync_batch(
     forward_batch.global_num_tokens_cpu = [result.max_num_tokens] * world_size
     logger.debug(
         "DP sync: tokens per rank %s, batch sizes %s; padded batch_size %d -> %d",
-        result.num_tokens_per_rank, result.batch_size_per_rank, real_batch_size,
+        result.num_tokens_per_rank,
+        result.batch_size_per_rank,
+        real_batch_size,
         result.max_batch_size,
     )
     return result

@@ -110,8 +110,7 @@ class MLATokenToKVPool:
         width = self.kv_lora_rank + self.qk_rope_head_dim
         shape = (self.num_pages, self.page_size, 1, width)
         self.kv_buffers = [
-            torch.zeros(shape, dtype=self.dtype, device=self.device)
-            for _ in range(self.num_layers)
+            torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
         ]
 
     @property

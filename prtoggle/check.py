@@ -72,8 +72,7 @@ def check_fixes(
                 source = _target_source(patch.target, source_root=source_root)
                 build_code(source, [_layer(fix, patch)])
             except PrToggleError as exc:
-                results.append(TargetCheck(pr=pr, target=patch.target, ok=False,
-                                           message=str(exc)))
+                results.append(TargetCheck(pr=pr, target=patch.target, ok=False, message=str(exc)))
                 continue
             results.append(TargetCheck(pr=pr, target=patch.target, ok=True, message=""))
     return results
@@ -85,9 +84,16 @@ def fix_diffs(fix: Fix, *, source_root: Path | None = None) -> list[TargetDiff]:
     for patch in fix.patches:
         source = _target_source(patch.target, source_root=source_root)
         edited = edited_source(source, [_layer(fix, patch)])
-        diffs.append(TargetDiff(pr=fix.pr, target=patch.target, filename=source.filename,
-                                first_line=source.first_line, fixed_source=source.text,
-                                reverted_source=edited.text))
+        diffs.append(
+            TargetDiff(
+                pr=fix.pr,
+                target=patch.target,
+                filename=source.filename,
+                first_line=source.first_line,
+                fixed_source=source.text,
+                reverted_source=edited.text,
+            )
+        )
     return diffs
 
 

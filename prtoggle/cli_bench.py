@@ -80,8 +80,9 @@ def bench_command(
     fixes = _selected(registry, prs, run_all=run_all)
     costs = []
     for fix in fixes:
-        cost = measure_fix_cost(fix, device=device, provider=provider, repeat=repeat,
-                                timeout=timeout)
+        cost = measure_fix_cost(
+            fix, device=device, provider=provider, repeat=repeat, timeout=timeout
+        )
         _print_progress(cost)
         costs.append(cost)
     if as_json:
@@ -115,9 +116,11 @@ def _print_table(costs: Sequence[FixCost], *, device: str, pairs: int) -> None:
     for cost in costs:
         click.echo(_details(cost))
     measured = sum(cost.measured for cost in costs)
-    click.echo(f"\n{measured} of {len(costs)} fixes measured on {device}, {pairs} interleaved "
-               "fixed/reverted sample pairs each in one process; RATIO = median of per-pair "
-               "reverted/fixed (above 1: the fix is faster), IQR = its interquartile range")
+    click.echo(
+        f"\n{measured} of {len(costs)} fixes measured on {device}, {pairs} interleaved "
+        "fixed/reverted sample pairs each in one process; RATIO = median of per-pair "
+        "reverted/fixed (above 1: the fix is faster), IQR = its interquartile range"
+    )
 
 
 def _cell(cost: FixCost, median: float | None, *, failed: bool) -> str:
@@ -136,12 +139,16 @@ def _print_progress(cost: FixCost) -> None:
     if run.kind != "ok":
         outcome = f"{run.kind}: {run.error}"
     elif cost.reverted_error is not None:
-        outcome = (f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted failed: "
-                   f"{cost.reverted_error}")
+        outcome = (
+            f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted failed: "
+            f"{cost.reverted_error}"
+        )
     else:
-        outcome = (f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted "
-                   f"{_cell(cost, cost.reverted_median, failed=False)}, ratio "
-                   f"{_number(cost.ratio, '{:.3f}')}")
+        outcome = (
+            f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted "
+            f"{_cell(cost, cost.reverted_median, failed=False)}, ratio "
+            f"{_number(cost.ratio, '{:.3f}')}"
+        )
     click.echo(f"PR {cost.pr}: {outcome} ({run.run.seconds:.1f} s)", err=True)
 
 

@@ -111,7 +111,6 @@ def check_without_import(registry: Registry, fixes: Iterable[Fix]) -> dict[int, 
     return results
 
 
-
 def select_fixes_having(
     registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
 ) -> list[Fix]:
@@ -134,6 +133,7 @@ def select_fixes_having(
                 f"fixes with a {what}: {choices}"
             )
     return fixes
+
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))

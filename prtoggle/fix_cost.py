@@ -23,8 +23,19 @@ if TYPE_CHECKING:
 
 BenchKind = Literal["ok", "failure", "timeout"]
 
-RESULT_KEYS = ("name", "timed", "unit", "median", "samples", "shape", "reverted", "pr",
-               "reverted_samples", "reverted_in_force", "reverted_error")
+RESULT_KEYS = (
+    "name",
+    "timed",
+    "unit",
+    "median",
+    "samples",
+    "shape",
+    "reverted",
+    "pr",
+    "reverted_samples",
+    "reverted_in_force",
+    "reverted_error",
+)
 """Keys every benchmark's `--json` object has (fixes/benchmarks/common.py BenchResult)."""
 
 
@@ -89,11 +100,15 @@ class FixCost:
         if result["reverted_error"] is not None:
             return str(result["reverted_error"])
         if list(result["reverted_in_force"]) != [self.pr]:
-            return (f"RevertNotInForce: the child reports PRs {list(result['reverted_in_force'])}"
-                    f" in force while timing reverted, expected [{self.pr}]")
+            return (
+                f"RevertNotInForce: the child reports PRs {list(result['reverted_in_force'])}"
+                f" in force while timing reverted, expected [{self.pr}]"
+            )
         if len(result["reverted_samples"]) != len(result["samples"]):
-            return (f"UnpairedSamples: {len(result['reverted_samples'])} reverted samples for "
-                    f"{len(result['samples'])} fixed ones; expected one per fixed sample")
+            return (
+                f"UnpairedSamples: {len(result['reverted_samples'])} reverted samples for "
+                f"{len(result['samples'])} fixed ones; expected one per fixed sample"
+            )
         return None
 
     @property
@@ -105,8 +120,9 @@ class FixCost:
         """reverted / fixed for each interleaved pair (empty unless both were measured)."""
         if not self.measured:
             return []
-        return [r / f for f, r in zip(self.fixed_samples, self.reverted_samples, strict=True)
-                if f > 0]
+        return [
+            r / f for f, r in zip(self.fixed_samples, self.reverted_samples, strict=True) if f > 0
+        ]
 
     @property
     def ratio(self) -> float | None:
@@ -149,8 +165,9 @@ class FixCost:
             "ratio_iqr": rounded(self.ratio_iqr, 4),
             "fix_cost_percent": rounded(self.fix_cost_percent, 2),
             "reverted_error": self.reverted_error,
-            "extras": {key: {"fixed": f, "reverted": r}
-                       for key, (f, r) in self.extras_compared().items()},
+            "extras": {
+                key: {"fixed": f, "reverted": r} for key, (f, r) in self.extras_compared().items()
+            },
             "run": self.run.to_dict(),
         }
 
@@ -159,8 +176,14 @@ def bench_command(
     module: str, *, pr: int, device: str, provider: str | None, repeat: int
 ) -> list[str]:
     """`python -m <module> --device D [--provider P] --repeat K --pr N --json`."""
-    return [*scenario_command(module, device=device, provider=provider),
-            "--repeat", str(repeat), "--pr", str(pr), "--json"]
+    return [
+        *scenario_command(module, device=device, provider=provider),
+        "--repeat",
+        str(repeat),
+        "--pr",
+        str(pr),
+        "--json",
+    ]
 
 
 def bench_env(*, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -191,18 +214,23 @@ def run_bench(
 
 def classify_bench(run: CommandRun, *, module: str, pr: int) -> BenchRun:
     """The child's result; a failure, timeout or a revert in force while fixed is a failure."""
+
     def failed(kind: BenchKind, error: str) -> BenchRun:
         return BenchRun(module=module, pr=pr, kind=kind, result=None, error=error, run=run)
 
     if run.timed_out:
-        return failed("timeout", f"Timeout: no result within {run.timeout:g} s; "
-                                 "the child was killed")
+        return failed(
+            "timeout", f"Timeout: no result within {run.timeout:g} s; the child was killed"
+        )
     if run.returncode != 0:
         return failed("failure", _failure_text(run))
     result = _parse_result(run.stdout, module=module)
     if result["reverted"]:
-        return failed("failure", f"RevertInForceWhileFixed: the child reports reverted PRs "
-                                 f"{sorted(result['reverted'])} while timing fixed, expected []")
+        return failed(
+            "failure",
+            f"RevertInForceWhileFixed: the child reports reverted PRs "
+            f"{sorted(result['reverted'])} while timing fixed, expected []",
+        )
     if result["pr"] != pr:
         return failed("failure", f"WrongPr: the child toggled PR {result['pr']}, expected {pr}")
     return BenchRun(module=module, pr=pr, kind="ok", result=result, error=None, run=run)
@@ -219,49 +247,60 @@ def measure_fix_cost(
     """The fix's benchmark in one child: `repeat` fixed/reverted pairs, interleaved (ABBA)."""
     if fix.bench is None:
         raise RunnerError(f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path})")
-    run = run_bench(fix.bench, pr=fix.pr, device=device, provider=provider, repeat=repeat,
-                    timeout=timeout)
+    run = run_bench(
+        fix.bench, pr=fix.pr, device=device, provider=provider, repeat=repeat, timeout=timeout
+    )
     return FixCost(pr=fix.pr, module=fix.bench, run=run)
 
 
 def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
-        raise RunnerError(f"benchmark {module}: exited 0 but printed nothing; expected one "
-                          f"JSON object with {', '.join(RESULT_KEYS)}")
+        raise RunnerError(
+            f"benchmark {module}: exited 0 but printed nothing; expected one "
+            f"JSON object with {', '.join(RESULT_KEYS)}"
+        )
     try:
         data = json.loads(lines[-1])
     except json.JSONDecodeError as exc:
-        raise RunnerError(f"benchmark {module}: last output line {lines[-1][:200]!r} is not "
-                          f"JSON: {exc}; expected one object with {', '.join(RESULT_KEYS)}"
-                          ) from exc
+        raise RunnerError(
+            f"benchmark {module}: last output line {lines[-1][:200]!r} is not "
+            f"JSON: {exc}; expected one object with {', '.join(RESULT_KEYS)}"
+        ) from exc
     missing = [key for key in RESULT_KEYS if not isinstance(data, dict) or key not in data]
     if missing:
-        raise RunnerError(f"benchmark {module}: result {lines[-1][:200]!r} lacks "
-                          f"{', '.join(missing)}; expected keys {', '.join(RESULT_KEYS)}")
+        raise RunnerError(
+            f"benchmark {module}: result {lines[-1][:200]!r} lacks "
+            f"{', '.join(missing)}; expected keys {', '.join(RESULT_KEYS)}"
+        )
     if not isinstance(data["median"], int | float) or isinstance(data["median"], bool):
-        raise RunnerError(f"benchmark {module}: 'median' must be a number, got "
-                          f"{data['median']!r}")
+        raise RunnerError(f"benchmark {module}: 'median' must be a number, got {data['median']!r}")
     for key in ("reverted", "reverted_in_force"):
         if not _is_list_of(data[key], int):
-            raise RunnerError(f"benchmark {module}: {key!r} must be a list of PR numbers, got "
-                              f"{data[key]!r}")
+            raise RunnerError(
+                f"benchmark {module}: {key!r} must be a list of PR numbers, got {data[key]!r}"
+            )
     for key in ("samples", "reverted_samples"):
         if not _is_list_of(data[key], int | float):
-            raise RunnerError(f"benchmark {module}: {key!r} must be a list of numbers, got "
-                              f"{data[key]!r}")
+            raise RunnerError(
+                f"benchmark {module}: {key!r} must be a list of numbers, got {data[key]!r}"
+            )
     if not isinstance(data["pr"], int) or isinstance(data["pr"], bool):
-        raise RunnerError(f"benchmark {module}: 'pr' must be the PR number toggled, got "
-                          f"{data['pr']!r}")
+        raise RunnerError(
+            f"benchmark {module}: 'pr' must be the PR number toggled, got {data['pr']!r}"
+        )
     if data["reverted_error"] is not None and not isinstance(data["reverted_error"], str):
-        raise RunnerError(f"benchmark {module}: 'reverted_error' must be null or a string, "
-                          f"got {data['reverted_error']!r}")
+        raise RunnerError(
+            f"benchmark {module}: 'reverted_error' must be null or a string, "
+            f"got {data['reverted_error']!r}"
+        )
     return data
 
 
 def _is_list_of(value: object, kind: Any) -> bool:
     return isinstance(value, list) and all(
-        isinstance(item, kind) and not isinstance(item, bool) for item in value)
+        isinstance(item, kind) and not isinstance(item, bool) for item in value
+    )
 
 
 def _failure_text(run: CommandRun) -> str:

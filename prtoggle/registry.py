@@ -9,11 +9,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
 from prtoggle.errors import RegistryError, UnknownPRError
+from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 
 YAML_PATH_ENV = "PRTOGGLE_YAML_PATH"
 SYMPTOMS = (
@@ -24,7 +25,6 @@ SYMPTOMS = (
     "stale-read",
     "wrong-output",
 )
-EDIT_KINDS = ("replacement", "prepend", "append")
 _FIX_REQUIRED = ("pr", "title", "patches")
 _FIX_OPTIONAL = ("url", "merged", "component", "symptom", "expect", "repro", "bench")
 _PATCH_KEYS = ("target", "edits")
@@ -35,27 +35,6 @@ _MODULE_KEY_EXAMPLES = {
     "component": "fixes.scenarios.pr26521",
 }
 _CAPTURE_NAME = re.compile(r"capture|^__init__$|^init_cuda_graph_state")
-
-EditKind = Literal["replacement", "prepend", "append"]
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One source edit: `match` lines are replaced by, or get `text` before or after them."""
-
-    match: str
-    kind: EditKind
-    text: str
-    line: int
-
-
-@dataclass(frozen=True)
-class Patch:
-    """The edits of one target function, applied in order."""
-
-    target: str
-    edits: tuple[Edit, ...]
-    line: int
 
 
 @dataclass(frozen=True)
@@ -136,8 +115,10 @@ def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
             fix = load_fix(path)
             if fix.pr in fixes:
                 other = fixes[fix.pr].path
-                raise RegistryError(f"duplicate PR {fix.pr}: defined in {other}:{_pr_line(other)} "
-                                    f"and in {path}:{_pr_line(path)}")
+                raise RegistryError(
+                    f"duplicate PR {fix.pr}: defined in {other}:{_pr_line(other)} "
+                    f"and in {path}:{_pr_line(path)}"
+                )
             fixes[fix.pr] = fix
     return Registry(fixes=fixes, dirs=chosen)
 
@@ -217,14 +198,18 @@ def _cached_registry(yaml_path: str) -> Registry:
 
 
 def _fix_from_mapping(document: object, path: Path) -> Fix:
-    mapping = _expect_mapping(document, path, line=1, what="fix file",
-                              required=_FIX_REQUIRED, optional=_FIX_OPTIONAL)
+    mapping = _expect_mapping(
+        document, path, line=1, what="fix file", required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
+    )
     pr = mapping["pr"]
     if not isinstance(pr, int) or isinstance(pr, bool) or pr <= 0:
-        raise RegistryError(f"{_at(path, mapping, 'pr')}: 'pr' must be a positive integer, "
-                            f"got {pr!r}")
-    fields = {key: _optional_str(mapping, key, path)
-              for key in ("url", "component", "expect", "repro", "bench")}
+        raise RegistryError(
+            f"{_at(path, mapping, 'pr')}: 'pr' must be a positive integer, got {pr!r}"
+        )
+    fields = {
+        key: _optional_str(mapping, key, path)
+        for key in ("url", "component", "expect", "repro", "bench")
+    }
     _check_formats(mapping, path, fields)
     return Fix(
         pr=pr,
@@ -243,32 +228,43 @@ def _check_formats(mapping: _LineDict, path: Path, fields: Mapping[str, str | No
         try:
             re.compile(expect)
         except re.error as exc:
-            raise RegistryError(f"{_at(path, mapping, 'expect')}: 'expect' {expect!r} is not a "
-                                f"valid regular expression: {exc}") from exc
+            raise RegistryError(
+                f"{_at(path, mapping, 'expect')}: 'expect' {expect!r} is not a "
+                f"valid regular expression: {exc}"
+            ) from exc
     for key, example in _MODULE_KEY_EXAMPLES.items():
         value = fields[key]
         if value is not None and not _DOTTED.fullmatch(value):
-            raise RegistryError(f"{_at(path, mapping, key)}: {key!r} must be a dotted module "
-                                f"name like {example}, got {value!r}")
+            raise RegistryError(
+                f"{_at(path, mapping, key)}: {key!r} must be a dotted module "
+                f"name like {example}, got {value!r}"
+            )
 
 
 def _patches(mapping: _LineDict, path: Path) -> tuple[Patch, ...]:
     items = mapping["patches"]
     if not isinstance(items, _LineList) or not items:
-        raise RegistryError(f"{_at(path, mapping, 'patches')}: 'patches' must be a non-empty "
-                            f"list of {{target, edits}} mappings, got {items!r}")
+        raise RegistryError(
+            f"{_at(path, mapping, 'patches')}: 'patches' must be a non-empty "
+            f"list of {{target, edits}} mappings, got {items!r}"
+        )
     patches = []
     seen: dict[str, int] = {}
     for item in items:
-        entry = _expect_mapping(item, path, line=items.line, what="patch",
-                                required=_PATCH_KEYS, optional=())
+        entry = _expect_mapping(
+            item, path, line=items.line, what="patch", required=_PATCH_KEYS, optional=()
+        )
         target = _required_str(entry, "target", path)
         if not _DOTTED.fullmatch(target) or "." not in target:
-            raise RegistryError(f"{_at(path, entry, 'target')}: 'target' must be a dotted path "
-                                f"module[.Class].function, got {target!r}")
+            raise RegistryError(
+                f"{_at(path, entry, 'target')}: 'target' must be a dotted path "
+                f"module[.Class].function, got {target!r}"
+            )
         if target in seen:
-            raise RegistryError(f"{_at(path, entry, 'target')}: target {target} is already "
-                                f"patched at line {seen[target]}; put all its edits in one entry")
+            raise RegistryError(
+                f"{_at(path, entry, 'target')}: target {target} is already "
+                f"patched at line {seen[target]}; put all its edits in one entry"
+            )
         seen[target] = entry.line
         patches.append(Patch(target=target, edits=_edits(entry, path), line=entry.line))
     return tuple(patches)
@@ -277,12 +273,15 @@ def _patches(mapping: _LineDict, path: Path) -> tuple[Patch, ...]:
 def _edits(entry: _LineDict, path: Path) -> tuple[Edit, ...]:
     items = entry["edits"]
     if not isinstance(items, _LineList) or not items:
-        raise RegistryError(f"{_at(path, entry, 'edits')}: 'edits' must be a non-empty list of "
-                            f"{{match, replacement|prepend|append}} mappings, got {items!r}")
+        raise RegistryError(
+            f"{_at(path, entry, 'edits')}: 'edits' must be a non-empty list of "
+            f"{{match, replacement|prepend|append}} mappings, got {items!r}"
+        )
     edits = []
     for item in items:
-        raw = _expect_mapping(item, path, line=items.line, what="edit",
-                              required=("match",), optional=EDIT_KINDS)
+        raw = _expect_mapping(
+            item, path, line=items.line, what="edit", required=("match",), optional=EDIT_KINDS
+        )
         match = _required_str(raw, "match", path)
         kind, text = _edit_kind(raw, path)
         edits.append(Edit(match=match, kind=kind, text=text, line=raw.line))
@@ -297,43 +296,60 @@ def _edit_kind(raw: _LineDict, path: Path) -> tuple[EditKind, str]:
         if value is None:
             value = ""
         if not isinstance(value, str):
-            raise RegistryError(f"{_at(path, raw, kind)}: {kind!r} must be a string, "
-                                f"got {type(value).__name__} {value!r}")
+            raise RegistryError(
+                f"{_at(path, raw, kind)}: {kind!r} must be a string, "
+                f"got {type(value).__name__} {value!r}"
+            )
         if kind in raw:
             texts[kind] = value  # type: ignore[index]
     active = [kind for kind, text in texts.items() if text.strip()]
     if len(active) > 1:
-        raise RegistryError(f"{path}:{raw.line}: edit sets more than one of replacement, "
-                            f"prepend, append (got {', '.join(active)}); use one per edit")
+        raise RegistryError(
+            f"{path}:{raw.line}: edit sets more than one of replacement, "
+            f"prepend, append (got {', '.join(active)}); use one per edit"
+        )
     if active:
         return active[0], texts[active[0]]
     return next(iter(texts), "replacement"), ""
 
 
 def _expect_mapping(
-    value: object, path: Path, *, line: int, what: str,
-    required: Sequence[str], optional: Sequence[str],
+    value: object,
+    path: Path,
+    *,
+    line: int,
+    what: str,
+    required: Sequence[str],
+    optional: Sequence[str],
 ) -> _LineDict:
     if not isinstance(value, _LineDict):
-        raise RegistryError(f"{path}:{line}: {what} must be a mapping with keys "
-                            f"{', '.join(required)}; got {_kind(value)} {value!r}")
+        raise RegistryError(
+            f"{path}:{line}: {what} must be a mapping with keys "
+            f"{', '.join(required)}; got {_kind(value)} {value!r}"
+        )
     allowed = (*required, *optional)
     for key in value:
         if key not in allowed:
-            raise RegistryError(f"{path}:{value.key_lines[key]}: unknown key {key!r} in {what}; "
-                                f"expected one of: {', '.join(allowed)}")
+            raise RegistryError(
+                f"{path}:{value.key_lines[key]}: unknown key {key!r} in {what}; "
+                f"expected one of: {', '.join(allowed)}"
+            )
     for key in required:
         if key not in value:
-            raise RegistryError(f"{path}:{value.line}: {what} is missing required key {key!r}; "
-                                f"required keys: {', '.join(required)}")
+            raise RegistryError(
+                f"{path}:{value.line}: {what} is missing required key {key!r}; "
+                f"required keys: {', '.join(required)}"
+            )
     return value
 
 
 def _required_str(mapping: _LineDict, key: str, path: Path) -> str:
     value = mapping[key]
     if not isinstance(value, str) or not value.strip():
-        raise RegistryError(f"{_at(path, mapping, key)}: {key!r} must be a non-empty string, "
-                            f"got {type(value).__name__} {value!r}")
+        raise RegistryError(
+            f"{_at(path, mapping, key)}: {key!r} must be a non-empty string, "
+            f"got {type(value).__name__} {value!r}"
+        )
     return value
 
 
@@ -352,15 +368,18 @@ def _merged(mapping: _LineDict, path: Path) -> datetime.date | None:
             return datetime.date.fromisoformat(value)
         except ValueError:
             pass
-    raise RegistryError(f"{_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, "
-                        f"got {value!r}")
+    raise RegistryError(
+        f"{_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, got {value!r}"
+    )
 
 
 def _symptom(mapping: _LineDict, path: Path) -> str | None:
     value = _optional_str(mapping, "symptom", path)
     if value is not None and value not in SYMPTOMS:
-        raise RegistryError(f"{_at(path, mapping, 'symptom')}: 'symptom' {value!r} is not one "
-                            f"of: {', '.join(SYMPTOMS)}")
+        raise RegistryError(
+            f"{_at(path, mapping, 'symptom')}: 'symptom' {value!r} is not one "
+            f"of: {', '.join(SYMPTOMS)}"
+        )
     return value
 
 

@@ -125,8 +125,11 @@ def apply_revert(pr: int, *, registry: Registry | None = None) -> None:
         _ACTIVE[pr] = active
         if active.waiting:
             _FINDER.install()
-            logger.info("PR %d: waiting for import of %s", pr,
-                        ", ".join(sorted(set(active.waiting.values()))))
+            logger.info(
+                "PR %d: waiting for import of %s",
+                pr,
+                ", ".join(sorted(set(active.waiting.values()))),
+            )
 
 
 def restore(pr: int) -> None:
@@ -178,8 +181,9 @@ def _patch_or_wait(active: _ActiveFix, target: str) -> None:
     if isinstance(resolved, PendingTarget):
         active.waiting[target] = resolved.module
         return
-    layer = EditLayer(pr=active.fix.pr, patch=_patch_for(active.fix, target),
-                      yaml_path=str(active.fix.path))
+    layer = EditLayer(
+        pr=active.fix.pr, patch=_patch_for(active.fix, target), yaml_path=str(active.fix.path)
+    )
     _SWAPPER.patch(resolved.function, layer)
     active.patched.append((target, resolved.function))
     active.waiting.pop(target, None)

@@ -77,7 +77,8 @@ class DraftDecodeGraphRunner:
         pool = graph_memory_pool(self.device)
         for bs in reversed(self.capture_batch_sizes):
             self.draft_backend.init_forward_metadata_capture_cuda_graph(
-                bs=bs, req_pool_indices=self._static.req_pool_indices[:bs],
+                bs=bs,
+                req_pool_indices=self._static.req_pool_indices[:bs],
                 seq_lens=self._static.seq_lens[:bs],
             )
             self.graphs[bs] = capture(self._forward_fn(bs), device=self.device, pool=pool)
@@ -91,8 +92,7 @@ class DraftDecodeGraphRunner:
         """
         if len(step_batches) != self.num_steps:
             raise AttentionBackendError(
-                f"replay got {len(step_batches)} step batches; expected num_steps="
-                f"{self.num_steps}"
+                f"replay got {len(step_batches)} step batches; expected num_steps={self.num_steps}"
             )
         real_bs = int(step_batches[0].seq_lens.shape[0])
         graph_bs = next((b for b in self.capture_batch_sizes if b >= real_bs), None)
@@ -105,8 +105,10 @@ class DraftDecodeGraphRunner:
         seq_lens_cpu = torch.full((graph_bs,), SEQ_LEN_FILL_VALUE, dtype=torch.int32)
         seq_lens_cpu[:real_bs] = step_batches[0].seq_lens_cpu  # host copy: no device sync
         self.draft_backend.init_forward_metadata_replay_cuda_graph(
-            bs=graph_bs, req_pool_indices=self._static.req_pool_indices[:graph_bs],
-            seq_lens=self._static.seq_lens[:graph_bs], seq_lens_cpu=seq_lens_cpu,
+            bs=graph_bs,
+            req_pool_indices=self._static.req_pool_indices[:graph_bs],
+            seq_lens=self._static.seq_lens[:graph_bs],
+            seq_lens_cpu=seq_lens_cpu,
         )
         output = self.graphs[graph_bs].replay()
         return output[:, :real_bs].clone()

@@ -101,7 +101,9 @@ class FlashInferMLAMultiStepDraftBackend:
 
         def record_step(step: int, bs: int) -> None:
             self._record_step(
-                step, bs=bs, kv_indptr=self.kv_indptr[step, : bs + 1].clone(),
+                step,
+                bs=bs,
+                kv_indptr=self.kv_indptr[step, : bs + 1].clone(),
                 kv_indices=storage_tail_view(kv_indices, start=step * kv_indices.stride(0)),
             )
 
@@ -161,8 +163,12 @@ class FlashInferMLAMultiStepDraftBackend:
             output = decode.run(q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache)
         else:
             output = mla_paged_decode_torch(
-                q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache, kv_indptr=metadata.kv_indptr,
-                kv_indices=metadata.kv_indices, shape=self.shape,
+                q_nope=q_nope,
+                q_pe=q_pe,
+                kv_cache=kv_cache,
+                kv_indptr=metadata.kv_indptr,
+                kv_indices=metadata.kv_indices,
+                shape=self.shape,
                 max_kv_len=self.max_context_len,
             )
         detect.maybe_detect_nan(output, f"{SITE}.draft_decode[step={step}].output")
@@ -178,7 +184,9 @@ class FlashInferMLAMultiStepDraftBackend:
 
         def record_step(step: int, bs: int) -> None:
             self._record_step(
-                step, bs=bs, kv_indptr=self.kv_indptr[step, : bs + 1],
+                step,
+                bs=bs,
+                kv_indptr=self.kv_indptr[step, : bs + 1],
                 kv_indices=storage_tail_view(buffer, start=step * buffer.stride(0)),
             )
             if self.attention_provider == "flashinfer":
@@ -232,15 +240,20 @@ class FlashInferMLAMultiStepDraftBackend:
         key = (step, bs)
         if key not in self.graph_wrappers:
             self.graph_wrappers[key] = FlashInferMLADecode(
-                shape=self.shape, kv_indptr=self.kv_indptr[step, : bs + 1],
-                kv_indices=buffer[step], bs=bs, workspace=self._flashinfer_workspace(),
+                shape=self.shape,
+                kv_indptr=self.kv_indptr[step, : bs + 1],
+                kv_indices=buffer[step],
+                bs=bs,
+                workspace=self._flashinfer_workspace(),
             )
         return self.graph_wrappers[key]
 
     def _flashinfer_eager(self, metadata: DraftStepMetadata) -> FlashInferMLADecode:
         decode = FlashInferMLADecode(
-            shape=self.shape, kv_indptr=metadata.kv_indptr.clone(),
-            kv_indices=metadata.kv_indices, bs=metadata.bs,
+            shape=self.shape,
+            kv_indptr=metadata.kv_indptr.clone(),
+            kv_indices=metadata.kv_indices,
+            bs=metadata.bs,
             workspace=self._flashinfer_workspace(),
         )
         decode.plan(kv_indptr_cpu=metadata.kv_indptr.cpu(), dtype=self.kv_pool.dtype)

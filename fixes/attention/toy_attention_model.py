@@ -72,22 +72,25 @@ class ToyAttentionModel:
         self.embedding = weight(config.vocab_size, hidden) * math.sqrt(config.vocab_size)
         self.layers = [
             _LayerWeights(
-                wq=weight(hidden, hidden), wk=weight(hidden, kv_width),
-                wv=weight(hidden, kv_width), wo=weight(hidden, hidden),
+                wq=weight(hidden, hidden),
+                wk=weight(hidden, kv_width),
+                wv=weight(hidden, kv_width),
+                wo=weight(hidden, hidden),
             )
             for _ in range(config.num_layers)
         ]
         self.attention_layers = [
             AttentionLayer(
-                layer_id=i, num_q_heads=config.num_q_heads, num_kv_heads=config.num_kv_heads,
-                head_dim=config.head_dim, scaling=1.0 / math.sqrt(config.head_dim),
+                layer_id=i,
+                num_q_heads=config.num_q_heads,
+                num_kv_heads=config.num_kv_heads,
+                head_dim=config.head_dim,
+                scaling=1.0 / math.sqrt(config.head_dim),
             )
             for i in range(config.num_layers)
         ]
 
-    def forward(
-        self, forward_batch: ForwardBatch, backend: AttentionBackendLike
-    ) -> torch.Tensor:
+    def forward(self, forward_batch: ForwardBatch, backend: AttentionBackendLike) -> torch.Tensor:
         """Hidden states `[num_tokens, hidden]` of the batch's new tokens, through `backend`."""
         hidden = self.embedding[forward_batch.input_ids.long()]
         for weights, layer in zip(self.layers, self.attention_layers, strict=True):

@@ -47,9 +47,7 @@ class ToyStack:
         prefix = [len(r.token_ids) for r in requests]
         extend = [len(t) for t in new_tokens]
         slots = [
-            self.allocator.extend(
-                self.req_to_token_pool, row=r.row, old_len=p, new_len=p + n
-            )
+            self.allocator.extend(self.req_to_token_pool, row=r.row, old_len=p, new_len=p + n)
             for r, p, n in zip(requests, prefix, extend, strict=True)
         ]
         for request, tokens in zip(requests, new_tokens, strict=True):
@@ -57,9 +55,13 @@ class ToyStack:
         seq_lens = [p + n for p, n in zip(prefix, extend, strict=True)]
         positions = [list(range(p, p + n)) for p, n in zip(prefix, extend, strict=True)]
         batch = self._batch(
-            mode=mode, requests=requests, input_ids=_flat(new_tokens), seq_lens=seq_lens,
+            mode=mode,
+            requests=requests,
+            input_ids=_flat(new_tokens),
+            seq_lens=seq_lens,
             out_cache_loc=torch.cat(slots) if slots else torch.zeros(0, dtype=torch.int64),
-            positions=_flat(positions), spec_info=spec_info,
+            positions=_flat(positions),
+            spec_info=spec_info,
         )
         batch.extend_seq_lens = self._ints(extend, torch.int32)
         batch.extend_prefix_lens = self._ints(prefix, torch.int32)
@@ -78,17 +80,21 @@ class ToyStack:
         """
         prefix = [len(r.token_ids) for r in requests]
         slots = [
-            self.allocator.extend(self.req_to_token_pool, row=r.row, old_len=p,
-                                  new_len=p + num_steps)
+            self.allocator.extend(
+                self.req_to_token_pool, row=r.row, old_len=p, new_len=p + num_steps
+            )
             for r, p in zip(requests, prefix, strict=True)
         ]
         spec_info = DraftDecodeInput(topk=1, num_steps=num_steps)
         return [
             self._batch(
-                mode=ForwardMode.DECODE, requests=requests,
-                input_ids=[tokens[step] for tokens in draft_tokens], seq_lens=prefix,
+                mode=ForwardMode.DECODE,
+                requests=requests,
+                input_ids=[tokens[step] for tokens in draft_tokens],
+                seq_lens=prefix,
                 out_cache_loc=torch.stack([s[step] for s in slots]),
-                positions=[p + step for p in prefix], spec_info=spec_info,
+                positions=[p + step for p in prefix],
+                spec_info=spec_info,
             )
             for step in range(num_steps)
         ]
@@ -140,8 +146,13 @@ def build_stack(
             size=max_requests, max_context_len=max_context_len, device=device
         ),
         token_to_kv_pool=MHATokenToKVPool(
-            num_pages=num_pages, page_size=page_size, num_kv_heads=config.num_kv_heads,
-            head_dim=config.head_dim, num_layers=config.num_layers, dtype=dtype, device=device,
+            num_pages=num_pages,
+            page_size=page_size,
+            num_kv_heads=config.num_kv_heads,
+            head_dim=config.head_dim,
+            num_layers=config.num_layers,
+            dtype=dtype,
+            device=device,
         ),
         allocator=PagedTokenAllocator(num_pages=num_pages, page_size=page_size, seed=config.seed),
         device=device,

@@ -42,6 +42,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+
 class TRTLLMHAAttnBackend:
     """Paged MHA attention through the TRT-LLM FMHA decode and context kernels.
 
@@ -114,7 +115,8 @@ class TRTLLMHAAttnBackend:
         """Pre-allocate metadata buffers for graphs of up to `max_bs` requests."""
         for kind in GRAPH_KINDS:
             self._graph_buffers[kind] = allocate_graph_buffers(
-                mode_name=f"{kind}[step={self.speculative_step_id}]", max_bs=max_bs,
+                mode_name=f"{kind}[step={self.speculative_step_id}]",
+                max_bs=max_bs,
                 max_pages=self.max_pages_per_req,
                 device=self.device,
             )
@@ -222,9 +224,15 @@ class TRTLLMHAAttnBackend:
         )
         k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)
         out = trtllm_batch_decode_with_kv_cache(
-            query=query, k_cache=k_cache, v_cache=v_cache, block_tables=metadata.page_table,
-            seq_lens=metadata.cache_seq_lens, max_seq_len=self.max_context_len,
-            softmax_scale=layer.scaling, q_len_per_req=1, provider=self.provider,
+            query=query,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            block_tables=metadata.page_table,
+            seq_lens=metadata.cache_seq_lens,
+            max_seq_len=self.max_context_len,
+            softmax_scale=layer.scaling,
+            q_len_per_req=1,
+            provider=self.provider,
         )
         detect.maybe_detect_nan(out, f"{site}.layer[{layer.layer_id}].output")
         return out.view(-1, layer.num_q_heads * layer.head_dim)
@@ -249,28 +257,45 @@ class TRTLLMHAAttnBackend:
             q_len_per_req = metadata.max_seq_len_q
             rows_needed = int(metadata.cache_seq_lens.shape[0]) * q_len_per_req
             detect.maybe_check_host_range(
-                rows_needed, 0, int(query.shape[0]) + 1,
+                rows_needed,
+                0,
+                int(query.shape[0]) + 1,
                 "trtllm_mha.forward_extend.decode_query_rows",
             )
             trtllm_batch_decode_with_kv_cache(
-                query=query, k_cache=k_cache, v_cache=v_cache,
-                block_tables=metadata.page_table, seq_lens=metadata.cache_seq_lens,
-                max_seq_len=self.max_context_len, softmax_scale=layer.scaling,
-                q_len_per_req=q_len_per_req, out=out, provider=self.provider,
+                query=query,
+                k_cache=k_cache,
+                v_cache=v_cache,
+                block_tables=metadata.page_table,
+                seq_lens=metadata.cache_seq_lens,
+                max_seq_len=self.max_context_len,
+                softmax_scale=layer.scaling,
+                q_len_per_req=q_len_per_req,
+                out=out,
+                provider=self.provider,
             )
         else:
             batch_size = metadata.cu_seq_lens_q.shape[0] - 1
             detect.maybe_check_host_range(
-                batch_size, 0, int(metadata.cu_seq_lens_q.shape[0]),
+                batch_size,
+                0,
+                int(metadata.cu_seq_lens_q.shape[0]),
                 "trtllm_mha.forward_extend.batch_size",
             )
             trtllm_batch_context_with_kv_cache(
-                query=query, k_cache=k_cache, v_cache=v_cache,
-                block_tables=metadata.page_table, seq_lens=metadata.cache_seq_lens,
-                max_q_len=metadata.max_seq_len_q, max_kv_len=self.max_context_len,
-                softmax_scale=layer.scaling, batch_size=batch_size,
-                cum_seq_lens_q=metadata.cu_seq_lens_q, cum_seq_lens_kv=metadata.cu_seq_lens_k,
-                out=out, provider=self.provider,
+                query=query,
+                k_cache=k_cache,
+                v_cache=v_cache,
+                block_tables=metadata.page_table,
+                seq_lens=metadata.cache_seq_lens,
+                max_q_len=metadata.max_seq_len_q,
+                max_kv_len=self.max_context_len,
+                softmax_scale=layer.scaling,
+                batch_size=batch_size,
+                cum_seq_lens_q=metadata.cu_seq_lens_q,
+                cum_seq_lens_kv=metadata.cu_seq_lens_k,
+                out=out,
+                provider=self.provider,
             )
         detect.maybe_detect_nan(out, f"{site}.layer[{layer.layer_id}].output")
         return out.view(-1, layer.num_q_heads * layer.head_dim)
@@ -302,10 +327,12 @@ class TRTLLMHAAttnBackend:
         if layer.layer_id == 0:
             draft = is_draft_decode(mode, spec_info)
             probe_metadata(
-                metadata, site=site,
+                metadata,
+                site=site,
                 min_kv_len=self.speculative_step_id + 1 if draft else 1,
                 max_context_len=self.max_context_len,
-                num_pages=self.token_to_kv_pool.num_pages, page_size=self.page_size,
+                num_pages=self.token_to_kv_pool.num_pages,
+                page_size=self.page_size,
             )
         return metadata, site, q.view(-1, layer.num_q_heads, layer.head_dim)
 
@@ -313,8 +340,10 @@ class TRTLLMHAAttnBackend:
         bs, pages = int(req_pool_indices.shape[0]), -(-max_seq_len_k // self.page_size)
         table = torch.zeros((bs, pages), dtype=torch.int32, device=self.device)
         write_page_table(
-            table, req_to_token=self.req_to_token_pool.req_to_token,
-            req_pool_indices=req_pool_indices, max_seq_len_k=max_seq_len_k,
+            table,
+            req_to_token=self.req_to_token_pool.req_to_token,
+            req_pool_indices=req_pool_indices,
+            max_seq_len_k=max_seq_len_k,
             page_size=self.page_size,
         )
         return table
@@ -323,8 +352,10 @@ class TRTLLMHAAttnBackend:
         self, metadata: ForwardMetadata, req_pool_indices: torch.Tensor
     ) -> None:
         write_page_table(
-            metadata.page_table, req_to_token=self.req_to_token_pool.req_to_token,
-            req_pool_indices=req_pool_indices, max_seq_len_k=metadata.max_seq_len_k,
+            metadata.page_table,
+            req_to_token=self.req_to_token_pool.req_to_token,
+            req_pool_indices=req_pool_indices,
+            max_seq_len_k=metadata.max_seq_len_k,
             page_size=self.page_size,
         )
 
@@ -359,8 +390,10 @@ class TRTLLMHAAttnMultiStepDraftBackend:
         self.topk = topk
         self.backends = [
             TRTLLMHAAttnBackend(
-                req_to_token_pool=req_to_token_pool, token_to_kv_pool=token_to_kv_pool,
-                provider=provider, speculative_step_id=step,
+                req_to_token_pool=req_to_token_pool,
+                token_to_kv_pool=token_to_kv_pool,
+                provider=provider,
+                speculative_step_id=step,
             )
             for step in range(num_steps)
         ]
@@ -380,8 +413,11 @@ class TRTLLMHAAttnMultiStepDraftBackend:
         spec_info = DraftDecodeInput(topk=self.topk, num_steps=self.num_steps)
         for backend in self.backends:
             backend.init_forward_metadata_capture_cuda_graph(
-                bs=bs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-                forward_mode=ForwardMode.DECODE, spec_info=spec_info,
+                bs=bs,
+                req_pool_indices=req_pool_indices,
+                seq_lens=seq_lens,
+                forward_mode=ForwardMode.DECODE,
+                spec_info=spec_info,
             )
 
     def init_forward_metadata_replay_cuda_graph(
@@ -395,6 +431,10 @@ class TRTLLMHAAttnMultiStepDraftBackend:
         spec_info = DraftDecodeInput(topk=self.topk, num_steps=self.num_steps)
         for backend in self.backends:
             backend.init_forward_metadata_replay_cuda_graph(
-                bs=bs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-                seq_lens_cpu=seq_lens_cpu, forward_mode=ForwardMode.DECODE, spec_info=spec_info,
+                bs=bs,
+                req_pool_indices=req_pool_indices,
+                seq_lens=seq_lens,
+                seq_lens_cpu=seq_lens_cpu,
+                forward_mode=ForwardMode.DECODE,
+                spec_info=spec_info,
             )

@@ -168,9 +168,7 @@ def probe_metadata(
         steps = torch.diff(getattr(metadata, name))
         detect.maybe_detect_oob(steps, 0, max_context_len + 1, f"{site}.{name}.steps")
     used_pages = -(-metadata.max_seq_len_k // page_size)
-    detect.maybe_detect_oob(
-        metadata.page_table[:, :used_pages], 0, num_pages, f"{site}.page_table"
-    )
+    detect.maybe_detect_oob(metadata.page_table[:, :used_pages], 0, num_pages, f"{site}.page_table")
 
 
 def is_draft_decode(mode: ForwardMode, spec_info: SpecInput | None) -> bool:
@@ -230,7 +228,6 @@ def draft_extend_input(spec_info: SpecInput | None, mode: ForwardMode) -> DraftE
     """`spec_info` as a DraftExtendInput, or an error naming the mode and what was passed."""
     if not isinstance(spec_info, DraftExtendInput):
         raise AttentionBackendError(
-            f"{mode.name} needs spec_info of type DraftExtendInput, got "
-            f"{type(spec_info).__name__}"
+            f"{mode.name} needs spec_info of type DraftExtendInput, got {type(spec_info).__name__}"
         )
     return spec_info

@@ -109,8 +109,10 @@ class BenchResult:
             return text
         if self.reverted_error is not None:
             return f"{text}\n  PR {self.pr} reverted: failed: {self.reverted_error}"
-        return (f"{text}\n  PR {self.pr} reverted, interleaved: median "
-                f"{statistics.median(self.reverted_samples):.4g} {self.unit} per call")
+        return (
+            f"{text}\n  PR {self.pr} reverted, interleaved: median "
+            f"{statistics.median(self.reverted_samples):.4g} {self.unit} per call"
+        )
 
 
 def bench_device(options: BenchOptions) -> torch.device:
@@ -119,11 +121,14 @@ def bench_device(options: BenchOptions) -> torch.device:
     if options.device not in ("cpu", "cuda"):
         raise PrToggleError(f"benchmark device {options.device!r} is unknown: expected cpu or cuda")
     if options.device == "cuda" and not torch.cuda.is_available():
-        raise PrToggleError("benchmark device 'cuda' requested but torch sees no CUDA device; "
-                            "use --device cpu")
+        raise PrToggleError(
+            "benchmark device 'cuda' requested but torch sees no CUDA device; use --device cpu"
+        )
     if options.repeat < 1 or options.warmup < 0:
-        raise PrToggleError(f"benchmark repeat must be >= 1 and warmup >= 0, got repeat "
-                            f"{options.repeat} and warmup {options.warmup}")
+        raise PrToggleError(
+            f"benchmark repeat must be >= 1 and warmup >= 0, got repeat "
+            f"{options.repeat} and warmup {options.warmup}"
+        )
     return torch.device(options.device)
 
 
@@ -169,8 +174,13 @@ def time_pair(
         fixed.append(1000.0 * _seconds(call, device=device, calls=calls, settle=True) / calls)
         if index % 2 == 0:
             pairing.sample(call, calls=calls)
-    return PairedTiming(calls_per_sample=calls, fixed=fixed, reverted=pairing.samples,
-                        reverted_in_force=pairing.in_force(), reverted_error=pairing.error)
+    return PairedTiming(
+        calls_per_sample=calls,
+        fixed=fixed,
+        reverted=pairing.samples,
+        reverted_in_force=pairing.in_force(),
+        reverted_error=pairing.error,
+    )
 
 
 def make_result(
@@ -186,12 +196,20 @@ def make_result(
 ) -> BenchResult:
     """A result in milliseconds, recording which PRs this process has reverted (fixed)."""
     return BenchResult(
-        name=name, timed=timed, unit="ms", median=statistics.median(timing.fixed),
-        samples=[round(s, 6) for s in timing.fixed], shape=shape,
-        calls_per_sample=timing.calls_per_sample, reverted=list(active_reverts()),
-        extras=dict(extras or {}), note=note, pr=pr,
+        name=name,
+        timed=timed,
+        unit="ms",
+        median=statistics.median(timing.fixed),
+        samples=[round(s, 6) for s in timing.fixed],
+        shape=shape,
+        calls_per_sample=timing.calls_per_sample,
+        reverted=list(active_reverts()),
+        extras=dict(extras or {}),
+        note=note,
+        pr=pr,
         reverted_samples=[round(s, 6) for s in timing.reverted],
-        reverted_in_force=list(timing.reverted_in_force), reverted_error=timing.reverted_error,
+        reverted_in_force=list(timing.reverted_in_force),
+        reverted_error=timing.reverted_error,
         reverted_extras=dict(reverted_extras or {}),
     )
 
@@ -203,17 +221,30 @@ def run_bench_main(measure: Callable[[BenchOptions], BenchResult], *, descriptio
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--provider", default=None,
-                        help="kernel provider; default: torch on CPU, triton on CUDA")
-    parser.add_argument("--repeat", type=int, default=BenchOptions.repeat,
-                        help="timed samples (the median is reported)")
-    parser.add_argument("--pr", type=int, default=None,
-                        help="pair each sample with one taken with this PR's fix reverted")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (name, timed, unit, median, samples, shape)")
+    parser.add_argument(
+        "--provider", default=None, help="kernel provider; default: torch on CPU, triton on CUDA"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=BenchOptions.repeat,
+        help="timed samples (the median is reported)",
+    )
+    parser.add_argument(
+        "--pr",
+        type=int,
+        default=None,
+        help="pair each sample with one taken with this PR's fix reverted",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (name, timed, unit, median, samples, shape)",
+    )
     args = parser.parse_args()
-    options = BenchOptions(device=args.device, provider=args.provider, repeat=args.repeat,
-                           pr=args.pr)
+    options = BenchOptions(
+        device=args.device, provider=args.provider, repeat=args.repeat, pr=args.pr
+    )
     if options.device == "cpu":
         torch.set_num_threads(CPU_THREADS)
     try:
@@ -227,8 +258,10 @@ def run_bench_main(measure: Callable[[BenchOptions], BenchResult], *, descriptio
 
 def shape_of(**values: Any) -> dict[str, ShapeValue]:
     """A shape record: torch dtypes become their short names."""
-    return {key: str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else value
-            for key, value in values.items()}
+    return {
+        key: str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else value
+        for key, value in values.items()
+    }
 
 
 def _seconds(
@@ -269,7 +302,8 @@ class _Pairing:
 
     def sample(self, call: Callable[[], object], *, calls: int) -> None:
         seconds = self._reverted(
-            lambda: _seconds(call, device=self.device, calls=calls, settle=True))
+            lambda: _seconds(call, device=self.device, calls=calls, settle=True)
+        )
         if seconds is not None:
             self.samples.append(1000.0 * seconds / calls)
 

@@ -28,9 +28,13 @@ def measure(options: BenchOptions) -> BenchResult:
     return make_result(
         name="dp_batch_size_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, batch not padded",
-        timing=timing, pr=options.pr,
-        shape={**shape.record(), "accept_length_cycle": list(ACCEPT_CYCLE),
-               "provider": options.provider or "default"},
+        timing=timing,
+        pr=options.pr,
+        shape={
+            **shape.record(),
+            "accept_length_cycle": list(ACCEPT_CYCLE),
+            "provider": options.provider or "default",
+        },
         note="same context kernel and batch size either way (no DP padding): expect ~1.0",
     )
 

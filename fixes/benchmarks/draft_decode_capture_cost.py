@@ -28,8 +28,10 @@ def measure(options: BenchOptions) -> BenchResult:
     shape = attention_shape(options)
     stack = build_paged_stack(shape, device=device)
     backend = TRTLLMHAAttnBackend(
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
-        provider=options.provider, speculative_step_id=STEP_ID,
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
+        provider=options.provider,
+        speculative_step_id=STEP_ID,
     )
     backend.init_cuda_graph_state(max_bs=shape.bs)
     req_pool_indices = torch.zeros(shape.bs, dtype=torch.int64, device=device)
@@ -38,8 +40,11 @@ def measure(options: BenchOptions) -> BenchResult:
 
     def capture_metadata() -> None:
         backend.init_forward_metadata_capture_cuda_graph(
-            bs=shape.bs, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-            forward_mode=ForwardMode.DECODE, spec_info=spec_info,
+            bs=shape.bs,
+            req_pool_indices=req_pool_indices,
+            seq_lens=seq_lens,
+            forward_mode=ForwardMode.DECODE,
+            spec_info=spec_info,
         )
 
     timing = time_pair(capture_metadata, device=device, options=options)
@@ -47,10 +52,10 @@ def measure(options: BenchOptions) -> BenchResult:
         name="draft_decode_capture_cost",
         timed=f"TRTLLMHAAttnBackend.init_forward_metadata_capture_cuda_graph, draft decode "
         f"step {STEP_ID}",
-        timing=timing, pr=options.pr,
+        timing=timing,
+        pr=options.pr,
         shape=shape.record() | {"num_steps": NUM_STEPS, "seq_lens_fill": CAPTURE_FILL_SEQ_LEN},
-        note="capture-time only (runs once per captured batch size); reverted skips one "
-        "small copy",
+        note="capture-time only (runs once per captured batch size); reverted skips one small copy",
     )
 
 

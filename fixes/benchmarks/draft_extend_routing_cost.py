@@ -21,16 +21,22 @@ def measure(options: BenchOptions) -> BenchResult:
     device = bench_device(options)
     shape = attention_shape(options)
     state = build_draft_extend_state(
-        shape, accept_lengths=[ACCEPT_LENGTH] * shape.bs, device=device,
+        shape,
+        accept_lengths=[ACCEPT_LENGTH] * shape.bs,
+        device=device,
         provider=options.provider,
     )
     timing = time_pair(state.forward_extend, device=device, options=options)
     return make_result(
         name="draft_extend_routing_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, equal accept lengths",
-        timing=timing, pr=options.pr,
-        shape={**shape.record(), "accept_length": ACCEPT_LENGTH,
-               "provider": options.provider or "default"},
+        timing=timing,
+        pr=options.pr,
+        shape={
+            **shape.record(),
+            "accept_length": ACCEPT_LENGTH,
+            "provider": options.provider or "default",
+        },
         note="decode kernel (reverted) valid only because accept lengths are equal; "
         "upstream saw it up to ~4.7% faster",
     )

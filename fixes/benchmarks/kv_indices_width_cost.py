@@ -41,17 +41,41 @@ class DraftShape:
     dtype: torch.dtype
 
     def record(self) -> dict[str, ShapeValue]:
-        return shape_of(bs=self.bs, topk=self.topk, num_steps=self.num_steps,
-                        max_context_len=self.max_context_len, seq_len=self.seq_len,
-                        num_heads=self.num_heads, kv_lora_rank=self.kv_lora_rank,
-                        qk_rope_head_dim=self.qk_rope_head_dim, dtype=self.dtype)
+        return shape_of(
+            bs=self.bs,
+            topk=self.topk,
+            num_steps=self.num_steps,
+            max_context_len=self.max_context_len,
+            seq_len=self.seq_len,
+            num_heads=self.num_heads,
+            kv_lora_rank=self.kv_lora_rank,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            dtype=self.dtype,
+        )
 
 
-CPU_SHAPE = DraftShape(bs=4, topk=2, num_steps=4, max_context_len=64, seq_len=24, num_heads=4,
-                       kv_lora_rank=16, qk_rope_head_dim=8, dtype=torch.float32)
-CUDA_SHAPE = DraftShape(bs=32, topk=4, num_steps=4, max_context_len=4096, seq_len=1000,
-                        num_heads=16, kv_lora_rank=512, qk_rope_head_dim=64,
-                        dtype=torch.bfloat16)
+CPU_SHAPE = DraftShape(
+    bs=4,
+    topk=2,
+    num_steps=4,
+    max_context_len=64,
+    seq_len=24,
+    num_heads=4,
+    kv_lora_rank=16,
+    qk_rope_head_dim=8,
+    dtype=torch.float32,
+)
+CUDA_SHAPE = DraftShape(
+    bs=32,
+    topk=4,
+    num_steps=4,
+    max_context_len=4096,
+    seq_len=1000,
+    num_heads=16,
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    dtype=torch.bfloat16,
+)
 
 
 def measure(options: BenchOptions) -> BenchResult:
@@ -60,7 +84,8 @@ def measure(options: BenchOptions) -> BenchResult:
     shape = CUDA_SHAPE if device.type == "cuda" else CPU_SHAPE
     _require_narrow_rows_fit(shape)
     provider = torch_or_triton_provider(
-        options, bench="kv_indices_width_cost",
+        options,
+        bench="kv_indices_width_cost",
         note=" (the kv_indices kernel; attention is not timed)",
     )
     backend, rows = _build_backend(shape, device=device, provider=provider)
@@ -71,13 +96,15 @@ def measure(options: BenchOptions) -> BenchResult:
     batch = _draft_batch(backend, shape, rows=rows, device=device)
     timing = time_pair(
         lambda: backend.init_forward_metadata_replay_cuda_graph(batch),
-        device=device, options=options,
+        device=device,
+        options=options,
     )
     return make_result(
         name="kv_indices_width_cost",
         timed="FlashInferMLAMultiStepDraftBackend.init_forward_metadata_replay_cuda_graph "
         "(common_template over the CUDA-graph kv_indices rows), topk > 1",
-        timing=timing, pr=options.pr,
+        timing=timing,
+        pr=options.pr,
         shape=shape.record() | {"kv_indices_provider": backend.kv_indices_provider},
         extras={"cuda_graph_kv_indices_bytes": buffer.numel() * buffer.element_size()},
         reverted_extras=_reverted_extras(backend, shape, pr=options.pr),
@@ -101,8 +128,12 @@ def _reverted_extras(
 
 
 def _require_narrow_rows_fit(shape: DraftShape) -> None:
-    needed = draft_kv_indices_row_len(seq_lens_sum=shape.bs * shape.seq_len, topk=shape.topk,
-                                      num_seqs=shape.bs, step=shape.num_steps - 1)
+    needed = draft_kv_indices_row_len(
+        seq_lens_sum=shape.bs * shape.seq_len,
+        topk=shape.topk,
+        num_seqs=shape.bs,
+        step=shape.num_steps - 1,
+    )
     if needed > shape.bs * shape.max_context_len:
         raise PrToggleError(
             f"kv_indices_width_cost: rows need {needed} entries, more than the reverted "
@@ -116,23 +147,35 @@ def _build_backend(
 ) -> tuple[FlashInferMLAMultiStepDraftBackend, list[int]]:
     """Pools whose requests hold a prefix and every branch's draft slots."""
     slots_per_req = shape.seq_len + shape.topk * shape.num_steps
-    req_to_token_pool = ReqToTokenPool(size=shape.bs, max_context_len=shape.max_context_len,
-                                       device=device)
+    req_to_token_pool = ReqToTokenPool(
+        size=shape.bs, max_context_len=shape.max_context_len, device=device
+    )
     num_pages = shape.bs * slots_per_req + 1
     kv_pool = MLATokenToKVPool(
-        num_pages=num_pages, page_size=1, kv_lora_rank=shape.kv_lora_rank,
-        qk_rope_head_dim=shape.qk_rope_head_dim, num_layers=1, dtype=shape.dtype, device=device,
+        num_pages=num_pages,
+        page_size=1,
+        kv_lora_rank=shape.kv_lora_rank,
+        qk_rope_head_dim=shape.qk_rope_head_dim,
+        num_layers=1,
+        dtype=shape.dtype,
+        device=device,
     )
     allocator = PagedTokenAllocator(num_pages=num_pages, page_size=1, seed=3)
     rows = req_to_token_pool.alloc(shape.bs)
     for row in rows:
         allocator.extend(req_to_token_pool, row=row, old_len=0, new_len=slots_per_req)
     backend = FlashInferMLAMultiStepDraftBackend(
-        req_to_token_pool=req_to_token_pool, kv_pool=kv_pool,
-        shape=MLAShape(num_heads=shape.num_heads, kv_lora_rank=shape.kv_lora_rank,
-                       qk_rope_head_dim=shape.qk_rope_head_dim,
-                       sm_scale=(shape.kv_lora_rank + shape.qk_rope_head_dim) ** -0.5),
-        topk=shape.topk, speculative_num_steps=shape.num_steps, kv_indices_provider=provider,
+        req_to_token_pool=req_to_token_pool,
+        kv_pool=kv_pool,
+        shape=MLAShape(
+            num_heads=shape.num_heads,
+            kv_lora_rank=shape.kv_lora_rank,
+            qk_rope_head_dim=shape.qk_rope_head_dim,
+            sm_scale=(shape.kv_lora_rank + shape.qk_rope_head_dim) ** -0.5,
+        ),
+        topk=shape.topk,
+        speculative_num_steps=shape.num_steps,
+        kv_indices_provider=provider,
     )
     return backend, rows
 
@@ -147,10 +190,15 @@ def _draft_batch(
     seq_lens_cpu = torch.full((shape.bs,), shape.seq_len, dtype=torch.int32)
     zeros = torch.zeros(shape.bs * shape.topk, dtype=torch.int64, device=device)
     return ForwardBatch(
-        forward_mode=ForwardMode.DECODE, batch_size=shape.bs, input_ids=zeros,
+        forward_mode=ForwardMode.DECODE,
+        batch_size=shape.bs,
+        input_ids=zeros,
         req_pool_indices=torch.tensor(rows, dtype=torch.int64, device=device),
-        seq_lens=seq_lens_cpu.to(device), seq_lens_cpu=seq_lens_cpu, out_cache_loc=zeros,
-        positions=zeros, req_to_token_pool=backend.req_to_token_pool,
+        seq_lens=seq_lens_cpu.to(device),
+        seq_lens_cpu=seq_lens_cpu,
+        out_cache_loc=zeros,
+        positions=zeros,
+        req_to_token_pool=backend.req_to_token_pool,
         token_to_kv_pool=backend.kv_pool,
         spec_info=DraftDecodeInput(topk=shape.topk, num_steps=shape.num_steps),
     )

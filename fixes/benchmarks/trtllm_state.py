@@ -28,15 +28,35 @@ class AttentionShape:
     dtype: torch.dtype
 
     def record(self) -> dict[str, ShapeValue]:
-        return shape_of(bs=self.bs, context_len=self.context_len, num_q_heads=self.num_q_heads,
-                        num_kv_heads=self.num_kv_heads, head_dim=self.head_dim,
-                        page_size=self.page_size, dtype=self.dtype)
+        return shape_of(
+            bs=self.bs,
+            context_len=self.context_len,
+            num_q_heads=self.num_q_heads,
+            num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            page_size=self.page_size,
+            dtype=self.dtype,
+        )
 
 
-CPU_SHAPE = AttentionShape(bs=4, context_len=256, num_q_heads=4, num_kv_heads=2, head_dim=32,
-                           page_size=16, dtype=torch.float32)
-CUDA_SHAPE = AttentionShape(bs=32, context_len=4096, num_q_heads=32, num_kv_heads=8,
-                            head_dim=128, page_size=64, dtype=torch.bfloat16)
+CPU_SHAPE = AttentionShape(
+    bs=4,
+    context_len=256,
+    num_q_heads=4,
+    num_kv_heads=2,
+    head_dim=32,
+    page_size=16,
+    dtype=torch.float32,
+)
+CUDA_SHAPE = AttentionShape(
+    bs=32,
+    context_len=4096,
+    num_q_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    page_size=64,
+    dtype=torch.bfloat16,
+)
 
 
 @dataclass
@@ -66,12 +86,20 @@ def attention_shape(options: BenchOptions) -> AttentionShape:
 def build_paged_stack(shape: AttentionShape, *, device: torch.device) -> ToyStack:
     """One-layer pools sized for `shape.bs` requests of `shape.context_len` tokens."""
     pages_per_req = -(-shape.context_len // shape.page_size) + 1
-    config = ToyModelConfig(num_layers=1, num_q_heads=shape.num_q_heads,
-                            num_kv_heads=shape.num_kv_heads, head_dim=shape.head_dim)
+    config = ToyModelConfig(
+        num_layers=1,
+        num_q_heads=shape.num_q_heads,
+        num_kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim,
+    )
     return build_stack(
-        device=device, config=config, num_pages=shape.bs * pages_per_req + 1,
-        page_size=shape.page_size, max_context_len=pages_per_req * shape.page_size,
-        max_requests=shape.bs, dtype=shape.dtype,
+        device=device,
+        config=config,
+        num_pages=shape.bs * pages_per_req + 1,
+        page_size=shape.page_size,
+        max_context_len=pages_per_req * shape.page_size,
+        max_requests=shape.bs,
+        dtype=shape.dtype,
     )
 
 
@@ -90,7 +118,8 @@ def build_draft_extend_state(
     stack.extend_batch(requests, random_tokens(prefix_lens, vocab_size=vocab, seed=1))
     _fill_kv_pool(stack, seed=2)
     batch = stack.extend_batch(
-        requests, random_tokens(accept_lengths, vocab_size=vocab, seed=3),
+        requests,
+        random_tokens(accept_lengths, vocab_size=vocab, seed=3),
         mode=ForwardMode.DRAFT_EXTEND_V2,
         spec_info=DraftExtendInput(
             accept_lengths=torch.tensor(accept_lengths, dtype=torch.int32, device=device),
@@ -98,18 +127,28 @@ def build_draft_extend_state(
         ),
     )
     backend = TRTLLMHAAttnBackend(
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
         provider=provider,
     )
     backend.init_forward_metadata(batch)
-    return ExtendState(stack=stack, backend=backend, batch=batch, layer=_layer(shape),
-                       **_qkv(shape, num_tokens=batch.num_tokens, device=device))
+    return ExtendState(
+        stack=stack,
+        backend=backend,
+        batch=batch,
+        layer=_layer(shape),
+        **_qkv(shape, num_tokens=batch.num_tokens, device=device),
+    )
 
 
 def _layer(shape: AttentionShape) -> AttentionLayer:
-    return AttentionLayer(layer_id=0, num_q_heads=shape.num_q_heads,
-                          num_kv_heads=shape.num_kv_heads, head_dim=shape.head_dim,
-                          scaling=shape.head_dim**-0.5)
+    return AttentionLayer(
+        layer_id=0,
+        num_q_heads=shape.num_q_heads,
+        num_kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim,
+        scaling=shape.head_dim**-0.5,
+    )
 
 
 def _qkv(
@@ -118,8 +157,9 @@ def _qkv(
     generator = torch.Generator().manual_seed(4)
     widths = {"q": shape.num_q_heads, "k": shape.num_kv_heads, "v": shape.num_kv_heads}
     return {
-        name: torch.randn(num_tokens, heads * shape.head_dim, generator=generator)
-        .to(device=device, dtype=shape.dtype)
+        name: torch.randn(num_tokens, heads * shape.head_dim, generator=generator).to(
+            device=device, dtype=shape.dtype
+        )
         for name, heads in widths.items()
     }
 
@@ -129,5 +169,6 @@ def _fill_kv_pool(stack: ToyStack, *, seed: int) -> None:
     generator = torch.Generator(device=stack.device).manual_seed(seed)
     pool = stack.token_to_kv_pool
     for buffer in (*pool.k_buffers, *pool.v_buffers):
-        buffer.copy_(torch.randn(buffer.shape, generator=generator, device=stack.device,
-                                 dtype=buffer.dtype))
+        buffer.copy_(
+            torch.randn(buffer.shape, generator=generator, device=stack.device, dtype=buffer.dtype)
+        )

@@ -46,8 +46,13 @@ def generate_draft_decode_kv_indices(
         )
     generate = _generate_torch if provider == "torch" else _generate_triton
     generate(
-        req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=seq_lens,
-        kv_indices=kv_indices, kv_indptr=kv_indptr, topk=topk, page_size=page_size,
+        req_pool_indices=req_pool_indices,
+        req_to_token=req_to_token,
+        seq_lens=seq_lens,
+        kv_indices=kv_indices,
+        kv_indptr=kv_indptr,
+        topk=topk,
+        page_size=page_size,
     )
 
 
@@ -97,8 +102,11 @@ def _generate_torch(
         for req, (seq_len, row) in enumerate(zip(lens, rows, strict=True)):
             for branch in range(topk):
                 start = draft_slot_start(
-                    seq_len=seq_len, branch=branch, num_steps=num_steps,
-                    page_size=page_size, topk=topk,
+                    seq_len=seq_len,
+                    branch=branch,
+                    num_steps=num_steps,
+                    page_size=page_size,
+                    topk=topk,
                 )
                 segment = torch.cat(
                     [req_to_token[row, :seq_len], req_to_token[row, start : start + step + 1]]

@@ -96,15 +96,29 @@ def flashinfer_decode(
     if q_len_per_req == 1:
         group = query.shape[1] // k_cache.shape[2]
         wrapper = _wrapper(query.device, "decode_tc" if group >= 4 else "decode")
-        wrapper.plan(layout.kv_indptr, layout.kv_indices, layout.kv_last_page_len, *heads,
-                     q_data_type=query.dtype, kv_data_type=k_cache.dtype,
-                     sm_scale=softmax_scale)
+        wrapper.plan(
+            layout.kv_indptr,
+            layout.kv_indices,
+            layout.kv_last_page_len,
+            *heads,
+            q_data_type=query.dtype,
+            kv_data_type=k_cache.dtype,
+            sm_scale=softmax_scale,
+        )
     else:
         qo_indptr = torch.arange(batch + 1, dtype=torch.int32, device=query.device)
         wrapper = _wrapper(query.device, "prefill")
-        wrapper.plan(qo_indptr * q_len_per_req, layout.kv_indptr, layout.kv_indices,
-                     layout.kv_last_page_len, *heads, causal=True, sm_scale=softmax_scale,
-                     q_data_type=query.dtype, kv_data_type=k_cache.dtype)
+        wrapper.plan(
+            qo_indptr * q_len_per_req,
+            layout.kv_indptr,
+            layout.kv_indices,
+            layout.kv_last_page_len,
+            *heads,
+            causal=True,
+            sm_scale=softmax_scale,
+            q_data_type=query.dtype,
+            kv_data_type=k_cache.dtype,
+        )
     wrapper.run(query[:rows], (k_cache, v_cache), out=out[:rows])
     return out
 
@@ -139,13 +153,24 @@ def flashinfer_context(
     start, end = (int(x) for x in qo_indptr[[0, -1]].tolist())
     _require_rows(query, end, "query")
     _require_rows(out, end, "out")
-    layout = paged_layout(block_tables=block_tables, kv_lens=seq_lens[:batch_size],
-                          page_size=k_cache.shape[1])
+    layout = paged_layout(
+        block_tables=block_tables, kv_lens=seq_lens[:batch_size], page_size=k_cache.shape[1]
+    )
     wrapper = _wrapper(query.device, "prefill")
-    wrapper.plan(qo_indptr - start, layout.kv_indptr, layout.kv_indices,
-                 layout.kv_last_page_len, query.shape[1], k_cache.shape[2], query.shape[2],
-                 k_cache.shape[1], causal=True, sm_scale=softmax_scale,
-                 q_data_type=query.dtype, kv_data_type=k_cache.dtype)
+    wrapper.plan(
+        qo_indptr - start,
+        layout.kv_indptr,
+        layout.kv_indices,
+        layout.kv_last_page_len,
+        query.shape[1],
+        k_cache.shape[2],
+        query.shape[2],
+        k_cache.shape[1],
+        causal=True,
+        sm_scale=softmax_scale,
+        q_data_type=query.dtype,
+        kv_data_type=k_cache.dtype,
+    )
     wrapper.run(query[start:end], (k_cache, v_cache), out=out[start:end])
     return out
 
@@ -160,10 +185,12 @@ def _wrapper(device: torch.device, kind: str) -> Any:
     if kind not in state.wrappers:
         if kind == "prefill":
             wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(
-                state.workspace, "NHD", backend=PREFILL_BACKEND)
+                state.workspace, "NHD", backend=PREFILL_BACKEND
+            )
         else:
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-                state.workspace, "NHD", use_tensor_cores=kind == "decode_tc")
+                state.workspace, "NHD", use_tensor_cores=kind == "decode_tc"
+            )
         state.wrappers[kind] = wrapper
         logger.debug("created flashinfer %s wrapper on %s", kind, device)
     return state.wrappers[kind]

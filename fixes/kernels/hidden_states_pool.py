@@ -43,9 +43,13 @@ def assign_hidden_states_pool(
         return
     assign = _assign_torch if provider == "torch" else _assign_triton
     assign(
-        hidden_states=hidden_states, req_pool_indices=req_pool_indices,
-        pool=req_to_hidden_states_pool, pool_size=pool_size, num_seqs=num_seqs,
-        extend_seq_lens=extend_seq_lens, extend_start_loc=extend_start_loc,
+        hidden_states=hidden_states,
+        req_pool_indices=req_pool_indices,
+        pool=req_to_hidden_states_pool,
+        pool_size=pool_size,
+        num_seqs=num_seqs,
+        extend_seq_lens=extend_seq_lens,
+        extend_start_loc=extend_start_loc,
     )
 
 
@@ -140,8 +144,6 @@ def _assign_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     pool_row = tl.load(req_pool_indices_ptr + req).to(tl.int64)
     offs = tl.arange(0, HIDDEN_BLOCK)
     mask = offs < hidden_size
-    values = tl.load(
-        hidden_ptr + source_row * hidden_stride + offs * hidden_dim_stride, mask=mask
-    )
+    values = tl.load(hidden_ptr + source_row * hidden_stride + offs * hidden_dim_stride, mask=mask)
     pool_at = pool_ptr + pool_row * pool_row_stride + slot * pool_step_stride
     tl.store(pool_at + offs * pool_dim_stride, values, mask=mask)

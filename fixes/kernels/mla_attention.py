@@ -56,9 +56,7 @@ def mla_paged_decode_torch(
     keys = cache[slots.clamp(0, cache.shape[0] - 1)].float()  # [bs, L, width]
     compressed = keys[..., : shape.kv_lora_rank]
     scores = torch.einsum("bhd,bld->bhl", q_nope.float(), compressed)
-    scores = scores + torch.einsum(
-        "bhd,bld->bhl", q_pe.float(), keys[..., shape.kv_lora_rank :]
-    )
+    scores = scores + torch.einsum("bhd,bld->bhl", q_pe.float(), keys[..., shape.kv_lora_rank :])
     scores = (scores * shape.sm_scale).masked_fill(~valid[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
     return torch.einsum("bhl,bld->bhd", probs, compressed).to(q_nope.dtype)
@@ -151,9 +149,7 @@ def check_provider(provider: str) -> str:
     return provider
 
 
-def _check_in_range(
-    values: torch.Tensor, valid: torch.Tensor, size: int, *, what: str
-) -> None:
+def _check_in_range(values: torch.Tensor, valid: torch.Tensor, size: int, *, what: str) -> None:
     """On CPU, raise IndexError where a valid entry lies outside [0, size); free on CUDA."""
     if values.device.type != "cpu":
         return

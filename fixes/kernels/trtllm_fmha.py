@@ -51,8 +51,14 @@ def trtllm_batch_decode_with_kv_cache(
     only sizes work splitting. `provider` None means `default_provider(query.device)`.
     """
     chosen = _resolve_provider(provider, query.device)
-    _check_common(query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
-                  seq_lens=seq_lens, out=out)
+    _check_common(
+        query=query,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        seq_lens=seq_lens,
+        out=out,
+    )
     if q_len_per_req < 1:
         raise KernelContractError(f"q_len_per_req must be >= 1, got {q_len_per_req}")
     if out is None:
@@ -64,9 +70,17 @@ def trtllm_batch_decode_with_kv_cache(
         from fixes.kernels.trtllm_fmha_triton import triton_decode as run
     else:
         from fixes.kernels.flashinfer_mha import flashinfer_decode as run
-    return run(query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
-               seq_lens=seq_lens, max_seq_len=max_seq_len, softmax_scale=softmax_scale,
-               q_len_per_req=q_len_per_req, out=out)
+    return run(
+        query=query,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        seq_lens=seq_lens,
+        max_seq_len=max_seq_len,
+        softmax_scale=softmax_scale,
+        q_len_per_req=q_len_per_req,
+        out=out,
+    )
 
 
 def trtllm_batch_context_with_kv_cache(
@@ -95,8 +109,14 @@ def trtllm_batch_context_with_kv_cache(
     `out` is allocated here, untouched otherwise). `provider` None: `default_provider`.
     """
     chosen = _resolve_provider(provider, query.device)
-    _check_common(query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
-                  seq_lens=seq_lens, out=out)
+    _check_common(
+        query=query,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        seq_lens=seq_lens,
+        out=out,
+    )
     if batch_size < 0:
         raise KernelContractError(f"batch_size must be >= 0, got {batch_size}")
     if out is None:
@@ -107,10 +127,19 @@ def trtllm_batch_context_with_kv_cache(
         from fixes.kernels.trtllm_fmha_triton import triton_context as run
     else:
         from fixes.kernels.flashinfer_mha import flashinfer_context as run
-    return run(query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
-               seq_lens=seq_lens, max_q_len=max_q_len, max_kv_len=max_kv_len,
-               softmax_scale=softmax_scale, batch_size=batch_size,
-               cum_seq_lens_q=cum_seq_lens_q, out=out)
+    return run(
+        query=query,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        seq_lens=seq_lens,
+        max_q_len=max_q_len,
+        max_kv_len=max_kv_len,
+        softmax_scale=softmax_scale,
+        batch_size=batch_size,
+        cum_seq_lens_q=cum_seq_lens_q,
+        out=out,
+    )
 
 
 def _resolve_provider(provider: str | None, device: torch.device) -> str:
@@ -151,8 +180,7 @@ def _check_common(
         )
     if v_cache.shape != k_cache.shape:
         raise KernelContractError(
-            f"v_cache shape {tuple(v_cache.shape)} must equal k_cache shape "
-            f"{tuple(k_cache.shape)}"
+            f"v_cache shape {tuple(v_cache.shape)} must equal k_cache shape {tuple(k_cache.shape)}"
         )
     num_heads, head_dim = query.shape[1], query.shape[2]
     num_kv_heads = k_cache.shape[2]

@@ -34,9 +34,16 @@ def decode_reference(
     for b in range(seq_lens.shape[0]):
         rows = [b * q_len_per_req + i for i in range(q_len_per_req)]
         _attend_rows(
-            query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
-            request=b, rows=rows, kv_len=int(seq_lens[b]), softmax_scale=softmax_scale,
-            out=out, what="decode",
+            query=query,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            block_tables=block_tables,
+            request=b,
+            rows=rows,
+            kv_len=int(seq_lens[b]),
+            softmax_scale=softmax_scale,
+            out=out,
+            what="decode",
         )
     return out
 
@@ -71,9 +78,17 @@ def context_reference(
         if not rows:
             continue
         _attend_rows(
-            query=query, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
-            request=b, rows=rows, kv_len=kv_len, softmax_scale=softmax_scale,
-            out=out, what="context", q_len=q_end - q_start,
+            query=query,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            block_tables=block_tables,
+            request=b,
+            rows=rows,
+            kv_len=kv_len,
+            softmax_scale=softmax_scale,
+            out=out,
+            what="context",
+            q_len=q_end - q_start,
         )
     return out
 
@@ -96,8 +111,12 @@ def _attend_rows(
     q_len = len(rows) if q_len is None else q_len
     num_keys = max(kv_len, 0)
     keys, values = _gather_request_kv(
-        k_cache=k_cache, v_cache=v_cache, block_tables=block_tables, request=request,
-        num_keys=num_keys, what=what,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        request=request,
+        num_keys=num_keys,
+        what=what,
     )
     q = torch.stack([_checked_get(query, r, "query", what) for r in rows]).float()
     group = q.shape[1] // keys.shape[1]

@@ -38,8 +38,9 @@ class TritonBlockConfig:
     context_heads_fastest: bool | None = None  # None = True for windows <= 2048 rows
 
 
-def choose_num_splits(*, programs: int, max_seq_len: int, block_n: int,
-                      device: torch.device) -> int:
+def choose_num_splits(
+    *, programs: int, max_seq_len: int, block_n: int, device: torch.device
+) -> int:
     """KV splits so that small batches still fill the GPU (flash-decoding); 1 on CPU."""
     if device.type != "cuda":
         return 1
@@ -52,8 +53,9 @@ def choose_num_splits(*, programs: int, max_seq_len: int, block_n: int,
     return max(1, min(by_occupancy, by_length, 64))
 
 
-def decode_launch(config: TritonBlockConfig, query: torch.Tensor, *, kv_programs: int,
-                  max_seq_len: int) -> tuple[int, int, int]:
+def decode_launch(
+    config: TritonBlockConfig, query: torch.Tensor, *, kv_programs: int, max_seq_len: int
+) -> tuple[int, int, int]:
     """(BLOCK_N, num_warps, num_stages): small tiles when interpreted; on GPU with 16-bit
     D <= 128 rows, from an H100 sweep (few programs = KV gets split); else smem-bounded."""
     if not query.is_cuda:
@@ -72,8 +74,9 @@ def decode_launch(config: TritonBlockConfig, query: torch.Tensor, *, kv_programs
     return config.decode_block_n or default_block_n, config.decode_num_warps or 4, stages
 
 
-def context_launch(config: TritonBlockConfig, query: torch.Tensor, *,
-                   max_q_len: int) -> tuple[int, int, int, int]:
+def context_launch(
+    config: TritonBlockConfig, query: torch.Tensor, *, max_q_len: int
+) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) for the context kernel: 128-row tiles for
     long windows (8 warps, 184 regs: one program per SM); 64-row tiles and 4 warps up to
     SHORT_Q rows with 2 stages (two independent programs per SM, half the causal

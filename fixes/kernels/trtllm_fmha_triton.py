@@ -41,12 +41,20 @@ def triton_decode(
     _check_layout(query, k_cache, v_cache, out, block_tables)
     if seq_lens.shape[0] * q_len_per_req == 0:
         return out
-    window = _PackedWindow(batch=seq_lens.shape[0], q_window=q_len_per_req,
-                           cum_seq_lens_q=None, max_kv_len=max_seq_len)
-    return _launch_packed(query=query, k_cache=k_cache, v_cache=v_cache,
-                          block_tables=block_tables, seq_lens=seq_lens, window=window,
-                          softmax_scale=softmax_scale, out=out,
-                          config=config or TritonBlockConfig())
+    window = _PackedWindow(
+        batch=seq_lens.shape[0], q_window=q_len_per_req, cum_seq_lens_q=None, max_kv_len=max_seq_len
+    )
+    return _launch_packed(
+        query=query,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        seq_lens=seq_lens,
+        window=window,
+        softmax_scale=softmax_scale,
+        out=out,
+        config=config or TritonBlockConfig(),
+    )
 
 
 def triton_context(
@@ -72,31 +80,70 @@ def triton_context(
     config = config or TritonBlockConfig()
     if batch_size == 0 or max_q_len <= 0:
         return out
-    pack_limit = PACK_MAX_Q_LEN if config.context_pack_max_q_len is None else (
-        config.context_pack_max_q_len)
+    pack_limit = (
+        PACK_MAX_Q_LEN if config.context_pack_max_q_len is None else (config.context_pack_max_q_len)
+    )
     if max_q_len <= pack_limit:
-        window = _PackedWindow(batch=batch_size, q_window=max_q_len,
-                               cum_seq_lens_q=cum_seq_lens_q, max_kv_len=max_kv_len)
-        return _launch_packed(query=query, k_cache=k_cache, v_cache=v_cache,
-                              block_tables=block_tables, seq_lens=seq_lens, window=window,
-                              softmax_scale=softmax_scale, out=out, config=config)
-    block_m, block_n, num_warps, num_stages = context_launch(config, query,
-                                                              max_q_len=max_q_len)
-    heads_fastest = (max_q_len <= SHORT_Q if config.context_heads_fastest is None
-                     else config.context_heads_fastest)
+        window = _PackedWindow(
+            batch=batch_size,
+            q_window=max_q_len,
+            cum_seq_lens_q=cum_seq_lens_q,
+            max_kv_len=max_kv_len,
+        )
+        return _launch_packed(
+            query=query,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            block_tables=block_tables,
+            seq_lens=seq_lens,
+            window=window,
+            softmax_scale=softmax_scale,
+            out=out,
+            config=config,
+        )
+    block_m, block_n, num_warps, num_stages = context_launch(config, query, max_q_len=max_q_len)
+    heads_fastest = (
+        max_q_len <= SHORT_Q
+        if config.context_heads_fastest is None
+        else config.context_heads_fastest
+    )
     num_blocks = triton.cdiv(max_q_len, block_m)
-    grid = ((num_heads, num_blocks, batch_size) if heads_fastest
-            else (num_blocks, batch_size, num_heads))
+    grid = (
+        (num_heads, num_blocks, batch_size)
+        if heads_fastest
+        else (num_blocks, batch_size, num_heads)
+    )
     _context_kernel[grid](
-        query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out,
-        softmax_scale * _LOG2E, max_q_len,
-        query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        block_tables.stride(0), out.stride(0), out.stride(1),
-        GROUP=num_heads // k_cache.shape[2], HEAD_DIM=query.shape[2], PAGE_SIZE=k_cache.shape[1],
-        BLOCK_M=block_m, BLOCK_N=block_n, HEADS_FASTEST=heads_fastest,
-        PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
-        num_warps=num_warps, num_stages=num_stages,
+        query,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        cum_seq_lens_q,
+        out,
+        softmax_scale * _LOG2E,
+        max_q_len,
+        query.stride(0),
+        query.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        v_cache.stride(2),
+        block_tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        GROUP=num_heads // k_cache.shape[2],
+        HEAD_DIM=query.shape[2],
+        PAGE_SIZE=k_cache.shape[1],
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        HEADS_FASTEST=heads_fastest,
+        PRECISION=_dot_precision(query.dtype),
+        UPCAST_DOT=_upcast_dot(query),
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     return out
 
@@ -113,8 +160,17 @@ def _token_pages(table_row, tokens, token_mask, PAGE_SIZE: tl.constexpr, MASKED:
 
 @triton.jit
 def _load_tile(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    cache, pages, tokens, token_mask, kv_head, stride_page, stride_slot, stride_head, dims,
-    PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr,
+    cache,
+    pages,
+    tokens,
+    token_mask,
+    kv_head,
+    stride_page,
+    stride_slot,
+    stride_head,
+    dims,
+    PAGE_SIZE: tl.constexpr,
+    MASKED: tl.constexpr,
 ):
     """[BLOCK_N, HEAD_DIM] tile of one KV head for `tokens` living in `pages`."""
     offsets = pages * stride_page + (tokens % PAGE_SIZE) * stride_slot + kv_head * stride_head
@@ -134,8 +190,17 @@ def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):  # type: ignore[n
 
 @triton.jit
 def _softmax_step(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    q, k, v, allowed, m_i, l_i, acc, scale_log2,
-    PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, MASKED: tl.constexpr,
+    q,
+    k,
+    v,
+    allowed,
+    m_i,
+    l_i,
+    acc,
+    scale_log2,
+    PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+    MASKED: tl.constexpr,
 ):
     """One K/V tile of online softmax (base 2). A row with no allowed key keeps m = -inf,
     l = 0, acc = 0, so that a row that never sees a key ends as 0/0 = NaN."""
@@ -153,13 +218,42 @@ def _softmax_step(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 @triton.jit
 def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    Q, K, V, BlockTables, SeqLens, CumSeqLensQ, Out, PartialOut, PartialLse,
-    q_window, chunks_per_req, scale_log2, chunk, num_splits, num_heads,
-    stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
-    stride_bt, stride_or, stride_oh,
-    GROUP: tl.constexpr, Q_ROWS: tl.constexpr, TILE_M: tl.constexpr, HEAD_DIM: tl.constexpr,
-    PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
-    VARLEN: tl.constexpr, PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    Q,
+    K,
+    V,
+    BlockTables,
+    SeqLens,
+    CumSeqLensQ,
+    Out,
+    PartialOut,
+    PartialLse,
+    q_window,
+    chunks_per_req,
+    scale_log2,
+    chunk,
+    num_splits,
+    num_heads,
+    stride_qr,
+    stride_qh,
+    stride_kp,
+    stride_ks,
+    stride_kh,
+    stride_vp,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    stride_or,
+    stride_oh,
+    GROUP: tl.constexpr,
+    Q_ROWS: tl.constexpr,
+    TILE_M: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT: tl.constexpr,
+    VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):
     """Q_ROWS query rows x GROUP heads of one request and KV head share each K/V tile.
     VARLEN: request b owns rows cum_seq_lens_q[b] + i for i < min(q_len_b, q_window);
@@ -188,8 +282,11 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     start = split * chunk
     end = tl.where(split == num_splits - 1, max_keys, tl.minimum(start + chunk, max_keys))
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + rows[:, None] * stride_qr + heads[:, None] * stride_qh + dims[None, :],
-                mask=valid[:, None], other=0.0)
+    q = tl.load(
+        Q + rows[:, None] * stride_qr + heads[:, None] * stride_qh + dims[None, :],
+        mask=valid[:, None],
+        other=0.0,
+    )
     table_row = BlockTables + request.to(tl.int64) * stride_bt
     m_i = tl.full([TILE_M], float("-inf"), tl.float32)
     l_i = tl.zeros([TILE_M], tl.float32)
@@ -198,18 +295,40 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         tokens = n0 + tl.arange(0, BLOCK_N)
         token_mask = tokens < end
         pages = _token_pages(table_row, tokens, token_mask, PAGE_SIZE, True)
-        k = _load_tile(K, pages, tokens, token_mask, kv_head, stride_kp, stride_ks, stride_kh,
-                       dims, PAGE_SIZE, True)
-        v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs, stride_vh,
-                       dims, PAGE_SIZE, True)
+        k = _load_tile(
+            K,
+            pages,
+            tokens,
+            token_mask,
+            kv_head,
+            stride_kp,
+            stride_ks,
+            stride_kh,
+            dims,
+            PAGE_SIZE,
+            True,
+        )
+        v = _load_tile(
+            V,
+            pages,
+            tokens,
+            token_mask,
+            kv_head,
+            stride_vp,
+            stride_vs,
+            stride_vh,
+            dims,
+            PAGE_SIZE,
+            True,
+        )
         allowed = tokens[None, :] < num_keys[:, None]
-        m_i, l_i, acc = _softmax_step(q, k, v, allowed, m_i, l_i, acc, scale_log2,
-                                      PRECISION, UPCAST_DOT, True)
+        m_i, l_i, acc = _softmax_step(
+            q, k, v, allowed, m_i, l_i, acc, scale_log2, PRECISION, UPCAST_DOT, True
+        )
     if SPLIT:
         slot = (((request * q_window + i).to(tl.int64)) * num_heads + heads) * num_splits + split
         safe = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
-        tl.store(PartialOut + slot[:, None] * HEAD_DIM + dims[None, :], safe,
-                 mask=valid[:, None])
+        tl.store(PartialOut + slot[:, None] * HEAD_DIM + dims[None, :], safe, mask=valid[:, None])
         tl.store(PartialLse + slot, m_i + tl.log2(l_i), mask=valid)  # no key: -inf
     else:
         result = acc / l_i[:, None]  # 0/0 = NaN over an empty key range, as in trtllm-gen
@@ -219,8 +338,17 @@ def _decode_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 @triton.jit
 def _combine_splits_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    PartialOut, PartialLse, CumSeqLensQ, Out, num_splits, q_window, stride_or, stride_oh,
-    HEAD_DIM: tl.constexpr, SPLITS_PAD: tl.constexpr, VARLEN: tl.constexpr,
+    PartialOut,
+    PartialLse,
+    CumSeqLensQ,
+    Out,
+    num_splits,
+    q_window,
+    stride_or,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    SPLITS_PAD: tl.constexpr,
+    VARLEN: tl.constexpr,
 ):
     """Merges the splits of partial row b * q_window + i into its output row (see above)."""
     slot_row = tl.program_id(0)
@@ -240,22 +368,50 @@ def _combine_splits_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         computed = dims < HEAD_DIM
     base = (slot_row.to(tl.int64) * tl.num_programs(1) + head) * num_splits
     lse = tl.load(PartialLse + base + splits, mask=split_mask, other=float("-inf"))
-    parts = tl.load(PartialOut + (base + splits)[:, None] * HEAD_DIM + dims[None, :],
-                    mask=split_mask[:, None], other=0.0)
+    parts = tl.load(
+        PartialOut + (base + splits)[:, None] * HEAD_DIM + dims[None, :],
+        mask=split_mask[:, None],
+        other=0.0,
+    )
     weights = tl.exp2(lse - tl.max(lse, 0))  # all splits empty: exp2(nan) -> NaN output
     result = tl.sum(weights[:, None] * parts, 0) / tl.sum(weights, 0)
-    tl.store(Out + out_row * stride_or + head * stride_oh + dims,
-             result.to(Out.dtype.element_ty), mask=computed)
+    tl.store(
+        Out + out_row * stride_or + head * stride_oh + dims,
+        result.to(Out.dtype.element_ty),
+        mask=computed,
+    )
 
 
 @triton.jit
 def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    Q, K, V, BlockTables, SeqLens, CumSeqLensQ, Out, scale_log2, max_q_len,
-    stride_qr, stride_qh, stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh,
-    stride_bt, stride_or, stride_oh,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_FASTEST: tl.constexpr,
-    PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    Q,
+    K,
+    V,
+    BlockTables,
+    SeqLens,
+    CumSeqLensQ,
+    Out,
+    scale_log2,
+    max_q_len,
+    stride_qr,
+    stride_qh,
+    stride_kp,
+    stride_ks,
+    stride_kh,
+    stride_vp,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    stride_or,
+    stride_oh,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HEADS_FASTEST: tl.constexpr,
+    PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):
     """HEADS_FASTEST: grid (head, block, request): launch order walks all heads of a query
     block (a GQA group reads the same K/V tiles at once), then the request's blocks from the
@@ -281,8 +437,11 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         row_mask = rows < rows_end
         dims = tl.arange(0, HEAD_DIM)
         token_rows = (q_start + rows).to(tl.int64)
-        q = tl.load(Q + token_rows[:, None] * stride_qr + head * stride_qh + dims[None, :],
-                    mask=row_mask[:, None], other=0.0)
+        q = tl.load(
+            Q + token_rows[:, None] * stride_qr + head * stride_qh + dims[None, :],
+            mask=row_mask[:, None],
+            other=0.0,
+        )
         table_row = BlockTables + request.to(tl.int64) * stride_bt
         diagonal = kv_len - q_len  # row r attends keys [0, diagonal + r]
         full_end = tl.maximum(diagonal + m_start + 1, 0) // BLOCK_N * BLOCK_N
@@ -293,23 +452,69 @@ def _context_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         for n0 in range(0, full_end, BLOCK_N):  # every row of the block sees every key
             tokens = n0 + tl.arange(0, BLOCK_N)
             pages = _token_pages(table_row, tokens, tokens < hi, PAGE_SIZE, False)
-            k = _load_tile(K, pages, tokens, tokens < hi, kv_head, stride_kp, stride_ks,
-                           stride_kh, dims, PAGE_SIZE, False)
-            v = _load_tile(V, pages, tokens, tokens < hi, kv_head, stride_vp, stride_vs,
-                           stride_vh, dims, PAGE_SIZE, False)
-            m_i, l_i, acc = _softmax_step(q, k, v, None, m_i, l_i, acc, scale_log2,
-                                          PRECISION, UPCAST_DOT, False)
+            k = _load_tile(
+                K,
+                pages,
+                tokens,
+                tokens < hi,
+                kv_head,
+                stride_kp,
+                stride_ks,
+                stride_kh,
+                dims,
+                PAGE_SIZE,
+                False,
+            )
+            v = _load_tile(
+                V,
+                pages,
+                tokens,
+                tokens < hi,
+                kv_head,
+                stride_vp,
+                stride_vs,
+                stride_vh,
+                dims,
+                PAGE_SIZE,
+                False,
+            )
+            m_i, l_i, acc = _softmax_step(
+                q, k, v, None, m_i, l_i, acc, scale_log2, PRECISION, UPCAST_DOT, False
+            )
         for n0 in range(full_end, hi, BLOCK_N):  # the diagonal band and the tail, masked
             tokens = n0 + tl.arange(0, BLOCK_N)
             token_mask = tokens < hi
             pages = _token_pages(table_row, tokens, token_mask, PAGE_SIZE, True)
-            k = _load_tile(K, pages, tokens, token_mask, kv_head, stride_kp, stride_ks,
-                           stride_kh, dims, PAGE_SIZE, True)
-            v = _load_tile(V, pages, tokens, token_mask, kv_head, stride_vp, stride_vs,
-                           stride_vh, dims, PAGE_SIZE, True)
+            k = _load_tile(
+                K,
+                pages,
+                tokens,
+                token_mask,
+                kv_head,
+                stride_kp,
+                stride_ks,
+                stride_kh,
+                dims,
+                PAGE_SIZE,
+                True,
+            )
+            v = _load_tile(
+                V,
+                pages,
+                tokens,
+                token_mask,
+                kv_head,
+                stride_vp,
+                stride_vs,
+                stride_vh,
+                dims,
+                PAGE_SIZE,
+                True,
+            )
             allowed = (tokens[None, :] <= diagonal + rows[:, None]) & token_mask[None, :]
-            m_i, l_i, acc = _softmax_step(q, k, v, allowed, m_i, l_i, acc, scale_log2,
-                                          PRECISION, UPCAST_DOT, True)
+            m_i, l_i, acc = _softmax_step(
+                q, k, v, allowed, m_i, l_i, acc, scale_log2, PRECISION, UPCAST_DOT, True
+            )
         result = acc / l_i[:, None]  # 0/0 = NaN for a row with no keys, as in trtllm-gen
         pointers = Out + token_rows[:, None] * stride_or + head * stride_oh + dims[None, :]
         tl.store(pointers, result.to(Out.dtype.element_ty), mask=row_mask[:, None])
@@ -325,10 +530,18 @@ class _PackedWindow:
     max_kv_len: int
 
 
-def _launch_packed(*, query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                   block_tables: torch.Tensor, seq_lens: torch.Tensor, window: _PackedWindow,
-                   softmax_scale: float, out: torch.Tensor,
-                   config: TritonBlockConfig) -> torch.Tensor:
+def _launch_packed(
+    *,
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    window: _PackedWindow,
+    softmax_scale: float,
+    out: torch.Tensor,
+    config: TritonBlockConfig,
+) -> torch.Tensor:
     """Decode kernel (and split merge) over `window`; every choice is made from host ints."""
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     group = query.shape[1] // num_kv_heads
@@ -336,9 +549,12 @@ def _launch_packed(*, query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     chunks_per_req = triton.cdiv(window.q_window, q_rows)
     programs = window.batch * chunks_per_req
     block_n, num_warps, num_stages = decode_launch(
-        config, query, kv_programs=programs * num_kv_heads, max_seq_len=window.max_kv_len)
+        config, query, kv_programs=programs * num_kv_heads, max_seq_len=window.max_kv_len
+    )
     splits = config.num_kv_splits or choose_num_splits(
-        programs=programs * num_kv_heads, max_seq_len=window.max_kv_len, block_n=block_n,
+        programs=programs * num_kv_heads,
+        max_seq_len=window.max_kv_len,
+        block_n=block_n,
         device=query.device,
     )
     chunk = triton.cdiv(triton.cdiv(max(window.max_kv_len, 1), splits), block_n) * block_n
@@ -347,33 +563,73 @@ def _launch_packed(*, query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     varlen = window.cum_seq_lens_q is not None
     cum_seq_lens_q = window.cum_seq_lens_q if varlen else seq_lens  # placeholder: unread
     _decode_kernel[(programs, num_kv_heads, splits)](
-        query, k_cache, v_cache, block_tables, seq_lens, cum_seq_lens_q, out, partial_out,
-        partial_lse, window.q_window, chunks_per_req, softmax_scale * _LOG2E, chunk, splits,
-        query.shape[1], query.stride(0), query.stride(1), k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        block_tables.stride(0), out.stride(0), out.stride(1),
-        GROUP=group, Q_ROWS=q_rows, TILE_M=max(16, triton.next_power_of_2(q_rows * group)),
-        HEAD_DIM=head_dim, PAGE_SIZE=k_cache.shape[1], BLOCK_N=block_n, SPLIT=splits > 1,
-        VARLEN=varlen, PRECISION=_dot_precision(query.dtype), UPCAST_DOT=_upcast_dot(query),
-        num_warps=num_warps, num_stages=num_stages,
+        query,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        cum_seq_lens_q,
+        out,
+        partial_out,
+        partial_lse,
+        window.q_window,
+        chunks_per_req,
+        softmax_scale * _LOG2E,
+        chunk,
+        splits,
+        query.shape[1],
+        query.stride(0),
+        query.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        v_cache.stride(2),
+        block_tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        GROUP=group,
+        Q_ROWS=q_rows,
+        TILE_M=max(16, triton.next_power_of_2(q_rows * group)),
+        HEAD_DIM=head_dim,
+        PAGE_SIZE=k_cache.shape[1],
+        BLOCK_N=block_n,
+        SPLIT=splits > 1,
+        VARLEN=varlen,
+        PRECISION=_dot_precision(query.dtype),
+        UPCAST_DOT=_upcast_dot(query),
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     if splits > 1:
         _combine_splits_kernel[(slot_rows, query.shape[1])](
-            partial_out, partial_lse, cum_seq_lens_q, out, splits, window.q_window,
-            out.stride(0), out.stride(1), HEAD_DIM=head_dim,
-            SPLITS_PAD=triton.next_power_of_2(splits), VARLEN=varlen, num_warps=4,
+            partial_out,
+            partial_lse,
+            cum_seq_lens_q,
+            out,
+            splits,
+            window.q_window,
+            out.stride(0),
+            out.stride(1),
+            HEAD_DIM=head_dim,
+            SPLITS_PAD=triton.next_power_of_2(splits),
+            VARLEN=varlen,
+            num_warps=4,
         )
     return out
 
 
-def _split_buffers(out: torch.Tensor, *, rows: int,
-                   splits: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _split_buffers(
+    out: torch.Tensor, *, rows: int, splits: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 per-split outputs [rows, Hq, splits, D] and log2-sum-exps; `out` twice if 1 split."""
     if splits == 1:
         return out, out  # placeholders the kernel never touches
     num_heads, head_dim = out.shape[1], out.shape[2]
-    partial_out = torch.empty((rows, num_heads, splits, head_dim), dtype=torch.float32,
-                              device=out.device)
+    partial_out = torch.empty(
+        (rows, num_heads, splits, head_dim), dtype=torch.float32, device=out.device
+    )
     partial_lse = torch.empty((rows, num_heads, splits), dtype=torch.float32, device=out.device)
     return partial_out, partial_lse
 
@@ -388,8 +644,13 @@ def _upcast_dot(query: torch.Tensor) -> bool:
     return not query.is_cuda and query.dtype != torch.float32
 
 
-def _check_layout(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                  out: torch.Tensor, block_tables: torch.Tensor) -> None:
+def _check_layout(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    out: torch.Tensor,
+    block_tables: torch.Tensor,
+) -> None:
     """Power-of-two head_dim >= 16 (tile width) and unit stride along the last dimension."""
     from fixes.kernels.trtllm_fmha import KernelContractError
 
@@ -399,8 +660,16 @@ def _check_layout(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
             f"the triton provider needs head_dim a power of two >= 16, got {head_dim}; "
             "choices for other sizes: torch, flashinfer"
         )
-    strides = {name: t.stride(-1) for name, t in (("query", query), ("k_cache", k_cache),
-               ("v_cache", v_cache), ("out", out), ("block_tables", block_tables))}
+    strides = {
+        name: t.stride(-1)
+        for name, t in (
+            ("query", query),
+            ("k_cache", k_cache),
+            ("v_cache", v_cache),
+            ("out", out),
+            ("block_tables", block_tables),
+        )
+    }
     if any(stride != 1 for stride in strides.values()):
         raise KernelContractError(
             f"the triton provider needs unit stride along the last dimension, got {strides}; "

@@ -42,9 +42,7 @@ def failure_from_exception(exc: BaseException) -> ScenarioOutcome:
         sites = getattr(exc, "sites", None)
         if sites:
             site = str(sites[0])
-    return ScenarioOutcome(
-        outcome="failure", error=type(exc).__name__, site=site, message=str(exc)
-    )
+    return ScenarioOutcome(outcome="failure", error=type(exc).__name__, site=site, message=str(exc))
 
 
 def run_scenario_main(
@@ -56,8 +54,7 @@ def run_scenario_main(
     parser.add_argument(
         "--provider",
         default=None,
-        help="kernel provider (torch, triton, flashinfer); default: torch on CPU, "
-        "triton on CUDA",
+        help="kernel provider (torch, triton, flashinfer); default: torch on CPU, triton on CUDA",
     )
     args = parser.parse_args()
     options = ScenarioOptions(device=args.device, provider=args.provider)

@@ -95,7 +95,9 @@ def _rank_forward(task: _RankTask) -> ScenarioOutcome:
     enough_gpus = device.type == "cuda" and torch.cuda.device_count() >= task.world_size
     dist.init_process_group(
         "nccl" if enough_gpus else "gloo",
-        init_method=f"tcp://127.0.0.1:{task.port}", rank=rank, world_size=task.world_size,
+        init_method=f"tcp://127.0.0.1:{task.port}",
+        rank=rank,
+        world_size=task.world_size,
         timeout=datetime.timedelta(seconds=RANK_TIMEOUT_S // 2),
     )
     try:
@@ -103,11 +105,13 @@ def _rank_forward(task: _RankTask) -> ScenarioOutcome:
         stack = build_stack(device=device)
         prompt_lens = PROMPT_LENS_PER_RANK[rank]
         requests = stack.new_requests(len(prompt_lens))
-        tokens = random_tokens(prompt_lens, vocab_size=stack.model.config.vocab_size,
-                               seed=31 + rank)
+        tokens = random_tokens(
+            prompt_lens, vocab_size=stack.model.config.vocab_size, seed=31 + rank
+        )
         backend = TRTLLMHAAttnBackend(
             req_to_token_pool=stack.req_to_token_pool,
-            token_to_kv_pool=stack.token_to_kv_pool, provider=options.provider,
+            token_to_kv_pool=stack.token_to_kv_pool,
+            provider=options.provider,
         )
         batch = stack.extend_batch(requests, tokens)
         backend.init_forward_metadata(batch)  # built for the real batch
@@ -135,7 +139,9 @@ def _combine(
         reported = outcomes.get(rank)
         if reported is None:
             return ScenarioOutcome(
-                outcome="failure", error="RankDied", site=f"dp_rank[{rank}]",
+                outcome="failure",
+                error="RankDied",
+                site=f"dp_rank[{rank}]",
                 message=f"rank {rank} reported nothing (exit code {workers[rank].exitcode})",
             )
         if reported["outcome"] != "clean":

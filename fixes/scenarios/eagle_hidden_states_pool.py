@@ -40,8 +40,11 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
     )
     detect.check()
     worker = MultiLayerEagleWorkerV2(
-        draft_models=models, topk=TOPK, pool_rows=POOL_ROWS,
-        cuda_graph_runner_for_draft_extend=runner, hidden_states_provider=provider,
+        draft_models=models,
+        topk=TOPK,
+        pool_rows=POOL_ROWS,
+        cuda_graph_runner_for_draft_extend=runner,
+        hidden_states_provider=provider,
     )
     generator = torch.Generator().manual_seed(7)
     for name, batch in (("graph", GRAPH_BATCH), ("eager", EAGER_BATCH)):
@@ -67,8 +70,10 @@ def _run_batch(
     forward_batch, verify = _make_batch(batch, generator=generator, device=device)
     expected_pool = worker.req_to_hidden_states_pool.clone()
     outputs = reference_draft_extend(
-        worker.draft_models, input_ids=verify.next_token_ids,
-        hidden_states=verify.hidden_states, select_index=_select_index(verify),
+        worker.draft_models,
+        input_ids=verify.next_token_ids,
+        hidden_states=verify.hidden_states,
+        select_index=_select_index(verify),
         tokens_per_req=worker.tokens_per_req,
     )
     windows = outputs[-1].hidden_states.view(len(batch), worker.tokens_per_req, HIDDEN)
@@ -112,8 +117,13 @@ def _make_batch(
         positions=torch.zeros(num_tokens, dtype=torch.int64, device=device),
         req_to_token_pool=ReqToTokenPool(size=POOL_ROWS, max_context_len=16, device=device),
         token_to_kv_pool=MHATokenToKVPool(
-            num_pages=2, page_size=1, num_kv_heads=1, head_dim=4, num_layers=1,
-            dtype=torch.float32, device=device,
+            num_pages=2,
+            page_size=1,
+            num_kv_heads=1,
+            head_dim=4,
+            num_layers=1,
+            dtype=torch.float32,
+            device=device,
         ),
         extend_seq_lens=torch.full((bs,), per_req, dtype=torch.int32, device=device),
         extend_start_loc=torch.arange(0, num_tokens, per_req, dtype=torch.int32, device=device),
@@ -145,7 +155,9 @@ def _hidden_states_provider(options: ScenarioOptions, device: torch.device) -> s
 
 def _mismatch(site: str, what: str) -> ScenarioOutcome:
     return ScenarioOutcome(
-        outcome="failure", error="MismatchWithReference", site=site,
+        outcome="failure",
+        error="MismatchWithReference",
+        site=site,
         message=f"{what} differ from the plain reference draft extend (atol {ATOL})",
     )
 

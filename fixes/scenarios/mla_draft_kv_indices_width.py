@@ -61,7 +61,8 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
         error = (graph_output[step].float() - eager_output[step].float()).abs().max()
         if not bool(error <= tolerance):
             return ScenarioOutcome(
-                outcome="failure", error="MismatchWithReference",
+                outcome="failure",
+                error="MismatchWithReference",
                 site=f"flashinfer_mla.draft_decode[step={step}].output",
                 message=f"CUDA-graph output differs from the eager path: max |error| "
                 f"{float(error):.3g} (atol {tolerance}), topk {TOPK}, seq_lens {SEQ_LENS}",
@@ -91,8 +92,13 @@ def build_stack(*, device: torch.device, provider: str) -> MLADraftStack:
     rank, rope = (512, 64) if on_flashinfer else (16, 8)
     req_to_token_pool = ReqToTokenPool(size=4, max_context_len=MAX_CONTEXT_LEN, device=device)
     kv_pool = MLATokenToKVPool(
-        num_pages=NUM_PAGES, page_size=1, kv_lora_rank=rank, qk_rope_head_dim=rope,
-        num_layers=1, dtype=dtype, device=device,
+        num_pages=NUM_PAGES,
+        page_size=1,
+        kv_lora_rank=rank,
+        qk_rope_head_dim=rope,
+        num_layers=1,
+        dtype=dtype,
+        device=device,
     )
     generator = torch.Generator().manual_seed(1)
     kv_pool.kv_buffers[0].copy_(torch.randn(kv_pool.kv_buffers[0].shape, generator=generator))
@@ -101,11 +107,18 @@ def build_stack(*, device: torch.device, provider: str) -> MLADraftStack:
     for row, seq_len in zip(rows, SEQ_LENS, strict=True):
         allocator.extend(req_to_token_pool, row=row, old_len=0, new_len=seq_len + TOPK * NUM_STEPS)
     backend = FlashInferMLAMultiStepDraftBackend(
-        req_to_token_pool=req_to_token_pool, kv_pool=kv_pool,
-        shape=MLAShape(num_heads=NUM_HEADS, kv_lora_rank=rank, qk_rope_head_dim=rope,
-                       sm_scale=(rank + rope) ** -0.5),
-        topk=TOPK, speculative_num_steps=NUM_STEPS,
-        kv_indices_provider=kv_provider, attention_provider=attention_provider,
+        req_to_token_pool=req_to_token_pool,
+        kv_pool=kv_pool,
+        shape=MLAShape(
+            num_heads=NUM_HEADS,
+            kv_lora_rank=rank,
+            qk_rope_head_dim=rope,
+            sm_scale=(rank + rope) ** -0.5,
+        ),
+        topk=TOPK,
+        speculative_num_steps=NUM_STEPS,
+        kv_indices_provider=kv_provider,
+        attention_provider=attention_provider,
     )
     return MLADraftStack(backend=backend, rows=rows, device=device, dtype=dtype)
 
@@ -122,8 +135,10 @@ def run_graph_path(stack: MLADraftStack, queries: Queries) -> torch.Tensor:
 
     def forward() -> torch.Tensor:
         return torch.stack(
-            [backend.forward_decode(step, q_nope[step], q_pe[step])
-             for step in range(backend.num_attention_steps)]
+            [
+                backend.forward_decode(step, q_nope[step], q_pe[step])
+                for step in range(backend.num_attention_steps)
+            ]
         )
 
     graph = cuda_graph.capture(forward, device=device)
@@ -144,13 +159,17 @@ def run_eager_path(stack: MLADraftStack, queries: Queries) -> torch.Tensor:
     backend = stack.backend
     live_seq_lens = torch.tensor(SEQ_LENS, dtype=torch.int32)
     batch = _draft_batch(
-        stack, torch.tensor(stack.rows, device=stack.device),
-        live_seq_lens.to(stack.device), live_seq_lens,
+        stack,
+        torch.tensor(stack.rows, device=stack.device),
+        live_seq_lens.to(stack.device),
+        live_seq_lens,
     )
     backend.init_forward_metadata(batch)
     return torch.stack(
-        [backend.forward_decode(step, queries[0][step], queries[1][step])
-         for step in range(backend.num_attention_steps)]
+        [
+            backend.forward_decode(step, queries[0][step], queries[1][step])
+            for step in range(backend.num_attention_steps)
+        ]
     )
 
 

@@ -31,7 +31,8 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
     vocab = stack.model.config.vocab_size
     requests = stack.new_requests(len(PREFIX_LENS))
     target = TRTLLMHAAttnBackend(
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
         provider=options.provider,
     )
     prefill(stack, target, requests, random_tokens(PREFIX_LENS, vocab_size=vocab, seed=11))
@@ -39,10 +40,12 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
         model=stack.model,
         draft_backend=TRTLLMHAAttnMultiStepDraftBackend(
             req_to_token_pool=stack.req_to_token_pool,
-            token_to_kv_pool=stack.token_to_kv_pool, num_steps=NUM_STEPS,
+            token_to_kv_pool=stack.token_to_kv_pool,
+            num_steps=NUM_STEPS,
             provider=options.provider,
         ),
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
         capture_batch_sizes=CAPTURE_BATCH_SIZES,
     )
     runner.capture()  # detect.check() after each batch size
@@ -71,7 +74,7 @@ def _reference(
     rows = []
     for request, draft in zip(requests, drafts, strict=True):
         sequence = torch.tensor(request.token_ids + draft, device=stack.device)
-        rows.append(stack.model.reference(sequence)[len(request.token_ids):])
+        rows.append(stack.model.reference(sequence)[len(request.token_ids) :])
     return torch.stack(rows, dim=1)
 
 
@@ -88,7 +91,8 @@ def _padding_page_outcome(stack: ToyStack) -> ScenarioOutcome | None:
         page = torch.stack([k_cache[PADDING_PAGE], v_cache[PADDING_PAGE]])
         if not bool(torch.isfinite(page).all()):
             return ScenarioOutcome(
-                outcome="failure", error="MismatchWithReference",
+                outcome="failure",
+                error="MismatchWithReference",
                 site=f"kv_pool.layer[{layer}].padding_page",
                 message="non-finite K/V written into the padding page (capture-time "
                 "draft decode produced NaN)",

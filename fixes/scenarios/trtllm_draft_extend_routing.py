@@ -27,29 +27,41 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
     vocab = stack.model.config.vocab_size
     requests = stack.new_requests(len(PREFIX_LENS))
     backend = TRTLLMHAAttnBackend(
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
         provider=options.provider,
     )
     prefill(stack, backend, requests, random_tokens(PREFIX_LENS, vocab_size=vocab, seed=21))
     prefix_tokens = [list(r.token_ids) for r in requests]
     drafts = random_tokens([DRAFT_TOKEN_NUM] * len(requests), vocab_size=vocab, seed=22)
     verify_counts = [DRAFT_TOKEN_NUM] * len(requests)
-    verify_out = _forward(stack, backend, stack.extend_batch(
-        requests, drafts, mode=ForwardMode.TARGET_VERIFY,
-        spec_info=VerifyInput(draft_token_num=DRAFT_TOKEN_NUM),
-    ))
+    verify_out = _forward(
+        stack,
+        backend,
+        stack.extend_batch(
+            requests,
+            drafts,
+            mode=ForwardMode.TARGET_VERIFY,
+            spec_info=VerifyInput(draft_token_num=DRAFT_TOKEN_NUM),
+        ),
+    )
     verify_ref = _reference_tails(stack, requests, verify_counts)
     # The draft model re-runs the accepted tokens (its own KV rows for them).
     for request, prefix in zip(requests, prefix_tokens, strict=True):
         request.token_ids[:] = prefix
-    extend_out = _forward(stack, backend, stack.extend_batch(
-        requests, [d[:n] for d, n in zip(drafts, ACCEPT_LENGTHS, strict=True)],
-        mode=ForwardMode.DRAFT_EXTEND_V2,
-        spec_info=DraftExtendInput(
-            accept_lengths=torch.tensor(ACCEPT_LENGTHS, dtype=torch.int32, device=device),
-            accept_lengths_cpu=list(ACCEPT_LENGTHS),
+    extend_out = _forward(
+        stack,
+        backend,
+        stack.extend_batch(
+            requests,
+            [d[:n] for d, n in zip(drafts, ACCEPT_LENGTHS, strict=True)],
+            mode=ForwardMode.DRAFT_EXTEND_V2,
+            spec_info=DraftExtendInput(
+                accept_lengths=torch.tensor(ACCEPT_LENGTHS, dtype=torch.int32, device=device),
+                accept_lengths_cpu=list(ACCEPT_LENGTHS),
+            ),
         ),
-    ))
+    )
     extend_ref = _reference_tails(stack, requests, ACCEPT_LENGTHS)
     mismatch = compare_with_reference(
         verify_out, verify_ref, site="target_verify.output"
@@ -75,10 +87,12 @@ def _reference_tails(
     stack: ToyStack, requests: list[ToyRequest], counts: list[int]
 ) -> torch.Tensor:
     """Dense hidden states of the last `counts[b]` tokens of each request."""
-    return torch.cat([
-        stack.model.reference(torch.tensor(r.token_ids, device=stack.device))[-n:]
-        for r, n in zip(requests, counts, strict=True)
-    ])
+    return torch.cat(
+        [
+            stack.model.reference(torch.tensor(r.token_ids, device=stack.device))[-n:]
+            for r, n in zip(requests, counts, strict=True)
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def compare_with_reference(
     actual, expected = actual.detach().float().cpu(), expected.detach().float().cpu()
     if actual.shape != expected.shape:
         return ScenarioOutcome(
-            outcome="failure", error="MismatchWithReference", site=site,
+            outcome="failure",
+            error="MismatchWithReference",
+            site=site,
             message=f"shape {tuple(actual.shape)}, reference {tuple(expected.shape)}",
         )
     finite = bool(torch.isfinite(actual).all())
@@ -60,6 +62,8 @@ def compare_with_reference(
         return None
     detail = "non-finite values" if not finite else f"max |error| {error:.3g}"
     return ScenarioOutcome(
-        outcome="failure", error="MismatchWithReference", site=site,
+        outcome="failure",
+        error="MismatchWithReference",
+        site=site,
         message=f"{detail} against the dense torch reference (atol {REFERENCE_ATOL})",
     )

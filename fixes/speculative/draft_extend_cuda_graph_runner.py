@@ -163,9 +163,7 @@ class DraftExtendCudaGraphRunner:
         prefix = f"draft_extend_graph[step={self.step}]"
 
         def buffer(name: str, shape: tuple[int, ...], kind: torch.dtype) -> torch.Tensor:
-            return detect.poisoned_buffer(
-                shape, dtype=kind, device=device, name=f"{prefix}.{name}"
-            )
+            return detect.poisoned_buffer(shape, dtype=kind, device=device, name=f"{prefix}.{name}")
 
         return DraftExtendBuffers(
             input_ids=buffer("input_ids", (max_tokens,), torch.int64),
@@ -208,8 +206,11 @@ def build_draft_extend_graph_runner(
     runner = MultiStepDraftExtendCudaGraphRunner(
         runners=[
             DraftExtendCudaGraphRunner(
-                model=model, step=step, capture_bs=capture_bs,
-                tokens_per_req=tokens_per_req, topk=topk,
+                model=model,
+                step=step,
+                capture_bs=capture_bs,
+                tokens_per_req=tokens_per_req,
+                topk=topk,
             )
             for step, model in enumerate(models)
         ]

@@ -134,13 +134,19 @@ class MultiLayerEagleWorkerV2:
         for step, model in enumerate(self.draft_models):
             if use_graph and self.cuda_graph_runner_for_draft_extend is not None:
                 output = self.cuda_graph_runner_for_draft_extend.get_runner(step).replay(
-                    forward_batch, input_ids=input_ids, hidden_states=hidden_states,
+                    forward_batch,
+                    input_ids=input_ids,
+                    hidden_states=hidden_states,
                     select_index=select_index,
                 )
             else:
                 output = draft_extend_step(
-                    model, input_ids=input_ids, hidden_states=hidden_states,
-                    select_index=select_index, tokens_per_req=per_req, topk=self.topk,
+                    model,
+                    input_ids=input_ids,
+                    hidden_states=hidden_states,
+                    select_index=select_index,
+                    tokens_per_req=per_req,
+                    topk=self.topk,
                 )
             outputs.append(output)
             input_ids, hidden_states = output.next_input_ids, output.hidden_states

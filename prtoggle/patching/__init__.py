@@ -13,14 +13,18 @@ from prtoggle.patching.targets import (
     import_target,
     resolve_loaded,
 )
+from prtoggle.patching.types import Edit, EditKind, Patch
 
 __all__ = [
     "CodeSwapper",
+    "Edit",
     "EditContext",
+    "EditKind",
     "EditLayer",
     "EditedSource",
     "FunctionShape",
     "FunctionSource",
+    "Patch",
     "PendingTarget",
     "ResolvedTarget",
     "SourceLine",

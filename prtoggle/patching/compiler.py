@@ -47,16 +47,13 @@ def compile_function(
     definition = _parse_definition(edited, shape=shape, filename=filename, target=target)
     module = ast.Module(body=_wrap(definition, shape), type_ignores=[])
     try:
-        module_code = compile(module, filename, "exec", flags=shape.future_flags,
-                              dont_inherit=True)
+        module_code = compile(module, filename, "exec", flags=shape.future_flags, dont_inherit=True)
     except SyntaxError as exc:
         raise PatchApplicationError(
             f"{target}: the edited source does not compile: {exc.msg} at {filename}:{exc.lineno}"
         ) from exc
     except ValueError as exc:
-        raise PatchApplicationError(
-            f"{target}: the edited source does not compile: {exc}"
-        ) from exc
+        raise PatchApplicationError(f"{target}: the edited source does not compile: {exc}") from exc
     code = _find_code(module_code, _code_path(shape))
     if shape.qualname is not None:
         code = code.replace(co_qualname=shape.qualname)
@@ -118,8 +115,9 @@ def _wrap(definition: ast.stmt, shape: FunctionShape) -> list[ast.stmt]:
     freevars = [name for name in shape.freevars or () if name != "__class__"]
     inner: ast.stmt = definition
     if shape.class_name is not None:
-        inner = ast.ClassDef(name=shape.class_name, bases=[], keywords=[], body=[definition],
-                             decorator_list=[])
+        inner = ast.ClassDef(
+            name=shape.class_name, bases=[], keywords=[], body=[definition], decorator_list=[]
+        )
     if not freevars:
         return [_located(inner, definition)]
     binding = ast.Assign(
@@ -128,9 +126,18 @@ def _wrap(definition: ast.stmt, shape: FunctionShape) -> list[ast.stmt]:
     )
     outer = ast.FunctionDef(
         name=_OUTER_NAME,
-        args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
-                           kwarg=None, defaults=[]),
-        body=[binding, inner], decorator_list=[], returns=None,
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[],
+            vararg=None,
+            kwonlyargs=[],
+            kw_defaults=[],
+            kwarg=None,
+            defaults=[],
+        ),
+        body=[binding, inner],
+        decorator_list=[],
+        returns=None,
     )
     return [_located(outer, definition)]
 

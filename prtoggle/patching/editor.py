@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prtoggle.errors import PatchApplicationError
-from prtoggle.registry import Edit
+from prtoggle.patching.types import Edit
 
 NEAREST_WINDOW_COUNT = 3
 
@@ -77,8 +77,12 @@ def edit_lines(
     """Apply `edits` in order to already numbered lines (see edit_source)."""
     current = list(lines)
     for index, edit in enumerate(edits, start=1):
-        current = _apply_edit(current, edit, label=_edit_label(context, index, len(edits), edit),
-                              filename=context.filename)
+        current = _apply_edit(
+            current,
+            edit,
+            label=_edit_label(context, index, len(edits), edit),
+            filename=context.filename,
+        )
     return EditedSource(lines=tuple(current))
 
 
@@ -98,8 +102,9 @@ def _apply_edit(
 ) -> list[SourceLine]:
     wanted = match_lines(edit.match)
     if not wanted:
-        raise PatchApplicationError(f"{label}: the match has no non-blank line; expected code to "
-                                    "match")
+        raise PatchApplicationError(
+            f"{label}: the match has no non-blank line; expected code to match"
+        )
     nonblank = [i for i, line in enumerate(lines) if line.text.strip()]
     starts = [
         k

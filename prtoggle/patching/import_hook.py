@@ -67,7 +67,9 @@ class _NotifyingLoader(importlib.abc.Loader):
 
 
 def _find_with_others(
-    finder: ModuleLoadedFinder, fullname: str, path: Sequence[str] | None,
+    finder: ModuleLoadedFinder,
+    fullname: str,
+    path: Sequence[str] | None,
     target: ModuleType | None,
 ) -> importlib.machinery.ModuleSpec | None:
     for other in list(sys.meta_path):

@@ -46,8 +46,9 @@ def find_in_source_tree(target: str, *, source_root: Path) -> FunctionSource:
         raise TargetResolutionError(f"{target}: {path}: {names[-1]} is a class, not a function")
     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
     lines = text.splitlines(keepends=True)[first - 1 : node.end_lineno]
-    shape = FunctionShape(name=node.name, class_name=class_name, freevars=None,
-                          future_flags=_future_flags(tree))
+    shape = FunctionShape(
+        name=node.name, class_name=class_name, freevars=None, future_flags=_future_flags(tree)
+    )
     return FunctionSource(filename=str(path), first_line=first, text="".join(lines), shape=shape)
 
 
@@ -61,8 +62,7 @@ def _module_file(target: str, *, source_root: Path) -> tuple[Path, list[str]]:
             if candidate.is_file():
                 return candidate, parts[index:]
     raise TargetResolutionError(
-        f"{target}: no module file for it under {source_root}; looked for "
-        f"{', '.join(looked)}"
+        f"{target}: no module file for it under {source_root}; looked for {', '.join(looked)}"
     )
 
 
@@ -77,8 +77,9 @@ def _definition(body: list[ast.stmt], name: str) -> ast.stmt | None:
 
 def _skipped(node: ast.stmt) -> bool:
     for decorator in getattr(node, "decorator_list", []):
-        label = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(
-            decorator, "id", "")
+        label = (
+            decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+        )
         if label in _SKIPPED_DECORATORS:
             return True
     return False

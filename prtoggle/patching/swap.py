@@ -11,7 +11,7 @@ from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.compiler import compile_function
 from prtoggle.patching.editor import EditContext, EditedSource, edit_lines, source_lines
 from prtoggle.patching.targets import FunctionSource, function_source
-from prtoggle.registry import Patch
+from prtoggle.patching.types import Patch
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,9 @@ def edited_source(source: FunctionSource, layers: Sequence[EditLayer]) -> Edited
     """Apply every layer's edits, in order, to the function's source as its file has it."""
     current = EditedSource(lines=source_lines(source.text, first_line=source.first_line))
     for layer in layers:
-        context = EditContext(target=layer.patch.target, filename=source.filename,
-                              yaml_path=layer.yaml_path)
+        context = EditContext(
+            target=layer.patch.target, filename=source.filename, yaml_path=layer.yaml_path
+        )
         current = edit_lines(current.lines, layer.patch.edits, context=context)
     return current
 
@@ -48,8 +49,9 @@ def edited_source(source: FunctionSource, layers: Sequence[EditLayer]) -> Edited
 def build_code(source: FunctionSource, layers: Sequence[EditLayer]) -> CodeType:
     """Edit and compile; nothing is swapped."""
     target = layers[-1].patch.target if layers else source.shape.name
-    return compile_function(edited_source(source, layers), shape=source.shape,
-                            filename=source.filename, target=target)
+    return compile_function(
+        edited_source(source, layers), shape=source.shape, filename=source.filename, target=target
+    )
 
 
 class CodeSwapper:
@@ -63,8 +65,9 @@ class CodeSwapper:
         state = self._patched.get(id(function))
         if state is None:
             source = function_source(function, target=layer.patch.target)
-            state = PatchedFunction(function=function, original_code=function.__code__,
-                                    source=source)
+            state = PatchedFunction(
+                function=function, original_code=function.__code__, source=source
+            )
         if any(existing.pr == layer.pr for existing in state.layers):
             raise PatchApplicationError(
                 f"{layer.patch.target}: PR {layer.pr} already edits this function"

@@ -117,8 +117,9 @@ def function_source(function: types.FunctionType, *, target: str) -> FunctionSou
         future_flags=code.co_flags & FUTURE_FLAGS_MASK,
         qualname=code.co_qualname,
     )
-    return FunctionSource(filename=code.co_filename, first_line=max(first_line, 1),
-                          text="".join(lines), shape=shape)
+    return FunctionSource(
+        filename=code.co_filename, first_line=max(first_line, 1), text="".join(lines), shape=shape
+    )
 
 
 def _walk(root: object, names: list[str], target: str) -> types.FunctionType:

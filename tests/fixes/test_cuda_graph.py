@@ -52,9 +52,9 @@ def test_replay_with_a_different_output_structure_is_refused() -> None:
         return (torch.ones(1),) if calls["n"] <= 3 else (torch.ones(1), torch.ones(1))
 
     graph = capture(forward, device=CPU)
-    with pytest.raises(TypeError, match=re.escape(
-        "replay output does not have the captured structure"
-    )):
+    with pytest.raises(
+        TypeError, match=re.escape("replay output does not have the captured structure")
+    ):
         graph.replay()
 
 

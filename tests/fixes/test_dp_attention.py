@@ -20,7 +20,10 @@ PROMPT_LENS_PER_RANK = ([3, 2], [1, 4, 2, 5])
 
 def _rank_worker(rank: int, port: int, results: Any) -> None:
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
         timeout=datetime.timedelta(seconds=60),
     )
     try:
@@ -30,8 +33,17 @@ def _rank_worker(rank: int, port: int, results: Any) -> None:
         batch = stack.extend_batch(requests, random_tokens(lens, vocab_size=97, seed=rank))
         first = prepare_mlp_sync_batch(batch)
         second = prepare_mlp_sync_batch(batch)  # idempotent: real size is kept
-        results.put((rank, first, second, batch.batch_size, batch.real_batch_size,
-                     batch.global_num_tokens_cpu, int(batch.seq_lens.shape[0])))
+        results.put(
+            (
+                rank,
+                first,
+                second,
+                batch.batch_size,
+                batch.real_batch_size,
+                batch.global_num_tokens_cpu,
+                int(batch.seq_lens.shape[0]),
+            )
+        )
     finally:
         dist.destroy_process_group()
 
@@ -46,8 +58,9 @@ def test_two_gloo_ranks_pad_to_the_larger_batch_and_keep_their_real_size() -> No
     context = mp.get_context("spawn")
     results = context.SimpleQueue()
     port = _free_port()
-    workers = [context.Process(target=_rank_worker, args=(rank, port, results))
-               for rank in range(2)]
+    workers = [
+        context.Process(target=_rank_worker, args=(rank, port, results)) for rank in range(2)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -65,9 +78,12 @@ def test_two_gloo_ranks_pad_to_the_larger_batch_and_keep_their_real_size() -> No
 def test_without_a_process_group_the_error_says_how_to_start_one() -> None:
     stack = build_stack(device=torch.device("cpu"))
     batch = stack.extend_batch(stack.new_requests(1), [[1, 2]])
-    with pytest.raises(DPAttentionError, match=re.escape(
-        "prepare_mlp_sync_batch needs an initialised torch.distributed process group "
-        "(gloo on CPU, nccl on CUDA); call torch.distributed.init_process_group first"
-    )):
+    with pytest.raises(
+        DPAttentionError,
+        match=re.escape(
+            "prepare_mlp_sync_batch needs an initialised torch.distributed process group "
+            "(gloo on CPU, nccl on CUDA); call torch.distributed.init_process_group first"
+        ),
+    ):
         prepare_mlp_sync_batch(batch)
     assert (batch.batch_size, batch.real_batch_size) == (1, None)

@@ -10,23 +10,29 @@ from fixes.forward_batch import DraftExtendInput, ForwardMode
 
 def test_mode_predicates_split_decode_extend_and_graph_modes() -> None:
     extend_like = {m for m in ForwardMode if m.is_extend()}
-    assert extend_like == {ForwardMode.EXTEND, ForwardMode.TARGET_VERIFY,
-                           ForwardMode.DRAFT_EXTEND_V2}
-    assert {m for m in ForwardMode if m.is_decode_or_idle()} == {ForwardMode.DECODE,
-                                                                 ForwardMode.IDLE}
-    assert {m for m in ForwardMode if m.is_cuda_graph()} == set(ForwardMode) - {
-        ForwardMode.EXTEND}
+    assert extend_like == {
+        ForwardMode.EXTEND,
+        ForwardMode.TARGET_VERIFY,
+        ForwardMode.DRAFT_EXTEND_V2,
+    }
+    assert {m for m in ForwardMode if m.is_decode_or_idle()} == {
+        ForwardMode.DECODE,
+        ForwardMode.IDLE,
+    }
+    assert {m for m in ForwardMode if m.is_cuda_graph()} == set(ForwardMode) - {ForwardMode.EXTEND}
     assert ForwardMode.TARGET_VERIFY.is_target_verify()
     assert not ForwardMode.TARGET_VERIFY.is_draft_extend_v2()
     assert ForwardMode.DRAFT_EXTEND_V2.is_draft_extend_v2()
 
 
 def test_max_accept_length_comes_from_the_host_copy() -> None:
-    spec = DraftExtendInput(accept_lengths=torch.tensor([1, 3, 2], dtype=torch.int32),
-                            accept_lengths_cpu=[1, 3, 2])
+    spec = DraftExtendInput(
+        accept_lengths=torch.tensor([1, 3, 2], dtype=torch.int32), accept_lengths_cpu=[1, 3, 2]
+    )
     assert spec.max_accept_length == 3
-    empty = DraftExtendInput(accept_lengths=torch.zeros(0, dtype=torch.int32),
-                             accept_lengths_cpu=[])
+    empty = DraftExtendInput(
+        accept_lengths=torch.zeros(0, dtype=torch.int32), accept_lengths_cpu=[]
+    )
     assert empty.max_accept_length == 0
 
 

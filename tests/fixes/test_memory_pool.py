@@ -22,9 +22,9 @@ CPU = torch.device("cpu")
 def test_req_to_token_rows_are_handed_out_freed_and_exhaustion_is_named() -> None:
     pool = ReqToTokenPool(size=3, max_context_len=8, device=CPU)
     assert pool.alloc(2) == [0, 1]
-    with pytest.raises(PoolExhaustedError, match=re.escape(
-        "ReqToTokenPool: asked for 2 rows, 1 free of 3"
-    )):
+    with pytest.raises(
+        PoolExhaustedError, match=re.escape("ReqToTokenPool: asked for 2 rows, 1 free of 3")
+    ):
         pool.alloc(2)
     pool.free([0])
     assert pool.alloc(2) == [2, 0]
@@ -47,15 +47,22 @@ def test_extend_fills_the_partial_page_then_takes_new_pages() -> None:
     second = allocator.extend(pool, row=0, old_len=3, new_len=6)
     assert int(second[0]) == int(first[0]) + 3  # same page, next offset
     assert int(second[1]) // 4 != int(first[0]) // 4
-    with pytest.raises(PoolExhaustedError, match=re.escape(
-        "request row 0: length 17 exceeds max_context_len 16"
-    )):
+    with pytest.raises(
+        PoolExhaustedError, match=re.escape("request row 0: length 17 exceeds max_context_len 16")
+    ):
         allocator.extend(pool, row=0, old_len=6, new_len=17)
 
 
 def test_set_kv_buffer_writes_the_slots_of_the_paged_layout() -> None:
-    kv = MHATokenToKVPool(num_pages=3, page_size=2, num_kv_heads=1, head_dim=2, num_layers=1,
-                          dtype=torch.float32, device=CPU)
+    kv = MHATokenToKVPool(
+        num_pages=3,
+        page_size=2,
+        num_kv_heads=1,
+        head_dim=2,
+        num_layers=1,
+        dtype=torch.float32,
+        device=CPU,
+    )
     k = torch.tensor([[[1.0, 2.0]], [[3.0, 4.0]]])
     kv.set_kv_buffer(0, torch.tensor([5, 2]), k, -k)
     k_cache, v_cache = kv.get_kv_buffer(0)

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from prtoggle import registry, toggle
-from prtoggle.registry import Edit, Patch
+from prtoggle.patching.types import Edit, Patch
 
 
 @dataclass

@@ -83,7 +83,9 @@ def test_check_reports_each_target_and_patches_nothing(
         TargetCheck(pr=921, target="app.core.Backend.forward", ok=True, message=""),
         TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message=""),
         TargetCheck(
-            pr=922, target="app.core.helper", ok=False,
+            pr=922,
+            target="app.core.helper",
+            ok=False,
             message=(
                 f"app.core.helper: edit 1 of 1 ({yaml_path}:6) matched 0 times in "
                 f"{path}:21-22; expected exactly 1.\n"
@@ -97,7 +99,9 @@ def test_check_reports_each_target_and_patches_nothing(
             ),
         ),
         TargetCheck(
-            pr=922, target="app.core.Backend.forward", ok=False,
+            pr=922,
+            target="app.core.Backend.forward",
+            ok=False,
             message=(
                 f"app.core.Backend.forward: the edited source does not compile: invalid "
                 f"syntax at {path}:18 (edited line 6 of 6: 'return v +')"
@@ -176,7 +180,10 @@ def test_diff_of_an_imported_module_matches_the_source_tree_diff(
     from_tree = fix_diffs(registry_for(tmp_path).get(921), source_root=modules.root)
     assert imported == from_tree
     assert imported[1] == TargetDiff(
-        pr=921, target="app.core.Backend.width", filename=str(path), first_line=5,
+        pr=921,
+        target="app.core.Backend.width",
+        filename=str(path),
+        first_line=5,
         fixed_source="    @property\n    def width(self):\n        return 8\n",
         reverted_source="    @property\n    def width(self):\n        return 4\n",
     )

@@ -272,9 +272,7 @@ def test_python_dash_m_prtoggle_help_lists_the_commands() -> None:
         assert f"\n  {command} " in result.stdout
 
 
-@pytest.mark.parametrize(
-    "command", ["list", "show", "check", "run", "repro", "bisect", "bench"]
-)
+@pytest.mark.parametrize("command", ["list", "show", "check", "run", "repro", "bisect", "bench"])
 def test_every_command_has_help_with_examples(command: str) -> None:
     result = invoke(command, "--help")
     assert result.exit_code == 0

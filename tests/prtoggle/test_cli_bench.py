@@ -35,10 +35,27 @@ def test_bench_prints_medians_ratio_spread_and_details(bench_project: FakeProjec
     result = bench(str(BENCH_FIX), "--repeat", "3")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "IQR", "FIX",
-                                "COST"]
-    assert lines[1].split() == [str(BENCH_FIX), BENCH_MODULE, "2", "ms", "1.1", "ms", "0.550",
-                                "0.050", "+81.8%"]
+    assert lines[0].split() == [
+        "PR",
+        "BENCHMARK",
+        "FIXED",
+        "REVERTED",
+        "RATIO",
+        "IQR",
+        "FIX",
+        "COST",
+    ]
+    assert lines[1].split() == [
+        str(BENCH_FIX),
+        BENCH_MODULE,
+        "2",
+        "ms",
+        "1.1",
+        "ms",
+        "0.550",
+        "0.050",
+        "+81.8%",
+    ]
     assert lines[3:9] == [
         f"PR {BENCH_FIX}:",
         "  timed: prtoggle_fake_target.answer",
@@ -60,19 +77,39 @@ def test_bench_json_has_medians_ratio_spread_and_the_run(bench_project: FakeProj
     result = bench(str(BENCH_FIX), "--repeat", "3", "--json")
     assert result.exit_code == 0, result.output
     [record] = json.loads(result.stdout)
-    assert {key: record[key] for key in (
-        "pr", "benchmark", "measured", "fixed_median", "reverted_median",
-        "ratio_reverted_over_fixed", "ratio_iqr", "fix_cost_percent", "reverted_error",
-        "extras")} == {
-        "pr": BENCH_FIX, "benchmark": BENCH_MODULE, "measured": True, "fixed_median": 2.0,
-        "reverted_median": 1.1, "ratio_reverted_over_fixed": 0.55, "ratio_iqr": 0.05,
-        "fix_cost_percent": 81.82, "reverted_error": None,
+    assert {
+        key: record[key]
+        for key in (
+            "pr",
+            "benchmark",
+            "measured",
+            "fixed_median",
+            "reverted_median",
+            "ratio_reverted_over_fixed",
+            "ratio_iqr",
+            "fix_cost_percent",
+            "reverted_error",
+            "extras",
+        )
+    } == {
+        "pr": BENCH_FIX,
+        "benchmark": BENCH_MODULE,
+        "measured": True,
+        "fixed_median": 2.0,
+        "reverted_median": 1.1,
+        "ratio_reverted_over_fixed": 0.55,
+        "ratio_iqr": 0.05,
+        "fix_cost_percent": 81.82,
+        "reverted_error": None,
         "extras": {"buffer_bytes": {"fixed": 2048, "reverted": 1024}},
     }
     run = record["run"]
     assert set(run) == {"kind", "error", "result", "seconds", "exit_code"}
     assert (run["kind"], run["result"]["reverted"], run["result"]["reverted_in_force"]) == (
-        "ok", [], [BENCH_FIX])
+        "ok",
+        [],
+        [BENCH_FIX],
+    )
     assert run["result"]["samples"] == [2.0, 2.0, 2.0]
     assert run["result"]["reverted_samples"] == [1.0, 1.1, 1.2]
 
@@ -85,11 +122,14 @@ def test_a_reverted_sample_that_raises_keeps_the_fixed_median(
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:3]}
     assert rows[str(FAILING_BENCH_FIX)][2:] == ["0.5", "ms", "FAILED", "-", "-", "-"]
     assert rows[str(BENCH_FIX)][-1] == "+81.8%"
-    assert ("  reverted failed: ValueError: first_half() is 0: the reverted path cannot run "
-            "here") in result.stdout.splitlines()
+    assert (
+        "  reverted failed: ValueError: first_half() is 0: the reverted path cannot run here"
+    ) in result.stdout.splitlines()
     assert result.stdout.splitlines()[-1].startswith("1 of 2 fixes measured on cpu")
-    assert (f"PR {FAILING_BENCH_FIX}: fixed 0.5 ms, reverted failed: ValueError: first_half() "
-            "is 0: the reverted path cannot run here (") in result.stderr
+    assert (
+        f"PR {FAILING_BENCH_FIX}: fixed 0.5 ms, reverted failed: ValueError: first_half() "
+        "is 0: the reverted path cannot run here ("
+    ) in result.stderr
 
 
 def test_an_unknown_pr_is_an_error_listing_the_registered_prs(
@@ -106,12 +146,17 @@ def test_an_unknown_pr_is_an_error_listing_the_registered_prs(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), f"Error: expected PR numbers or --all; fixes with a benchmark: {BENCH_FIX}, "
-             f"{FAILING_BENCH_FIX}"),
+        (
+            (),
+            f"Error: expected PR numbers or --all; fixes with a benchmark: {BENCH_FIX}, "
+            f"{FAILING_BENCH_FIX}",
+        ),
         (("--all", str(BENCH_FIX)), "Error: give PR numbers or --all, not both"),
         ((str(ANSWER_FIX),), f"Error: PR {ANSWER_FIX} has no benchmark (no `bench:` in "),
-        (("--repeat", "0", "--all"), "Error: Invalid value for '--repeat': 0 is not in the "
-                                     "range x>=1."),
+        (
+            ("--repeat", "0", "--all"),
+            "Error: Invalid value for '--repeat': 0 is not in the range x>=1.",
+        ),
     ],
 )
 def test_bad_selections_are_usage_errors(
@@ -128,8 +173,9 @@ def test_help_shows_examples_and_the_main_help_lists_bench() -> None:
     assert "  Examples:\n    prtoggle bench --all\n" in result.stdout
     assert "RATIO = median of the\n  per-pair reverted/fixed ratios; IQR" in result.stdout
     assert "--rounds" not in result.stdout
-    assert ("Interleaved fixed/reverted sample pairs per fix, all in one child process."
-            in " ".join(result.stdout.split()))
+    assert "Interleaved fixed/reverted sample pairs per fix, all in one child process." in " ".join(
+        result.stdout.split()
+    )
     main_help = CliRunner().invoke(cli, ["--help"], prog_name="prtoggle")
     assert "\n  bench " in main_help.stdout
 
@@ -141,5 +187,6 @@ def test_bench_does_not_import_torch_in_the_parent(bench_project: FakeProject) -
         "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
         "assert 'torch' not in sys.modules\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                   env=bench_project.env())
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, env=bench_project.env()
+    )

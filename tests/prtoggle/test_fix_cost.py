@@ -37,35 +37,62 @@ def bench_project(fake_project: FakeProject) -> FakeProject:
 
 
 def finished(stdout: str = "", stderr: str = "", returncode: int | None = 0) -> CommandRun:
-    return CommandRun(argv=("python",), returncode=returncode, seconds=1.0, stdout=stdout,
-                      stderr=stderr, timeout=30.0)
+    return CommandRun(
+        argv=("python",),
+        returncode=returncode,
+        seconds=1.0,
+        stdout=stdout,
+        stderr=stderr,
+        timeout=30.0,
+    )
 
 
 def result_line(**overrides: object) -> str:
     record: dict[str, object] = {
-        "name": "b", "timed": "f", "unit": "ms", "median": 1.5, "samples": [1.0, 2.0, 1.5, 1.0],
-        "shape": {}, "reverted": [], "pr": 7, "reverted_samples": [1.1, 2.4, 1.5, 1.3],
-        "reverted_in_force": [7], "reverted_error": None,
+        "name": "b",
+        "timed": "f",
+        "unit": "ms",
+        "median": 1.5,
+        "samples": [1.0, 2.0, 1.5, 1.0],
+        "shape": {},
+        "reverted": [],
+        "pr": 7,
+        "reverted_samples": [1.1, 2.4, 1.5, 1.3],
+        "reverted_in_force": [7],
+        "reverted_error": None,
     }
     record.update(overrides)
     return json.dumps(record)
 
 
 def cost_of(stdout: str) -> FixCost:
-    return FixCost(pr=7, module="m", run=classify_bench(finished(stdout=stdout), module="m",
-                                                        pr=7))
+    return FixCost(pr=7, module="m", run=classify_bench(finished(stdout=stdout), module="m", pr=7))
 
 
 def test_bench_command_asks_for_paired_json_with_the_options() -> None:
-    argv = bench_command("fixes.benchmarks.x", pr=7, device="cuda", provider="triton",
-                         repeat=9)
-    assert argv[1:] == ["-m", "fixes.benchmarks.x", "--device", "cuda", "--provider", "triton",
-                        "--repeat", "9", "--pr", "7", "--json"]
+    argv = bench_command("fixes.benchmarks.x", pr=7, device="cuda", provider="triton", repeat=9)
+    assert argv[1:] == [
+        "-m",
+        "fixes.benchmarks.x",
+        "--device",
+        "cuda",
+        "--provider",
+        "triton",
+        "--repeat",
+        "9",
+        "--pr",
+        "7",
+        "--json",
+    ]
 
 
 def test_bench_env_reverts_nothing_at_start_and_turns_detection_off() -> None:
-    base = {"SGLANG_SPEC_NAN_DETECTION": "1", "SGLANG_DEBUG_POISON": "1",
-            "SGLANG_DEBUG_REVERT_PR": "999", "PATH": os.environ["PATH"]}
+    base = {
+        "SGLANG_SPEC_NAN_DETECTION": "1",
+        "SGLANG_DEBUG_POISON": "1",
+        "SGLANG_DEBUG_REVERT_PR": "999",
+        "PATH": os.environ["PATH"],
+    }
     env = bench_env(base=base)
     assert env["SGLANG_DEBUG_REVERT_PR"] == ""
     assert "SGLANG_SPEC_NAN_DETECTION" not in env and "SGLANG_DEBUG_POISON" not in env
@@ -82,8 +109,9 @@ def test_the_ratio_is_the_median_of_per_pair_ratios_with_its_spread() -> None:
 
 
 def test_a_reverted_error_keeps_the_fixed_median_and_gives_no_ratio() -> None:
-    cost = cost_of(result_line(reverted_samples=[], reverted_in_force=[],
-                               reverted_error="IndexError: row 9"))
+    cost = cost_of(
+        result_line(reverted_samples=[], reverted_in_force=[], reverted_error="IndexError: row 9")
+    )
     assert (cost.run.kind, cost.measured, cost.fixed_median) == ("ok", False, 1.25)
     assert (cost.reverted_median, cost.ratio, cost.ratio_iqr) == (None, None, None)
     assert cost.reverted_error == "IndexError: row 9"
@@ -101,14 +129,17 @@ def test_unpaired_samples_are_reported_not_measured() -> None:
     cost = cost_of(result_line(reverted_samples=[1.0]))
     assert cost.measured is False
     assert cost.reverted_error == (
-        "UnpairedSamples: 1 reverted samples for 4 fixed ones; expected one per fixed sample")
+        "UnpairedSamples: 1 reverted samples for 4 fixed ones; expected one per fixed sample"
+    )
 
 
 def test_classify_refuses_a_child_that_timed_fixed_with_a_revert_in_force() -> None:
     run = classify_bench(finished(stdout=result_line(reverted=[7])), module="m", pr=7)
     assert (run.kind, run.result) == ("failure", None)
-    assert run.error == ("RevertInForceWhileFixed: the child reports reverted PRs [7] while "
-                         "timing fixed, expected []")
+    assert run.error == (
+        "RevertInForceWhileFixed: the child reports reverted PRs [7] while "
+        "timing fixed, expected []"
+    )
 
 
 def test_classify_refuses_a_child_that_toggled_another_pr() -> None:
@@ -131,27 +162,41 @@ def test_classify_reports_a_timeout() -> None:
     assert run.error == "Timeout: no result within 30 s; the child was killed"
 
 
-KEYS = ("name, timed, unit, median, samples, shape, reverted, pr, reverted_samples, "
-        "reverted_in_force, reverted_error")
+KEYS = (
+    "name, timed, unit, median, samples, shape, reverted, pr, reverted_samples, "
+    "reverted_in_force, reverted_error"
+)
 
 
 @pytest.mark.parametrize(
     ("stdout", "message"),
     [
         ("", f"benchmark m: exited 0 but printed nothing; expected one JSON object with {KEYS}"),
-        ("12 ms\n", "benchmark m: last output line '12 ms' is not JSON: Extra data: line 1 "
-                    f"column 4 (char 3); expected one object with {KEYS}"),
-        ('{"name": "b"}\n', "benchmark m: result '{\"name\": \"b\"}' lacks timed, unit, median, "
-                            "samples, shape, reverted, pr, reverted_samples, reverted_in_force, "
-                            f"reverted_error; expected keys {KEYS}"),
+        (
+            "12 ms\n",
+            "benchmark m: last output line '12 ms' is not JSON: Extra data: line 1 "
+            f"column 4 (char 3); expected one object with {KEYS}",
+        ),
+        (
+            '{"name": "b"}\n',
+            'benchmark m: result \'{"name": "b"}\' lacks timed, unit, median, '
+            "samples, shape, reverted, pr, reverted_samples, reverted_in_force, "
+            f"reverted_error; expected keys {KEYS}",
+        ),
         (result_line(median="fast"), "benchmark m: 'median' must be a number, got 'fast'"),
-        (result_line(reverted="24856"),
-         "benchmark m: 'reverted' must be a list of PR numbers, got '24856'"),
-        (result_line(reverted_samples=[1, "x"]),
-         "benchmark m: 'reverted_samples' must be a list of numbers, got [1, 'x']"),
+        (
+            result_line(reverted="24856"),
+            "benchmark m: 'reverted' must be a list of PR numbers, got '24856'",
+        ),
+        (
+            result_line(reverted_samples=[1, "x"]),
+            "benchmark m: 'reverted_samples' must be a list of numbers, got [1, 'x']",
+        ),
         (result_line(pr=None), "benchmark m: 'pr' must be the PR number toggled, got None"),
-        (result_line(reverted_error=3),
-         "benchmark m: 'reverted_error' must be null or a string, got 3"),
+        (
+            result_line(reverted_error=3),
+            "benchmark m: 'reverted_error' must be null or a string, got 3",
+        ),
     ],
 )
 def test_malformed_results_are_errors_naming_the_module(stdout: str, message: str) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.editor import EditContext, edit_source
-from prtoggle.registry import Edit
+from prtoggle.patching.types import Edit
 
 SOURCE = """\
     def forward(self, x):
@@ -154,8 +154,12 @@ def test_blank_match_is_refused() -> None:
 
 def test_match_against_blank_source_says_so() -> None:
     with pytest.raises(PatchApplicationError) as caught:
-        edit_source("\n\n", [edit("x = 1")], first_line=3,
-                    context=EditContext(target="m.f", filename="m.py"))
+        edit_source(
+            "\n\n",
+            [edit("x = 1")],
+            first_line=3,
+            context=EditContext(target="m.f", filename="m.py"),
+        )
     assert str(caught.value) == (
         "m.f: edit 1 of 1 (line 9) matched 0 times in m.py:3-4; expected exactly 1.\n"
         "match (whitespace-stripped, blank lines ignored):\n"

@@ -19,8 +19,9 @@ def loaded() -> Iterator[tuple[list[tuple[str, bool]], ModuleLoadedFinder]]:
     def on_loaded(name: str) -> None:
         events.append((name, hasattr(sys.modules[name], "VALUE")))
 
-    finder = ModuleLoadedFinder(is_watched=lambda name: name.startswith("watched"),
-                                on_loaded=on_loaded)
+    finder = ModuleLoadedFinder(
+        is_watched=lambda name: name.startswith("watched"), on_loaded=on_loaded
+    )
     finder.install()
     yield events, finder
     finder.uninstall()

@@ -14,7 +14,7 @@ from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.compiler import FunctionShape, compile_function
 from prtoggle.patching.editor import EditContext, edit_source
 from prtoggle.patching.swap import CodeSwapper, EditLayer
-from prtoggle.registry import Edit, Patch
+from prtoggle.patching.types import Edit, Patch
 
 SIMPLE = st.one_of(
     st.builds("v{} = v{} + {}".format, st.integers(0, 2), st.integers(0, 2), st.integers(0, 9)),
@@ -35,8 +35,7 @@ TEXT = st.lists(st.one_of(SIMPLE, HEADER, st.just("    pass"), st.just("")), max
     "\n".join
 )
 KIND = st.sampled_from(["replacement", "prepend", "append"])
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _counter = itertools.count()
 
 
@@ -95,8 +94,9 @@ def test_apply_then_restore_gives_back_the_original_code_object(
         function = module.Holder.target if hasattr(module, "Holder") else module.target
         original = function.__code__
         swapper = CodeSwapper()
-        layer = EditLayer(pr=1, patch=Patch(target="m.target", edits=tuple(edits), line=1),
-                          yaml_path=None)
+        layer = EditLayer(
+            pr=1, patch=Patch(target="m.target", edits=tuple(edits), line=1), yaml_path=None
+        )
         try:
             swapper.patch(function, layer)
         except PatchApplicationError:

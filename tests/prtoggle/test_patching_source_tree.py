@@ -48,10 +48,14 @@ def tree(tmp_path: Path) -> Path:
 
 def test_nested_class_method_skips_overload_stubs(tmp_path: Path) -> None:
     source = find_in_source_tree("pkg.mod.Outer.Inner.pick", source_root=tree(tmp_path))
-    assert (source.first_line, source.text) == (11, "        def pick(self, a):\n"
-                                                    "            return a\n")
+    assert (source.first_line, source.text) == (
+        11,
+        "        def pick(self, a):\n            return a\n",
+    )
     assert source.shape == FunctionShape(
-        name="pick", class_name="Inner", freevars=None,
+        name="pick",
+        class_name="Inner",
+        freevars=None,
         future_flags=__future__.annotations.compiler_flag,
     )
 

@@ -173,8 +173,13 @@ def test_closure_function_keeps_its_cells(modules: ModuleFactory) -> None:
 def test_method_with_both_super_and_a_closure_keeps_both_cells(modules: ModuleFactory) -> None:
     module = modules.load("kinds", KINDS_MODULE)
     local = module.make_class("?")
-    CodeSwapper().patch(local.greet, layer("kinds.make_class.Local.greet", (
-        "return super().greet() + k", "replacement", "return super().greet() + k + k")))
+    CodeSwapper().patch(
+        local.greet,
+        layer(
+            "kinds.make_class.Local.greet",
+            ("return super().greet() + k", "replacement", "return super().greet() + k + k"),
+        ),
+    )
     assert local().greet() == "base??"
     assert local.greet.__code__.co_freevars == ("__class__", "k")
 
@@ -255,8 +260,7 @@ def test_the_same_pr_cannot_edit_a_function_twice(modules: ModuleFactory) -> Non
     modules.load("kinds", KINDS_MODULE)
     target = function("kinds.scaled")
     swapper = CodeSwapper()
-    swapper.patch(target, layer("kinds.scaled", ("return a * factor + offset", "prepend",
-                                                 "a = 0")))
+    swapper.patch(target, layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = 0")))
     with pytest.raises(PatchApplicationError) as caught:
         swapper.patch(target, layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
     assert str(caught.value) == "kinds.scaled: PR 1 already edits this function"

@@ -92,17 +92,28 @@ def test_import_target_reports_a_module_that_fails_to_import(modules: ModuleFact
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("odd.square", "odd.square: is a lambda; only functions defined with def can be "
-                       "patched"),
-        ("odd.length", "odd.length: is a builtin_function_or_method implemented in C, not a "
-                       "Python function; only functions defined in Python source can be "
-                       "patched"),
-        ("odd.join", "odd.join: is a method_descriptor implemented in C, not a Python "
-                     "function; only functions defined in Python source can be patched"),
-        ("odd.Box", "odd.Box: is a class, not a function; expected a function, method, "
-                    "staticmethod, classmethod or property"),
-        ("odd.total", "odd.total: is a partial, not a function; expected a "
-                      "function, method, staticmethod, classmethod or property"),
+        ("odd.square", "odd.square: is a lambda; only functions defined with def can be patched"),
+        (
+            "odd.length",
+            "odd.length: is a builtin_function_or_method implemented in C, not a "
+            "Python function; only functions defined in Python source can be "
+            "patched",
+        ),
+        (
+            "odd.join",
+            "odd.join: is a method_descriptor implemented in C, not a Python "
+            "function; only functions defined in Python source can be patched",
+        ),
+        (
+            "odd.Box",
+            "odd.Box: is a class, not a function; expected a function, method, "
+            "staticmethod, classmethod or property",
+        ),
+        (
+            "odd.total",
+            "odd.total: is a partial, not a function; expected a "
+            "function, method, staticmethod, classmethod or property",
+        ),
         ("odd.Box.hidden", "odd.Box.hidden: is a property without a getter"),
     ],
 )

@@ -47,8 +47,15 @@ def registry_with(tmp_path: Path, pr: int = 911, second: str = "app.Shape.sides"
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("", ()), ("  ", ()), ("911", (911,)), ("912, 911", (912, 911)), ("911 912", (911, 912)),
-     ("911,912 911", (911, 912)), ("ALL", (911, 912))],
+    [
+        ("", ()),
+        ("  ", ()),
+        ("911", (911,)),
+        ("912, 911", (912, 911)),
+        ("911 912", (911, 912)),
+        ("911,912 911", (911, 912)),
+        ("ALL", (911, 912)),
+    ],
 )
 def test_revert_spec_accepts_numbers_lists_and_all(value: str, expected: tuple[int, ...]) -> None:
     assert toggle.parse_revert_spec(value, registered=[912, 911]) == expected
@@ -257,8 +264,13 @@ print("prtoggle imported by program:", "prtoggle.cli" in sys.modules)
 
 def run_child(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", CHILD_PROGRAM], env=env, cwd=tmp_path, capture_output=True,
-        text=True, timeout=60, check=False,
+        [sys.executable, "-c", CHILD_PROGRAM],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -267,14 +279,14 @@ def test_sglang_format_fix_changes_an_outside_module_only_in_a_reverting_child(
 ) -> None:
     (tmp_path / "outside.py").write_text(OUTSIDE_MODULE)
     write_fix(tmp_path / "reg", 913, SGLANG_FORMAT_FIX)
-    base = {**os.environ, "PRTOGGLE_YAML_PATH": str(tmp_path / "reg"),
-            "PYTHONPATH": str(tmp_path)}
+    base = {**os.environ, "PRTOGGLE_YAML_PATH": str(tmp_path / "reg"), "PYTHONPATH": str(tmp_path)}
     base.pop("SGLANG_DEBUG_REVERT_PR", None)
     reverted_run = run_child(tmp_path, toggle.child_env([913], base=base))
     plain_run = run_child(tmp_path, toggle.child_env([], base=base))
     untouched_run = run_child(tmp_path, base)
     assert (reverted_run.returncode, reverted_run.stdout) == (
-        0, "total=0 total=30 102\nprtoggle imported by program: False\n"
+        0,
+        "total=0 total=30 102\nprtoggle imported by program: False\n",
     ), reverted_run.stderr
     assert plain_run.stdout == "empty sum=3 2\nprtoggle imported by program: False\n"
     assert untouched_run.stdout == plain_run.stdout
@@ -283,8 +295,14 @@ def test_sglang_format_fix_changes_an_outside_module_only_in_a_reverting_child(
 def test_child_with_a_bad_revert_spec_stops_with_a_message(tmp_path: Path) -> None:
     (tmp_path / "outside.py").write_text(OUTSIDE_MODULE)
     write_fix(tmp_path / "reg", 913, SGLANG_FORMAT_FIX)
-    env = toggle.child_env([], base={**os.environ, "PRTOGGLE_YAML_PATH": str(tmp_path / "reg"),
-                                     "PYTHONPATH": str(tmp_path)})
+    env = toggle.child_env(
+        [],
+        base={
+            **os.environ,
+            "PRTOGGLE_YAML_PATH": str(tmp_path / "reg"),
+            "PYTHONPATH": str(tmp_path),
+        },
+    )
     env["SGLANG_DEBUG_REVERT_PR"] = "913x"
     result = run_child(tmp_path, env)
     assert result.returncode == toggle.BOOTSTRAP_FAILURE_EXIT_CODE
@@ -301,8 +319,14 @@ def test_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
     other.mkdir()
     (other / "sitecustomize.py").write_text("import builtins\nbuiltins.CHAINED = 'yes'\n")
     env = toggle.child_env([], base={**os.environ, "PYTHONPATH": str(other)})
-    result = subprocess.run([sys.executable, "-c", "print(CHAINED)"], env=env,
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", "print(CHAINED)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (result.returncode, result.stdout) == (0, "yes\n"), result.stderr
 
 
@@ -314,8 +338,9 @@ def registered_prs(tmp_path: Path) -> tuple[int, ...]:
 
 def test_toggle_import_stays_torch_free() -> None:
     code = "import sys, prtoggle; prtoggle.is_reverted(1); print('torch' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert (result.returncode, result.stdout) == (0, "False\n"), result.stderr
 
 

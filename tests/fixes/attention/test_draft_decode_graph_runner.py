@@ -27,25 +27,33 @@ def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
     monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
-    for name in (config.NAN_DETECTION_ENV, config.OOB_DETECTION_ENV, config.POISON_ENV,
-                 config.MODE_ENV):
+    for name in (
+        config.NAN_DETECTION_ENV,
+        config.OOB_DETECTION_ENV,
+        config.POISON_ENV,
+        config.MODE_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 def make_runner(stack: ToyStack, sizes: list[int]) -> DraftDecodeGraphRunner:
-    pools = {"req_to_token_pool": stack.req_to_token_pool,
-             "token_to_kv_pool": stack.token_to_kv_pool}
+    pools = {
+        "req_to_token_pool": stack.req_to_token_pool,
+        "token_to_kv_pool": stack.token_to_kv_pool,
+    }
     return DraftDecodeGraphRunner(
         model=stack.model,
         draft_backend=TRTLLMHAAttnMultiStepDraftBackend(num_steps=NUM_STEPS, **pools),
-        capture_batch_sizes=sizes, **pools,
+        capture_batch_sizes=sizes,
+        **pools,
     )
 
 
 def prefilled_stack(prefix_lens: list[int]) -> tuple[ToyStack, list]:
     stack = build_stack(device=torch.device("cpu"))
-    backend = TRTLLMHAAttnBackend(req_to_token_pool=stack.req_to_token_pool,
-                                  token_to_kv_pool=stack.token_to_kv_pool)
+    backend = TRTLLMHAAttnBackend(
+        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool
+    )
     requests = stack.new_requests(len(prefix_lens))
     batch = stack.extend_batch(requests, random_tokens(prefix_lens, vocab_size=97, seed=3))
     backend.init_forward_metadata(batch)
@@ -63,8 +71,10 @@ def test_padded_replay_equals_eager_draft_steps_and_writes_padding_to_page_zero(
     assert graph_out.shape == (NUM_STEPS, 3, stack.model.config.hidden_size)
     assert runner.static_out_cache_loc[:, 3].tolist() == [PADDING_PAGE * 4] * 2
     eager = TRTLLMHAAttnMultiStepDraftBackend(
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
-        num_steps=NUM_STEPS)
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
+        num_steps=NUM_STEPS,
+    )
     eager_out = []
     for batch, backend in zip(batches, eager.backends, strict=True):
         backend.init_forward_metadata(batch)
@@ -78,13 +88,14 @@ def test_replay_refuses_a_batch_larger_than_every_capture_and_a_wrong_step_count
     runner.capture()
     assert (runner.can_run(2), runner.can_run(3)) == (True, False)
     batches = stack.draft_decode_batches(requests, [[1, 2]] * 3, num_steps=NUM_STEPS)
-    with pytest.raises(AttentionBackendError, match=re.escape(
-        "no captured draft decode graph fits bs=3; captured batch sizes: [2]"
-    )):
+    with pytest.raises(
+        AttentionBackendError,
+        match=re.escape("no captured draft decode graph fits bs=3; captured batch sizes: [2]"),
+    ):
         runner.replay(batches)
-    with pytest.raises(AttentionBackendError, match=re.escape(
-        "replay got 1 step batches; expected num_steps=2"
-    )):
+    with pytest.raises(
+        AttentionBackendError, match=re.escape("replay got 1 step batches; expected num_steps=2")
+    ):
         runner.replay(batches[:1])
 
 
@@ -106,8 +117,9 @@ def test_capture_with_26521_reverted_reports_nan_at_capture_warmup(
 def test_cuda_graph_replay_equals_eager_draft_steps_on_cuda() -> None:
     device = torch.device("cuda")
     stack = build_stack(device=device)
-    backend = TRTLLMHAAttnBackend(req_to_token_pool=stack.req_to_token_pool,
-                                  token_to_kv_pool=stack.token_to_kv_pool)
+    backend = TRTLLMHAAttnBackend(
+        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool
+    )
     requests = stack.new_requests(3)
     batch = stack.extend_batch(requests, random_tokens([4, 7, 2], vocab_size=97, seed=3))
     backend.init_forward_metadata(batch)
@@ -116,11 +128,14 @@ def test_cuda_graph_replay_equals_eager_draft_steps_on_cuda() -> None:
     runner.capture()
     assert all(graph.graph is not None for graph in runner.graphs.values())
     batches = stack.draft_decode_batches(
-        requests, random_tokens([NUM_STEPS] * 3, vocab_size=97, seed=4), num_steps=NUM_STEPS)
+        requests, random_tokens([NUM_STEPS] * 3, vocab_size=97, seed=4), num_steps=NUM_STEPS
+    )
     graph_out = runner.replay(batches)
     eager = TRTLLMHAAttnMultiStepDraftBackend(
-        req_to_token_pool=stack.req_to_token_pool, token_to_kv_pool=stack.token_to_kv_pool,
-        num_steps=NUM_STEPS)
+        req_to_token_pool=stack.req_to_token_pool,
+        token_to_kv_pool=stack.token_to_kv_pool,
+        num_steps=NUM_STEPS,
+    )
     eager_out = []
     for step_batch, step_backend in zip(batches, eager.backends, strict=True):
         step_backend.init_forward_metadata(step_batch)

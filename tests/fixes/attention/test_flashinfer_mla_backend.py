@@ -34,14 +34,24 @@ def clean_detection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def make_backend(
-    seq_lens: list[int], *, topk: int, device: str = "cpu", kv_provider: str = "torch",
-    attention_provider: str = "torch", shape: MLAShape = SHAPE,
-    dtype: torch.dtype = torch.float32, max_context_len: int = MAX_CONTEXT_LEN,
+    seq_lens: list[int],
+    *,
+    topk: int,
+    device: str = "cpu",
+    kv_provider: str = "torch",
+    attention_provider: str = "torch",
+    shape: MLAShape = SHAPE,
+    dtype: torch.dtype = torch.float32,
+    max_context_len: int = MAX_CONTEXT_LEN,
 ) -> tuple[FlashInferMLAMultiStepDraftBackend, list[int]]:
     pool = ReqToTokenPool(size=4, max_context_len=max_context_len, device=torch.device(device))
     kv_pool = MLATokenToKVPool(
-        num_pages=160, page_size=1, kv_lora_rank=shape.kv_lora_rank,
-        qk_rope_head_dim=shape.qk_rope_head_dim, num_layers=1, dtype=dtype,
+        num_pages=160,
+        page_size=1,
+        kv_lora_rank=shape.kv_lora_rank,
+        qk_rope_head_dim=shape.qk_rope_head_dim,
+        num_layers=1,
+        dtype=dtype,
         device=torch.device(device),
     )
     generator = torch.Generator().manual_seed(11)
@@ -51,8 +61,12 @@ def make_backend(
     for row, seq_len in zip(rows, seq_lens, strict=True):
         allocator.extend(pool, row=row, old_len=0, new_len=seq_len + topk * NUM_STEPS)
     backend = FlashInferMLAMultiStepDraftBackend(
-        req_to_token_pool=pool, kv_pool=kv_pool, shape=shape, topk=topk,
-        speculative_num_steps=NUM_STEPS, kv_indices_provider=kv_provider,
+        req_to_token_pool=pool,
+        kv_pool=kv_pool,
+        shape=shape,
+        topk=topk,
+        speculative_num_steps=NUM_STEPS,
+        kv_indices_provider=kv_provider,
         attention_provider=attention_provider,
     )
     return backend, rows
@@ -64,9 +78,15 @@ def draft_batch(
     bs = int(seq_lens.shape[0])
     zeros = torch.zeros(bs * backend.topk, dtype=torch.int64, device=seq_lens.device)
     return ForwardBatch(
-        forward_mode=ForwardMode.DECODE, batch_size=bs, input_ids=zeros,
-        req_pool_indices=rows, seq_lens=seq_lens, seq_lens_cpu=seq_lens.cpu(),
-        out_cache_loc=zeros, positions=zeros, req_to_token_pool=backend.req_to_token_pool,
+        forward_mode=ForwardMode.DECODE,
+        batch_size=bs,
+        input_ids=zeros,
+        req_pool_indices=rows,
+        seq_lens=seq_lens,
+        seq_lens_cpu=seq_lens.cpu(),
+        out_cache_loc=zeros,
+        positions=zeros,
+        req_to_token_pool=backend.req_to_token_pool,
         token_to_kv_pool=backend.kv_pool,
         spec_info=DraftDecodeInput(topk=backend.topk, num_steps=NUM_STEPS),
     )
@@ -82,8 +102,13 @@ def queries(backend: FlashInferMLAMultiStepDraftBackend, bs: int) -> tuple[torch
 
 
 def naive_step(
-    backend: FlashInferMLAMultiStepDraftBackend, rows: list[int], seq_lens: list[int],
-    *, step: int, q_nope: torch.Tensor, q_pe: torch.Tensor,
+    backend: FlashInferMLAMultiStepDraftBackend,
+    rows: list[int],
+    seq_lens: list[int],
+    *,
+    step: int,
+    q_nope: torch.Tensor,
+    q_pe: torch.Tensor,
 ) -> torch.Tensor:
     """Row (request b, branch k) attends its prefix, then branch k's first step + 1 drafts."""
     table = backend.req_to_token_pool.req_to_token.cpu()
@@ -103,21 +128,31 @@ def naive_step(
 
 
 def eager_outputs(
-    backend: FlashInferMLAMultiStepDraftBackend, rows: list[int], seq_lens: list[int],
+    backend: FlashInferMLAMultiStepDraftBackend,
+    rows: list[int],
+    seq_lens: list[int],
     q: tuple[torch.Tensor, ...],
 ) -> torch.Tensor:
     device = backend.device
-    backend.init_forward_metadata(draft_batch(
-        backend, torch.tensor(rows, device=device),
-        torch.tensor(seq_lens, dtype=torch.int32, device=device),
-    ))
-    return torch.stack([backend.forward_decode(s, q[0][s], q[1][s])
-                        for s in range(backend.num_attention_steps)])
+    backend.init_forward_metadata(
+        draft_batch(
+            backend,
+            torch.tensor(rows, device=device),
+            torch.tensor(seq_lens, dtype=torch.int32, device=device),
+        )
+    )
+    return torch.stack(
+        [backend.forward_decode(s, q[0][s], q[1][s]) for s in range(backend.num_attention_steps)]
+    )
 
 
 def graph_outputs(
-    backend: FlashInferMLAMultiStepDraftBackend, rows: list[int], seq_lens: list[int],
-    q: tuple[torch.Tensor, ...], *, max_bs: int,
+    backend: FlashInferMLAMultiStepDraftBackend,
+    rows: list[int],
+    seq_lens: list[int],
+    q: tuple[torch.Tensor, ...],
+    *,
+    max_bs: int,
 ) -> torch.Tensor:
     """Capture at capture-time lengths (1) for `max_bs`, then replay the live batch."""
     device = backend.device
@@ -127,8 +162,12 @@ def graph_outputs(
     q_nope, q_pe = torch.zeros_like(q[0]), torch.zeros_like(q[1])
     backend.init_forward_metadata_capture_cuda_graph(draft_batch(backend, row_buffer, len_buffer))
     graph = cuda_graph.capture(
-        lambda: torch.stack([backend.forward_decode(s, q_nope[s], q_pe[s])
-                             for s in range(backend.num_attention_steps)]),
+        lambda: torch.stack(
+            [
+                backend.forward_decode(s, q_nope[s], q_pe[s])
+                for s in range(backend.num_attention_steps)
+            ]
+        ),
         device=torch.device(device),
     )
     row_buffer.copy_(torch.tensor(rows))
@@ -163,36 +202,59 @@ class FakeGraphWrapper:
     accepted. run() attends through the bound buffers with the torch reference.
     """
 
-    def __init__(self, workspace: torch.Tensor, *, use_cuda_graph: bool,
-                 **bound: torch.Tensor) -> None:
+    def __init__(
+        self, workspace: torch.Tensor, *, use_cuda_graph: bool, **bound: torch.Tensor
+    ) -> None:
         assert use_cuda_graph and workspace.dtype == torch.uint8
         self.bound = bound
         self.sm_scale: float | None = None
 
-    def plan(self, *, metadata: FakePlanMetadata, page_size: int, sm_scale: float,
-             query_layout: str, kv_cache_layout: str, **options: object) -> None:
+    def plan(
+        self,
+        *,
+        metadata: FakePlanMetadata,
+        page_size: int,
+        sm_scale: float,
+        query_layout: str,
+        kv_cache_layout: str,
+        **options: object,
+    ) -> None:
         for name, reserved in self.bound.items():
             given = getattr(metadata, name)
-            fits = (reserved.shape[0] >= given.shape[0] if name == "kv_indices"
-                    else reserved.shape == given.shape)
+            fits = (
+                reserved.shape[0] >= given.shape[0]
+                if name == "kv_indices"
+                else reserved.shape == given.shape
+            )
             if reserved.dtype != torch.int32 or not reserved.is_contiguous() or not fits:
-                raise ValueError(f"CUDA graph reserved {name} buffer has insufficient or "
-                                 "incompatible capacity.")
+                raise ValueError(
+                    f"CUDA graph reserved {name} buffer has insufficient or incompatible capacity."
+                )
         for name, reserved in self.bound.items():
             given = getattr(metadata, name)
             reserved[: given.shape[0]].copy_(given)
         assert (page_size, query_layout, kv_cache_layout) == (1, "split", "packed")
         self.sm_scale = sm_scale
 
-    def run(self, *, query: tuple[torch.Tensor, torch.Tensor],
-            kv_cache: torch.Tensor) -> torch.Tensor:
+    def run(
+        self, *, query: tuple[torch.Tensor, torch.Tensor], kv_cache: torch.Tensor
+    ) -> torch.Tensor:
         q_nope, q_pe = query
         assert self.sm_scale is not None, "run() before plan()"
-        shape = MLAShape(num_heads=q_nope.shape[1], kv_lora_rank=q_nope.shape[2],
-                         qk_rope_head_dim=q_pe.shape[2], sm_scale=self.sm_scale)
+        shape = MLAShape(
+            num_heads=q_nope.shape[1],
+            kv_lora_rank=q_nope.shape[2],
+            qk_rope_head_dim=q_pe.shape[2],
+            sm_scale=self.sm_scale,
+        )
         return mla_paged_decode_torch(
-            q_nope=q_nope, q_pe=q_pe, kv_cache=kv_cache, kv_indptr=self.bound["kv_indptr"],
-            kv_indices=self.bound["kv_indices"], shape=shape, max_kv_len=MAX_CONTEXT_LEN,
+            q_nope=q_nope,
+            q_pe=q_pe,
+            kv_cache=kv_cache,
+            kv_indptr=self.bound["kv_indptr"],
+            kv_indices=self.bound["kv_indices"],
+            shape=shape,
+            max_kv_len=MAX_CONTEXT_LEN,
         )
 
 
@@ -304,12 +366,17 @@ def test_cuda_graph_replay_matches_eager_on_gpu(attention_provider: str) -> None
     shape = SHAPE
     dtype = torch.float32
     if attention_provider == "flashinfer":
-        shape = MLAShape(num_heads=16, kv_lora_rank=512, qk_rope_head_dim=64,
-                         sm_scale=576**-0.5)
+        shape = MLAShape(num_heads=16, kv_lora_rank=512, qk_rope_head_dim=64, sm_scale=576**-0.5)
         dtype = torch.bfloat16
-    backend, rows = make_backend([7, 6], topk=2, device="cuda", kv_provider="triton",
-                                 attention_provider=attention_provider, shape=shape,
-                                 dtype=dtype)
+    backend, rows = make_backend(
+        [7, 6],
+        topk=2,
+        device="cuda",
+        kv_provider="triton",
+        attention_provider=attention_provider,
+        shape=shape,
+        dtype=dtype,
+    )
     q = queries(backend, 2)
     replayed = graph_outputs(backend, rows, [7, 6], q, max_bs=2)
     eager = eager_outputs(backend, rows, [7, 6], q)

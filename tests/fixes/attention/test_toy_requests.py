@@ -14,7 +14,10 @@ def test_extend_batch_records_lengths_starts_and_slots_from_req_to_token() -> No
     batch = stack.extend_batch(requests, [[1, 2, 3], [4, 5]])
     assert batch.forward_mode is ForwardMode.EXTEND
     assert (batch.batch_size, batch.seq_lens.tolist(), batch.extend_seq_lens_cpu) == (
-        2, [3, 2], [3, 2])
+        2,
+        [3, 2],
+        [3, 2],
+    )
     assert batch.extend_start_loc is not None and batch.extend_start_loc.tolist() == [0, 3]
     assert batch.input_ids.tolist() == [1, 2, 3, 4, 5]
     r2t = stack.req_to_token_pool.req_to_token
@@ -39,12 +42,15 @@ def test_draft_decode_batches_keep_prefix_lengths_and_step_slots() -> None:
     assert [b.positions.tolist() for b in batches] == [[2, 3], [3, 4]]
     r2t = stack.req_to_token_pool.req_to_token
     assert batches[1].out_cache_loc.tolist() == [
-        int(r2t[requests[0].row, 3]), int(r2t[requests[1].row, 4])]
+        int(r2t[requests[0].row, 3]),
+        int(r2t[requests[1].row, 4]),
+    ]
     assert batches[0].spec_info == DraftDecodeInput(topk=1, num_steps=2)
     assert requests[0].token_ids == [1, 2]  # drafts are speculative, not cached tokens
 
 
 def test_random_tokens_are_deterministic_per_seed() -> None:
-    assert random_tokens([2, 3], vocab_size=10, seed=1) == random_tokens([2, 3], vocab_size=10,
-                                                                         seed=1)
+    assert random_tokens([2, 3], vocab_size=10, seed=1) == random_tokens(
+        [2, 3], vocab_size=10, seed=1
+    )
     assert [len(t) for t in random_tokens([2, 3], vocab_size=10, seed=1)] == [2, 3]

@@ -11,8 +11,12 @@ from fixes.benchmarks.common import BenchOptions, BenchResult
 QUICK = BenchOptions(device="cpu", repeat=2, warmup=0)
 """Two samples, no warm-up: enough to check the result's form, not its speed."""
 
-ENV_NAMES = ("SGLANG_DEBUG_REVERT_PR", "SGLANG_SPEC_NAN_DETECTION", "SGLANG_SPEC_OOB_DETECTION",
-             "SGLANG_DEBUG_POISON")
+ENV_NAMES = (
+    "SGLANG_DEBUG_REVERT_PR",
+    "SGLANG_SPEC_NAN_DETECTION",
+    "SGLANG_SPEC_OOB_DETECTION",
+    "SGLANG_DEBUG_POISON",
+)
 
 
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,8 +39,15 @@ def test_fixed_times_the_context_kernel(monkeypatch: pytest.MonkeyPatch) -> None
         "TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, equal accept lengths"
     )
     assert result.shape == {
-        "bs": 4, "context_len": 256, "num_q_heads": 4, "num_kv_heads": 2, "head_dim": 32,
-        "page_size": 16, "dtype": "float32", "accept_length": 4, "provider": "default",
+        "bs": 4,
+        "context_len": 256,
+        "num_q_heads": 4,
+        "num_kv_heads": 2,
+        "head_dim": 32,
+        "page_size": 16,
+        "dtype": "float32",
+        "accept_length": 4,
+        "provider": "default",
     }
 
 
@@ -58,8 +65,12 @@ def test_both_kernels_give_the_same_output_on_the_benchmark_batch() -> None:
 
     from fixes.benchmarks.trtllm_state import CPU_SHAPE, build_draft_extend_state
 
-    state = build_draft_extend_state(CPU_SHAPE, accept_lengths=[bench.ACCEPT_LENGTH] * 4,
-                                     device=torch.device("cpu"), provider=None)
+    state = build_draft_extend_state(
+        CPU_SHAPE,
+        accept_lengths=[bench.ACCEPT_LENGTH] * 4,
+        device=torch.device("cpu"),
+        provider=None,
+    )
     fixed = state.forward_extend()
     with prtoggle.reverted(24856):
         reverted = state.forward_extend()
@@ -74,8 +85,10 @@ def test_on_cuda_both_kernels_agree_on_the_realistic_batch() -> None:
     from fixes.benchmarks.trtllm_state import CUDA_SHAPE, build_draft_extend_state
 
     state = build_draft_extend_state(
-        CUDA_SHAPE, accept_lengths=[bench.ACCEPT_LENGTH] * CUDA_SHAPE.bs,
-        device=torch.device("cuda"), provider="triton",
+        CUDA_SHAPE,
+        accept_lengths=[bench.ACCEPT_LENGTH] * CUDA_SHAPE.bs,
+        device=torch.device("cuda"),
+        provider="triton",
     )
     fixed = state.forward_extend()
     with prtoggle.reverted(24856):

@@ -20,9 +20,22 @@ MODULES = {
 @pytest.mark.gpu
 def test_prtoggle_bench_all_on_cuda_measures_every_fix() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "prtoggle", "bench", "--all", "--device", "cuda", "--repeat", "5",
-         "--json"],
-        capture_output=True, text=True, timeout=1800, check=False,
+        [
+            sys.executable,
+            "-m",
+            "prtoggle",
+            "bench",
+            "--all",
+            "--device",
+            "cuda",
+            "--repeat",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     records = {record["pr"]: record for record in json.loads(completed.stdout)}

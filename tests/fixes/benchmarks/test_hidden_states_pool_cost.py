@@ -40,14 +40,22 @@ def test_both_variants_pool_the_same_hidden_states_on_a_graph_batch() -> None:
     shape, device = bench.CPU_SHAPE, torch.device("cpu")
     pools = []
     for revert in (False, True):
-        models = draft_models(num_steps=shape.num_steps, hidden_size=shape.hidden_size,
-                              vocab_size=shape.vocab_size, seed=1, device=device)
-        runner = build_draft_extend_graph_runner(models, capture_bs=shape.capture_bs,
-                                                 tokens_per_req=shape.num_steps + 1,
-                                                 topk=shape.topk)
-        worker = MultiLayerEagleWorkerV2(draft_models=models, topk=shape.topk,
-                                         pool_rows=shape.bs,
-                                         cuda_graph_runner_for_draft_extend=runner)
+        models = draft_models(
+            num_steps=shape.num_steps,
+            hidden_size=shape.hidden_size,
+            vocab_size=shape.vocab_size,
+            seed=1,
+            device=device,
+        )
+        runner = build_draft_extend_graph_runner(
+            models, capture_bs=shape.capture_bs, tokens_per_req=shape.num_steps + 1, topk=shape.topk
+        )
+        worker = MultiLayerEagleWorkerV2(
+            draft_models=models,
+            topk=shape.topk,
+            pool_rows=shape.bs,
+            cuda_graph_runner_for_draft_extend=runner,
+        )
         forward_batch, verify = bench._batch(shape, device=device)
         with prtoggle.reverted(22832) if revert else contextlib.nullcontext():
             assert worker._draft_extend_for_decode(forward_batch, verify).used_cuda_graph

@@ -72,11 +72,19 @@ def test_narrow_rows_hold_the_same_kv_indices_as_wide_ones() -> None:
             backend.init_forward_metadata_replay_cuda_graph(batch)
             buffer = backend.cuda_graph_kv_indices
             assert buffer is not None
-            rows_by_variant.append([
-                buffer[step, : draft_kv_indices_row_len(
-                    seq_lens_sum=shape.bs * shape.seq_len, topk=shape.topk, num_seqs=shape.bs,
-                    step=step)].clone()
-                for step in range(shape.num_steps)
-            ])
+            rows_by_variant.append(
+                [
+                    buffer[
+                        step,
+                        : draft_kv_indices_row_len(
+                            seq_lens_sum=shape.bs * shape.seq_len,
+                            topk=shape.topk,
+                            num_seqs=shape.bs,
+                            step=step,
+                        ),
+                    ].clone()
+                    for step in range(shape.num_steps)
+                ]
+            )
     for fixed_row, reverted_row in zip(*rows_by_variant, strict=True):
         assert torch.equal(fixed_row, reverted_row)

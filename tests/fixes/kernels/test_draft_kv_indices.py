@@ -27,7 +27,11 @@ def make_inputs(seq_lens: list[int], *, seed: int = 0) -> tuple[torch.Tensor, ..
 
 
 def naive_rows(
-    req_to_token: torch.Tensor, rows: list[int], seq_lens: list[int], *, topk: int,
+    req_to_token: torch.Tensor,
+    rows: list[int],
+    seq_lens: list[int],
+    *,
+    topk: int,
     page_size: int,
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Row `s`: per request and branch, the prefix then `s + 1` draft slots; and the indptr."""
@@ -57,12 +61,18 @@ def run_kernel(
     kv_indices = torch.full((NUM_STEPS, width), UNWRITTEN, dtype=torch.int32)
     kv_indptr = torch.full((NUM_STEPS, len(seq_lens) * topk + 2), UNWRITTEN, dtype=torch.int32)
     generate_draft_decode_kv_indices(
-        req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=lens,
-        kv_indices=kv_indices, kv_indptr=kv_indptr, topk=topk, page_size=page_size,
+        req_pool_indices=req_pool_indices,
+        req_to_token=req_to_token,
+        seq_lens=lens,
+        kv_indices=kv_indices,
+        kv_indptr=kv_indptr,
+        topk=topk,
+        page_size=page_size,
         provider=provider,
     )
-    expected = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk,
-                          page_size=page_size)
+    expected = naive_rows(
+        req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk, page_size=page_size
+    )
     return kv_indices, kv_indptr, *expected
 
 
@@ -74,7 +84,10 @@ def test_each_row_holds_prefixes_then_step_plus_one_drafts_per_branch(
     provider: str, topk: int, page_size: int, seq_lens: list[int]
 ) -> None:
     kv_indices, kv_indptr, rows, indptrs = run_kernel(
-        seq_lens, topk=topk, page_size=page_size, provider=provider,
+        seq_lens,
+        topk=topk,
+        page_size=page_size,
+        provider=provider,
         width=len(seq_lens) * topk * POOL_LEN,
     )
     for step in range(NUM_STEPS):
@@ -105,11 +118,15 @@ def test_last_row_overflow_spills_past_the_buffer_into_the_rest_of_the_allocatio
     kv_indices = allocation[: 3 * 32].view(3, 32)
     kv_indptr = torch.zeros((3, 5), dtype=torch.int32)
     generate_draft_decode_kv_indices(
-        req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=lens,
-        kv_indices=kv_indices, kv_indptr=kv_indptr, topk=topk, provider=provider,
+        req_pool_indices=req_pool_indices,
+        req_to_token=req_to_token,
+        seq_lens=lens,
+        kv_indices=kv_indices,
+        kv_indptr=kv_indptr,
+        topk=topk,
+        provider=provider,
     )
-    rows, _ = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk,
-                         page_size=1)
+    rows, _ = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk, page_size=1)
     assert allocation[64:98].tolist() == rows[2]
     assert allocation[98:].tolist() == [UNWRITTEN] * 6
 
@@ -119,12 +136,15 @@ def test_torch_provider_overflowing_into_the_next_row_leaves_that_row_written_la
     req_to_token, req_pool_indices, lens = make_inputs(seq_lens)
     allocation = torch.full((3 * 32 + 16,), UNWRITTEN, dtype=torch.int32)
     generate_draft_decode_kv_indices(
-        req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=lens,
-        kv_indices=allocation[:96].view(3, 32), kv_indptr=torch.zeros((3, 5), dtype=torch.int32),
-        topk=topk, provider="torch",
+        req_pool_indices=req_pool_indices,
+        req_to_token=req_to_token,
+        seq_lens=lens,
+        kv_indices=allocation[:96].view(3, 32),
+        kv_indptr=torch.zeros((3, 5), dtype=torch.int32),
+        topk=topk,
+        provider="torch",
     )
-    rows, _ = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk,
-                         page_size=1)
+    rows, _ = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk, page_size=1)
     assert allocation[32:64].tolist() == rows[1][:32]  # row 1's spill was overwritten by row 2
     assert allocation[64:102].tolist() == rows[2]
 
@@ -134,9 +154,13 @@ def test_torch_provider_raises_where_the_kernel_would_leave_the_allocation() -> 
     req_to_token, req_pool_indices, lens = make_inputs(seq_lens)
     with pytest.raises(IndexError) as info:
         generate_draft_decode_kv_indices(
-            req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=lens,
+            req_pool_indices=req_pool_indices,
+            req_to_token=req_to_token,
+            seq_lens=lens,
             kv_indices=torch.zeros((3, 32), dtype=torch.int32),
-            kv_indptr=torch.zeros((3, 5), dtype=torch.int32), topk=topk, provider="torch",
+            kv_indptr=torch.zeros((3, 5), dtype=torch.int32),
+            topk=topk,
+            provider="torch",
         )
     assert str(info.value) == (
         "generate_draft_decode_kv_indices: step 2 writes kv_indices entries up to flat offset "
@@ -149,9 +173,13 @@ def test_unknown_provider_is_refused_with_the_choices() -> None:
     req_to_token, req_pool_indices, lens = make_inputs([3])
     with pytest.raises(PrToggleError) as info:
         generate_draft_decode_kv_indices(
-            req_pool_indices=req_pool_indices, req_to_token=req_to_token, seq_lens=lens,
+            req_pool_indices=req_pool_indices,
+            req_to_token=req_to_token,
+            seq_lens=lens,
             kv_indices=torch.zeros((3, 8), dtype=torch.int32),
-            kv_indptr=torch.zeros((3, 2), dtype=torch.int32), topk=1, provider="cuda",
+            kv_indptr=torch.zeros((3, 2), dtype=torch.int32),
+            topk=1,
+            provider="cuda",
         )
     assert str(info.value) == (
         "generate_draft_decode_kv_indices: provider 'cuda' is unknown: expected one of "
@@ -170,16 +198,22 @@ def test_storage_tail_view_reaches_the_end_of_the_allocation() -> None:
 def test_triton_on_gpu_matches_the_naive_layout(topk: int) -> None:
     seq_lens = [150, 7, 12]
     req_to_token, req_pool_indices, lens = make_inputs(seq_lens)
-    kv_indices = torch.full((NUM_STEPS, 3 * topk * POOL_LEN), UNWRITTEN, dtype=torch.int32,
-                            device="cuda")
+    kv_indices = torch.full(
+        (NUM_STEPS, 3 * topk * POOL_LEN), UNWRITTEN, dtype=torch.int32, device="cuda"
+    )
     kv_indptr = torch.zeros((NUM_STEPS, 3 * topk + 1), dtype=torch.int32, device="cuda")
     generate_draft_decode_kv_indices(
-        req_pool_indices=req_pool_indices.cuda(), req_to_token=req_to_token.cuda(),
-        seq_lens=lens.cuda(), kv_indices=kv_indices, kv_indptr=kv_indptr, topk=topk,
+        req_pool_indices=req_pool_indices.cuda(),
+        req_to_token=req_to_token.cuda(),
+        seq_lens=lens.cuda(),
+        kv_indices=kv_indices,
+        kv_indptr=kv_indptr,
+        topk=topk,
         provider="triton",
     )
-    rows, indptrs = naive_rows(req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk,
-                               page_size=1)
+    rows, indptrs = naive_rows(
+        req_to_token, req_pool_indices.tolist(), seq_lens, topk=topk, page_size=1
+    )
     for step in range(NUM_STEPS):
         assert kv_indices[step, : len(rows[step])].tolist() == rows[step]
         assert kv_indptr[step].tolist() == indptrs[step]

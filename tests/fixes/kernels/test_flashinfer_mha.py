@@ -24,8 +24,9 @@ def test_paged_layout_lists_only_the_pages_each_request_uses() -> None:
     assert layout.kv_indptr.tolist() == [0, 2, 3, 6]
     assert layout.kv_indices.tolist() == [7, 3, 2, 5, 6, 1]
     assert layout.kv_last_page_len.tolist() == [1, 4, 1]
-    assert {t.dtype for t in (layout.kv_indptr, layout.kv_indices,
-                              layout.kv_last_page_len)} == {torch.int32}
+    assert {t.dtype for t in (layout.kv_indptr, layout.kv_indices, layout.kv_last_page_len)} == {
+        torch.int32
+    }
 
 
 def test_paged_layout_treats_zero_and_negative_lengths_as_empty() -> None:
@@ -38,20 +39,30 @@ def test_paged_layout_treats_zero_and_negative_lengths_as_empty() -> None:
 
 def test_paged_layout_past_the_page_table_raises_index_error() -> None:
     table = torch.zeros((2, 2), dtype=torch.int32)
-    with pytest.raises(IndexError, match=re.escape(
-            "flashinfer provider: a request needs 3 pages but block_tables has 2 columns")):
+    with pytest.raises(
+        IndexError,
+        match=re.escape(
+            "flashinfer provider: a request needs 3 pages but block_tables has 2 columns"
+        ),
+    ):
         paged_layout(block_tables=table, kv_lens=torch.tensor([2, 9]), page_size=4)
-    with pytest.raises(IndexError, match=re.escape(
-            "flashinfer provider: 3 requests but block_tables has 2 rows")):
+    with pytest.raises(
+        IndexError, match=re.escape("flashinfer provider: 3 requests but block_tables has 2 rows")
+    ):
         paged_layout(block_tables=table, kv_lens=torch.tensor([1, 1, 1]), page_size=4)
 
 
 def test_missing_flashinfer_is_reported_with_the_provider_choices(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "flashinfer", None)  # import now raises ImportError
-    with pytest.raises(KernelContractError, match=(
+    with pytest.raises(
+        KernelContractError,
+        match=(
             r"^provider 'flashinfer' needs the flashinfer package \(pip install "
-            r"'prtoggle\[gpu\]'\): .*; choices: torch, triton, flashinfer$")):
+            r"'prtoggle\[gpu\]'\): .*; choices: torch, triton, flashinfer$"
+        ),
+    ):
         flashinfer_mha._import_flashinfer()
 
 
@@ -65,9 +76,17 @@ GPU_SHAPES = [  # (bs, q_len_per_req, page_size, num_heads, num_kv_heads)
 
 def gpu_decode_batch(shape: tuple[int, ...]) -> PagedBatch:
     bs, q_len, page_size, heads, kv_heads = shape
-    return make_batch(q_lens=[q_len] * bs, kv_lens=[q_len + 40 * b + 7 for b in range(bs)],
-                      num_heads=heads, num_kv_heads=kv_heads, head_dim=128,
-                      page_size=page_size, dtype=torch.bfloat16, seed=bs, device="cuda")
+    return make_batch(
+        q_lens=[q_len] * bs,
+        kv_lens=[q_len + 40 * b + 7 for b in range(bs)],
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=128,
+        page_size=page_size,
+        dtype=torch.bfloat16,
+        seed=bs,
+        device="cuda",
+    )
 
 
 @pytest.mark.gpu
@@ -77,10 +96,16 @@ def test_flashinfer_triton_and_torch_decode_agree_on_cuda(shape: tuple[int, ...]
     batch = gpu_decode_batch(shape)
     results = {
         provider: trtllm_batch_decode_with_kv_cache(
-            query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
-            block_tables=batch.block_tables, seq_lens=batch.seq_lens,
-            max_seq_len=int(batch.seq_lens.max()), softmax_scale=batch.softmax_scale,
-            q_len_per_req=shape[1], provider=provider)
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_seq_len=int(batch.seq_lens.max()),
+            softmax_scale=batch.softmax_scale,
+            q_len_per_req=shape[1],
+            provider=provider,
+        )
         for provider in ("torch", "triton", "flashinfer")
     }
     expected = results["torch"].double().cpu()
@@ -93,16 +118,32 @@ def test_flashinfer_triton_and_torch_decode_agree_on_cuda(shape: tuple[int, ...]
 @CUDA
 @pytest.mark.parametrize("page_size", [1, 16])
 def test_flashinfer_triton_and_torch_context_agree_on_cuda(page_size: int) -> None:
-    batch = make_batch(q_lens=[5, 1, 300, 64], kv_lens=[5, 9, 700, 64], num_heads=32,
-                       num_kv_heads=8, head_dim=128, page_size=page_size,
-                       dtype=torch.bfloat16, seed=3, device="cuda")
+    batch = make_batch(
+        q_lens=[5, 1, 300, 64],
+        kv_lens=[5, 9, 700, 64],
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        page_size=page_size,
+        dtype=torch.bfloat16,
+        seed=3,
+        device="cuda",
+    )
     results = {
         provider: trtllm_batch_context_with_kv_cache(
-            query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
-            block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_q_len=300,
-            max_kv_len=700, softmax_scale=batch.softmax_scale, batch_size=4,
-            cum_seq_lens_q=batch.cum_seq_lens_q, cum_seq_lens_kv=batch.cum_seq_lens_q,
-            provider=provider)
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_q_len=300,
+            max_kv_len=700,
+            softmax_scale=batch.softmax_scale,
+            batch_size=4,
+            cum_seq_lens_q=batch.cum_seq_lens_q,
+            cum_seq_lens_kv=batch.cum_seq_lens_q,
+            provider=provider,
+        )
         for provider in ("torch", "triton", "flashinfer")
     }
     expected = results["torch"].double().cpu()
@@ -114,12 +155,28 @@ def test_flashinfer_triton_and_torch_context_agree_on_cuda(page_size: int) -> No
 @pytest.mark.gpu
 @CUDA
 def test_flashinfer_decode_reading_past_the_query_raises_index_error() -> None:
-    batch = make_batch(q_lens=[1, 3, 2, 4], kv_lens=[5, 7, 6, 8], num_heads=8,
-                       num_kv_heads=2, head_dim=128, page_size=16, dtype=torch.bfloat16,
-                       seed=0, device="cuda")
-    with pytest.raises(IndexError, match=re.escape(
-            "flashinfer provider: 16 rows needed but query has 10")):
+    batch = make_batch(
+        q_lens=[1, 3, 2, 4],
+        kv_lens=[5, 7, 6, 8],
+        num_heads=8,
+        num_kv_heads=2,
+        head_dim=128,
+        page_size=16,
+        dtype=torch.bfloat16,
+        seed=0,
+        device="cuda",
+    )
+    with pytest.raises(
+        IndexError, match=re.escape("flashinfer provider: 16 rows needed but query has 10")
+    ):
         trtllm_batch_decode_with_kv_cache(
-            query=batch.query, k_cache=batch.k_cache, v_cache=batch.v_cache,
-            block_tables=batch.block_tables, seq_lens=batch.seq_lens, max_seq_len=8,
-            softmax_scale=batch.softmax_scale, q_len_per_req=4, provider="flashinfer")
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_seq_len=8,
+            softmax_scale=batch.softmax_scale,
+            q_len_per_req=4,
+            provider="flashinfer",
+        )

@@ -12,19 +12,36 @@ PROVIDERS = ["torch", "triton"]
 
 
 def assign(
-    hidden: torch.Tensor, rows: torch.Tensor, pool: torch.Tensor, *, pool_size: int,
-    num_seqs: int, lens: torch.Tensor, starts: torch.Tensor, provider: str,
+    hidden: torch.Tensor,
+    rows: torch.Tensor,
+    pool: torch.Tensor,
+    *,
+    pool_size: int,
+    num_seqs: int,
+    lens: torch.Tensor,
+    starts: torch.Tensor,
+    provider: str,
 ) -> None:
     assign_hidden_states_pool(
-        hidden_states=hidden, req_pool_indices=rows, req_to_hidden_states_pool=pool,
-        pool_size=pool_size, num_seqs=num_seqs, extend_seq_lens=lens, extend_start_loc=starts,
+        hidden_states=hidden,
+        req_pool_indices=rows,
+        req_to_hidden_states_pool=pool,
+        pool_size=pool_size,
+        num_seqs=num_seqs,
+        extend_seq_lens=lens,
+        extend_start_loc=starts,
         provider=provider,
     )
 
 
 def naive_pool(
-    hidden: torch.Tensor, rows: list[int], pool: torch.Tensor, *, pool_size: int,
-    lens: list[int], starts: list[int],
+    hidden: torch.Tensor,
+    rows: list[int],
+    pool: torch.Tensor,
+    *,
+    pool_size: int,
+    lens: list[int],
+    starts: list[int],
 ) -> torch.Tensor:
     expected = pool.clone()
     for row, length, start in zip(rows, lens, starts, strict=True):
@@ -46,9 +63,16 @@ def test_each_request_row_gets_the_last_pool_size_states_of_its_window(
     rows = [6, 1, 3, 0][: len(lens)]
     pool = torch.randn(8, pool_size + 1, hidden_size, generator=generator)
     expected = naive_pool(hidden, rows, pool, pool_size=pool_size, lens=lens, starts=starts)
-    assign(hidden, torch.tensor(rows), pool, pool_size=pool_size, num_seqs=len(lens),
-           lens=torch.tensor(lens, dtype=torch.int32),
-           starts=torch.tensor(starts, dtype=torch.int32), provider=provider)
+    assign(
+        hidden,
+        torch.tensor(rows),
+        pool,
+        pool_size=pool_size,
+        num_seqs=len(lens),
+        lens=torch.tensor(lens, dtype=torch.int32),
+        starts=torch.tensor(starts, dtype=torch.int32),
+        provider=provider,
+    )
     assert torch.equal(pool, expected)
 
 
@@ -61,16 +85,31 @@ def test_num_seqs_larger_than_the_index_tensors_reads_on_into_their_allocation(
     lens_allocation = torch.tensor([4, 4, 4], dtype=torch.int32)
     starts_allocation = torch.tensor([0, 4, 8], dtype=torch.int32)
     pool = torch.zeros(5, 1, 2)
-    assign(hidden, rows_allocation[:2], pool, pool_size=1, num_seqs=3,
-           lens=lens_allocation[:2], starts=starts_allocation[:2], provider=provider)
+    assign(
+        hidden,
+        rows_allocation[:2],
+        pool,
+        pool_size=1,
+        num_seqs=3,
+        lens=lens_allocation[:2],
+        starts=starts_allocation[:2],
+        provider=provider,
+    )
     assert pool[2, 0].tolist() == [22.0, 23.0]  # the third request came from past the views
 
 
 def test_torch_provider_raises_where_the_kernel_would_read_past_the_allocation() -> None:
     with pytest.raises(IndexError) as info:
-        assign(torch.zeros(8, 2), torch.tensor([0, 1]), torch.zeros(4, 1, 2), pool_size=1,
-               num_seqs=4, lens=torch.tensor([2, 2, 2, 2]), starts=torch.tensor([0, 2, 4, 6]),
-               provider="torch")
+        assign(
+            torch.zeros(8, 2),
+            torch.tensor([0, 1]),
+            torch.zeros(4, 1, 2),
+            pool_size=1,
+            num_seqs=4,
+            lens=torch.tensor([2, 2, 2, 2]),
+            starts=torch.tensor([0, 2, 4, 6]),
+            provider="torch",
+        )
     assert str(info.value) == (
         "assign_hidden_states_pool: reads 4 entries of req_pool_indices, whose allocation "
         "holds 2 (tensor length 2); the real kernel would read unowned memory"
@@ -79,9 +118,16 @@ def test_torch_provider_raises_where_the_kernel_would_read_past_the_allocation()
 
 def test_torch_provider_raises_on_a_pool_row_outside_the_pool() -> None:
     with pytest.raises(IndexError) as info:
-        assign(torch.zeros(4, 2), torch.tensor([0, -1]), torch.zeros(4, 1, 2), pool_size=1,
-               num_seqs=2, lens=torch.tensor([2, 2]), starts=torch.tensor([0, 2]),
-               provider="torch")
+        assign(
+            torch.zeros(4, 2),
+            torch.tensor([0, -1]),
+            torch.zeros(4, 1, 2),
+            pool_size=1,
+            num_seqs=2,
+            lens=torch.tensor([2, 2]),
+            starts=torch.tensor([0, 2]),
+            provider="torch",
+        )
     assert str(info.value) == (
         "assign_hidden_states_pool: pool row -1 outside [0, 4) (req_pool_indices); the real "
         "kernel would write unowned memory"
@@ -90,8 +136,16 @@ def test_torch_provider_raises_on_a_pool_row_outside_the_pool() -> None:
 
 def test_torch_provider_raises_on_hidden_rows_outside_the_hidden_states() -> None:
     with pytest.raises(IndexError) as info:
-        assign(torch.zeros(4, 2), torch.tensor([0]), torch.zeros(4, 2, 2), pool_size=2,
-               num_seqs=1, lens=torch.tensor([4]), starts=torch.tensor([2]), provider="torch")
+        assign(
+            torch.zeros(4, 2),
+            torch.tensor([0]),
+            torch.zeros(4, 2, 2),
+            pool_size=2,
+            num_seqs=1,
+            lens=torch.tensor([4]),
+            starts=torch.tensor([2]),
+            provider="torch",
+        )
     assert str(info.value) == (
         "assign_hidden_states_pool: hidden-state rows [4, 6) outside [0, 4) "
         "(extend_start_loc 2, extend_seq_lens 4); the real kernel would read unowned memory"
@@ -100,8 +154,16 @@ def test_torch_provider_raises_on_hidden_rows_outside_the_hidden_states() -> Non
 
 def test_unknown_provider_is_refused_with_the_choices() -> None:
     with pytest.raises(PrToggleError) as info:
-        assign(torch.zeros(2, 2), torch.tensor([0]), torch.zeros(1, 1, 2), pool_size=1,
-               num_seqs=1, lens=torch.tensor([2]), starts=torch.tensor([0]), provider="cuda")
+        assign(
+            torch.zeros(2, 2),
+            torch.tensor([0]),
+            torch.zeros(1, 1, 2),
+            pool_size=1,
+            num_seqs=1,
+            lens=torch.tensor([2]),
+            starts=torch.tensor([0]),
+            provider="cuda",
+        )
     assert str(info.value) == (
         "assign_hidden_states_pool: provider 'cuda' is unknown: expected one of triton, torch"
     )
@@ -114,7 +176,14 @@ def test_triton_on_gpu_matches_the_naive_copy() -> None:
     pool = torch.zeros(8, 2, 40)
     expected = naive_pool(hidden, [6, 1, 3], pool, pool_size=2, lens=lens, starts=starts)
     on_gpu = pool.cuda()
-    assign(hidden.cuda(), torch.tensor([6, 1, 3], device="cuda"), on_gpu, pool_size=2,
-           num_seqs=3, lens=torch.tensor(lens, dtype=torch.int32, device="cuda"),
-           starts=torch.tensor(starts, dtype=torch.int32, device="cuda"), provider="triton")
+    assign(
+        hidden.cuda(),
+        torch.tensor([6, 1, 3], device="cuda"),
+        on_gpu,
+        pool_size=2,
+        num_seqs=3,
+        lens=torch.tensor(lens, dtype=torch.int32, device="cuda"),
+        starts=torch.tensor(starts, dtype=torch.int32, device="cuda"),
+        provider="triton",
+    )
     assert torch.equal(on_gpu.cpu(), expected)

@@ -17,8 +17,13 @@ from prtoggle.errors import PrToggleError
 
 
 def make_case(
-    kv_lens: list[int], *, shape: MLAShape, num_slots: int = 64, seed: int = 0,
-    dtype: torch.dtype = torch.float32, device: str = "cpu",
+    kv_lens: list[int],
+    *,
+    shape: MLAShape,
+    num_slots: int = 64,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
 ) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     width = shape.kv_lora_rank + shape.qk_rope_head_dim
@@ -117,8 +122,11 @@ def test_flashinfer_matches_the_torch_reference_on_gpu(kv_lens: list[int]) -> No
     case = make_case(kv_lens, shape=shape, dtype=torch.bfloat16, device="cuda")
     bs = len(kv_lens)
     decode = FlashInferMLADecode(
-        shape=shape, kv_indptr=case["kv_indptr"].clone(), kv_indices=case["kv_indices"],
-        bs=bs, workspace=flashinfer_workspace(torch.device("cuda")),
+        shape=shape,
+        kv_indptr=case["kv_indptr"].clone(),
+        kv_indices=case["kv_indices"],
+        bs=bs,
+        workspace=flashinfer_workspace(torch.device("cuda")),
     )
     decode.plan(kv_indptr_cpu=case["kv_indptr"].cpu(), dtype=torch.bfloat16)
     out = decode.run(q_nope=case["q_nope"], q_pe=case["q_pe"], kv_cache=case["kv_cache"])

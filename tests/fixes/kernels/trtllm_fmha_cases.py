@@ -70,8 +70,7 @@ def naive_attention(batch: PagedBatch) -> torch.Tensor:
     group = batch.query.shape[1] // batch.k_cache.shape[2]
     for b, q_len in enumerate(batch.q_lens):
         kv_len = int(batch.seq_lens[b])
-        slots = [(int(batch.block_tables[b, t // page_size]), t % page_size)
-                 for t in range(kv_len)]
+        slots = [(int(batch.block_tables[b, t // page_size]), t % page_size) for t in range(kv_len)]
         if not slots:
             continue
         keys = torch.stack([batch.k_cache[p, s] for p, s in slots]).double().cpu()

@@ -41,8 +41,7 @@ def clear_detection_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def run_reverted(run: Callable[[ScenarioOptions], ScenarioOutcome],
-                 pr: int) -> ScenarioOutcome:
+def run_reverted(run: Callable[[ScenarioOptions], ScenarioOutcome], pr: int) -> ScenarioOutcome:
     """`run(ScenarioOptions())` with fix `pr` reverted; a raised failure becomes its outcome."""
     with prtoggle.reverted(pr):
         try:
@@ -51,13 +50,17 @@ def run_reverted(run: Callable[[ScenarioOptions], ScenarioOutcome],
             return failure_from_exception(exc)
 
 
-def run_child(module: str, env: dict[str, str],
-              *args: str) -> subprocess.CompletedProcess[str]:
+def run_child(module: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m module args` with `env` over this process's env minus detection variables."""
     full_env = {k: v for k, v in os.environ.items() if k not in DETECTION_VARIABLES}
-    return subprocess.run([sys.executable, "-m", module, *args], env={**full_env, **env},
-                          capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env={**full_env, **env},
+        capture_output=True,
+        text=True,
+        timeout=SCENARIO_TIMEOUT_S,
+        check=False,
+    )
 
 
 def detection_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,18 +68,27 @@ def detection_on(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
-def run_module(module: str, *, revert: int | None, detection: bool = True,
-               extra_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def run_module(
+    module: str, *, revert: int | None, detection: bool = True, extra_args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """`[SGLANG_DEBUG_REVERT_PR=N] python -m module`, detection env on unless told."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in DETECTION_ENV and k != "SGLANG_DEBUG_REVERT_PR"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in DETECTION_ENV and k != "SGLANG_DEBUG_REVERT_PR"
+    }
     if detection:
         env.update(DETECTION_ENV)
     if revert is not None:
         env["SGLANG_DEBUG_REVERT_PR"] = str(revert)
     return subprocess.run(
-        [sys.executable, "-m", module, *extra_args], cwd=REPO_ROOT, env=env,
-        capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S, check=False,
+        [sys.executable, "-m", module, *extra_args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SCENARIO_TIMEOUT_S,
+        check=False,
     )
 
 

@@ -46,7 +46,9 @@ def test_fixed_run_is_clean_with_every_detector_on(monkeypatch: pytest.MonkeyPat
 
 def test_reverted_without_detection_fails_reading_past_the_graph_buffer() -> None:
     assert run_reverted(run, PR) == ScenarioOutcome(
-        outcome="failure", error="IndexError", site=None,
+        outcome="failure",
+        error="IndexError",
+        site=None,
         message="assign_hidden_states_pool: reads 4 entries of req_pool_indices, whose "
         "allocation holds 2 (tensor length 2); the real kernel would read unowned memory",
     )
@@ -58,7 +60,8 @@ def test_reverted_with_detection_names_the_req_pool_indices_length(
     detection_on(monkeypatch)
     outcome = run_reverted(run, PR)
     assert (outcome.error, outcome.site) == (
-        "OOBDetected", "multi_layer_eagle.assign_hidden_states_pool.req_pool_indices.len"
+        "OOBDetected",
+        "multi_layer_eagle.assign_hidden_states_pool.req_pool_indices.len",
     )
     assert "value 4 outside [0, 3)" in outcome.message
 
@@ -92,8 +95,11 @@ def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
 def test_on_cuda_fixed_is_clean_and_reverted_matches_the_expect() -> None:
     fixed = child({}, "--device", "cuda")
     assert fixed.returncode == 0, fixed.stderr[-2000:]
-    reverted = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")},
-                     "--device", "cuda")
+    reverted = child(
+        {"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")},
+        "--device",
+        "cuda",
+    )
     assert reverted.returncode == 1
     expect = default_registry().get(PR).expect
     assert expect is not None

@@ -60,7 +60,8 @@ def test_reverted_with_detection_names_the_first_overflowing_row(
     detection_on(monkeypatch)
     outcome = run_reverted(run, PR)
     assert (outcome.error, outcome.site) == (
-        "OOBDetected", "flashinfer_mla.draft_kv_indices[step=1].row_width"
+        "OOBDetected",
+        "flashinfer_mla.draft_kv_indices[step=1].row_width",
     )
     assert "value 34 outside [0, 33)" in outcome.message
 
@@ -83,7 +84,8 @@ def test_reverted_spill_into_the_next_row_gives_wrong_attention(
     monkeypatch.setenv("PRTOGGLE_DETECT_MODE", "record")  # let the run reach the comparison
     outcome = run_reverted(run, PR)
     assert (outcome.error, outcome.site) == (
-        "MismatchWithReference", "flashinfer_mla.draft_decode[step=1].output"
+        "MismatchWithReference",
+        "flashinfer_mla.draft_decode[step=1].output",
     )
 
 
@@ -105,8 +107,13 @@ def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
 def test_on_cuda_fixed_is_clean_and_reverted_matches_the_expect(provider: str) -> None:
     fixed = child({}, "--device", "cuda", "--provider", provider)
     assert fixed.returncode == 0, fixed.stderr[-2000:]
-    reverted = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")},
-                     "--device", "cuda", "--provider", provider)
+    reverted = child(
+        {"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")},
+        "--device",
+        "cuda",
+        "--provider",
+        provider,
+    )
     assert reverted.returncode == 1
     expect = default_registry().get(PR).expect
     assert expect is not None

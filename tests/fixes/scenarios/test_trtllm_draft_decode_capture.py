@@ -63,7 +63,9 @@ def test_reverted_run_without_detection_leaves_nan_in_the_padding_page() -> None
     with prtoggle.reverted(26521):
         outcome = scenario.run(ScenarioOptions())
     assert outcome == ScenarioOutcome(
-        outcome="failure", error="MismatchWithReference", site="kv_pool.layer[1].padding_page",
+        outcome="failure",
+        error="MismatchWithReference",
+        site="kv_pool.layer[1].padding_page",
         message="non-finite K/V written into the padding page (capture-time draft decode "
         "produced NaN)",
     )

@@ -40,9 +40,13 @@ def test_reverted_run_names_the_decode_query_rows(monkeypatch: pytest.MonkeyPatc
 
 
 def test_reverted_run_without_detection_reads_past_the_query() -> None:
-    with prtoggle.reverted(24856), pytest.raises(IndexError, match=re.escape(
-        "trtllm decode: index 10 is out of bounds for query with 10 rows"
-    )):
+    with (
+        prtoggle.reverted(24856),
+        pytest.raises(
+            IndexError,
+            match=re.escape("trtllm decode: index 10 is out of bounds for query with 10 rows"),
+        ),
+    ):
         scenario.run(ScenarioOptions())
 
 

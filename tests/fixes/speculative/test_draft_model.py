@@ -45,8 +45,9 @@ def test_reference_chains_hidden_states_and_ids_from_step_to_step() -> None:
     models = draft_models(num_steps=2, hidden_size=8, vocab_size=16, seed=0, device=CPU)
     ids, hidden = torch.tensor([1, 2, 3, 4]), torch.randn(4, 8)
     select = torch.tensor([1, 3])
-    outputs = reference_draft_extend(models, input_ids=ids, hidden_states=hidden,
-                                     select_index=select, tokens_per_req=2)
+    outputs = reference_draft_extend(
+        models, input_ids=ids, hidden_states=hidden, select_index=select, tokens_per_req=2
+    )
     new_tokens = outputs[0].logits[select].argmax(-1)
     second_ids = next_step_input_ids(ids, tokens_per_req=2, new_tokens=new_tokens)
     expected = models[1].forward(second_ids, outputs[0].hidden_states)

@@ -33,43 +33,69 @@ def clean_detection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def make_worker(*, with_graphs: bool = True, provider: str = "torch") -> MultiLayerEagleWorkerV2:
-    models = draft_models(num_steps=NUM_STEPS, hidden_size=HIDDEN, vocab_size=VOCAB, seed=2,
-                          device=CPU)
-    runner = (build_draft_extend_graph_runner(models, capture_bs=(1, 2), tokens_per_req=PER_REQ,
-                                              topk=2) if with_graphs else None)
-    return MultiLayerEagleWorkerV2(draft_models=models, topk=2, pool_rows=8,
-                                   cuda_graph_runner_for_draft_extend=runner,
-                                   hidden_states_provider=provider)
+    models = draft_models(
+        num_steps=NUM_STEPS, hidden_size=HIDDEN, vocab_size=VOCAB, seed=2, device=CPU
+    )
+    runner = (
+        build_draft_extend_graph_runner(models, capture_bs=(1, 2), tokens_per_req=PER_REQ, topk=2)
+        if with_graphs
+        else None
+    )
+    return MultiLayerEagleWorkerV2(
+        draft_models=models,
+        topk=2,
+        pool_rows=8,
+        cuda_graph_runner_for_draft_extend=runner,
+        hidden_states_provider=provider,
+    )
 
 
-def make_batch(rows: list[int], accept: list[int], *, seed: int = 0
-               ) -> tuple[ForwardBatch, VerifyResult]:
+def make_batch(
+    rows: list[int], accept: list[int], *, seed: int = 0
+) -> tuple[ForwardBatch, VerifyResult]:
     bs, generator = len(rows), torch.Generator().manual_seed(seed)
     tokens = bs * PER_REQ
-    verify = VerifyResult(hidden_states=torch.randn(tokens, HIDDEN, generator=generator),
-                          next_token_ids=torch.randint(0, VOCAB, (tokens,), generator=generator),
-                          accept_lens=torch.tensor(accept))
+    verify = VerifyResult(
+        hidden_states=torch.randn(tokens, HIDDEN, generator=generator),
+        next_token_ids=torch.randint(0, VOCAB, (tokens,), generator=generator),
+        accept_lens=torch.tensor(accept),
+    )
     batch = ForwardBatch(
-        forward_mode=ForwardMode.DRAFT_EXTEND_V2, batch_size=bs, input_ids=verify.next_token_ids,
-        req_pool_indices=torch.tensor(rows), seq_lens=torch.full((bs,), 9, dtype=torch.int32),
+        forward_mode=ForwardMode.DRAFT_EXTEND_V2,
+        batch_size=bs,
+        input_ids=verify.next_token_ids,
+        req_pool_indices=torch.tensor(rows),
+        seq_lens=torch.full((bs,), 9, dtype=torch.int32),
         seq_lens_cpu=torch.full((bs,), 9, dtype=torch.int32),
         out_cache_loc=torch.zeros(tokens, dtype=torch.int64),
         positions=torch.zeros(tokens, dtype=torch.int64),
         req_to_token_pool=ReqToTokenPool(size=8, max_context_len=16, device=CPU),
-        token_to_kv_pool=MHATokenToKVPool(num_pages=2, page_size=1, num_kv_heads=1, head_dim=2,
-                                          num_layers=1, dtype=torch.float32, device=CPU),
+        token_to_kv_pool=MHATokenToKVPool(
+            num_pages=2,
+            page_size=1,
+            num_kv_heads=1,
+            head_dim=2,
+            num_layers=1,
+            dtype=torch.float32,
+            device=CPU,
+        ),
         extend_seq_lens=torch.full((bs,), PER_REQ, dtype=torch.int32),
         extend_start_loc=torch.arange(0, tokens, PER_REQ, dtype=torch.int32),
     )
     return batch, verify
 
 
-def expected_pool(worker: MultiLayerEagleWorkerV2, rows: list[int], verify: VerifyResult
-                  ) -> torch.Tensor:
+def expected_pool(
+    worker: MultiLayerEagleWorkerV2, rows: list[int], verify: VerifyResult
+) -> torch.Tensor:
     select = torch.arange(len(rows)) * PER_REQ + verify.accept_lens - 1
-    last = reference_draft_extend(worker.draft_models, input_ids=verify.next_token_ids,
-                                  hidden_states=verify.hidden_states, select_index=select,
-                                  tokens_per_req=PER_REQ)[-1]
+    last = reference_draft_extend(
+        worker.draft_models,
+        input_ids=verify.next_token_ids,
+        hidden_states=verify.hidden_states,
+        select_index=select,
+        tokens_per_req=PER_REQ,
+    )[-1]
     pool = worker.req_to_hidden_states_pool.clone()
     for index, row in enumerate(rows):
         pool[row] = last.hidden_states[index * PER_REQ + 2 : (index + 1) * PER_REQ]
@@ -129,5 +155,6 @@ def test_reverted_22832_is_named_by_the_req_pool_indices_probe(
 def test_without_a_graph_runner_the_pool_is_left_alone() -> None:
     worker = make_worker(with_graphs=False)
     worker._draft_extend_for_decode(*make_batch([1, 2], [1, 1]))
-    assert torch.equal(worker.req_to_hidden_states_pool,
-                       torch.zeros_like(worker.req_to_hidden_states_pool))
+    assert torch.equal(
+        worker.req_to_hidden_states_pool, torch.zeros_like(worker.req_to_hidden_states_pool)
+    )
