@@ -11,6 +11,7 @@ import click
 
 from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
+from prtoggle.cli_import_sglang import import_sglang_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
@@ -213,6 +214,7 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
+cli.add_command(import_sglang_command)
 
 
 def main() -> None:
