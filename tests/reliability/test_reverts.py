@@ -224,6 +224,21 @@ def test_a_revert_whose_module_was_loaded_behind_the_import_system_is_reported_a
     result = run_reverting(project, "105", code)
     assert (result.returncode, result.stdout) == (0, "1\n")
     assert result.stderr == (
-        "prtoggle: PR 105 was requested but never reverted: lonely.value imported and not "
-        "patched\n"
+        "prtoggle: PR 105 was requested but never reverted: lonely.value imported and not patched\n"
     )
+
+
+def test_a_reverted_block_still_open_at_interpreter_exit_prints_nothing(project: Path) -> None:
+    code = """\
+        import prtoggle
+        from cyc.srt.speculative import utils
+
+        def suspended():
+            with prtoggle.reverted(101):
+                yield utils.tail_tokens(0)
+
+        held = suspended()
+        print(next(held), prtoggle.is_reverted(101))
+        """
+    result = run_reverting(project, "", code)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "2 True\n", "")
