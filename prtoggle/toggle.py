@@ -18,12 +18,27 @@ from types import TracebackType
 
 from prtoggle import revert_state
 from prtoggle.errors import RevertSpecError, UnknownPRError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.registry import Registry, default_registry
 
-REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
-BOOTSTRAP_FAILURE_EXIT_CODE = 78  # EX_CONFIG: the child's revert request cannot be honoured
-BOOTSTRAP_FAILURE_PREFIX = f"prtoggle: cannot apply {REVERT_ENV}"
+__all__ = [
+    "BOOTSTRAP_DIR",
+    "BOOTSTRAP_FAILURE_EXIT_CODE",
+    "REVERT_ENV",
+    "RevertedBlock",
+    "active_reverts",
+    "apply_revert",
+    "child_env",
+    "guard_child_process",
+    "is_reverted",
+    "maybe_revert_pr_fix",
+    "parse_revert_spec",
+    "patched_targets",
+    "pending_targets",
+    "restore",
+    "reverted",
+]
 
 
 def parse_revert_spec(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle import toggle
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 
 # A package shaped like sglang's: packages import each other while half-initialised.
 #   cyc/__init__          imports cyc.srt.server
@@ -95,6 +96,7 @@ RECIPES = {
 SHOW_STATE = """\
 import prtoggle
 from prtoggle import toggle
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 for pr in {prs}:
     print(pr, prtoggle.is_reverted(pr), toggle.patched_targets(pr), toggle.pending_targets(pr))
 """
@@ -195,7 +197,7 @@ def test_a_deferred_revert_that_cannot_land_stops_the_child_with_one_line(
     project: Path,
 ) -> None:
     result = run_reverting(project, "101,104", "import cyc\nprint('ran unreverted')\n")
-    assert result.returncode == toggle.BOOTSTRAP_FAILURE_EXIT_CODE
+    assert result.returncode == BOOTSTRAP_FAILURE_EXIT_CODE
     assert result.stdout == ""
     assert result.stderr == (
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 104 could not be reverted when "
