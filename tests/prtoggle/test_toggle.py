@@ -425,3 +425,13 @@ def test_module_type_is_plain_after_lazy_patching(modules: ModuleFactory, tmp_pa
 
     assert isinstance(app, types.ModuleType)
     assert type(app.__spec__.loader).__name__ == "SourceFileLoader"
+
+
+def test_the_package_exports_the_revert_state_queries() -> None:
+    import prtoggle
+
+    assert (prtoggle.patched_targets, prtoggle.pending_targets) == (
+        toggle.patched_targets,
+        toggle.pending_targets,
+    )
+    assert set(prtoggle.__all__) >= {"is_reverted", "patched_targets", "pending_targets"}
