@@ -13,6 +13,7 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    collection_option,
     echo_json,
     format_table,
     json_option,
@@ -65,10 +66,12 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@collection_option
 @json_option
 def repro_command(
     *,
     prs: tuple[int, ...],
+    collection: str | None,
     run_all: bool,
     device: str,
     provider: str | None,
@@ -78,7 +81,7 @@ def repro_command(
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
     started = time.monotonic()
-    registry = load_default_registry()
+    registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
     require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
