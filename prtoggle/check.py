@@ -6,9 +6,10 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FunctionType
 
 from prtoggle.errors import PrToggleError
-from prtoggle.patching.swap import EditLayer, build_code, edited_source
+from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
 from prtoggle.patching.targets import FunctionSource, function_source, import_target
 from prtoggle.registry import Fix, Patch, Registry
 
@@ -69,8 +70,8 @@ def check_fixes(
         fix = registry.get(pr)
         for patch in fix.patches:
             try:
-                source = _target_source(patch.target, source_root=source_root)
-                build_code(source, [_layer(fix, patch)])
+                source, function = _target_source(patch.target, source_root=source_root)
+                build_replacement(source, [_layer(fix, patch)], function=function)
             except PrToggleError as exc:
                 results.append(TargetCheck(pr=pr, target=patch.target, ok=False, message=str(exc)))
                 continue
@@ -82,8 +83,9 @@ def fix_diffs(fix: Fix, *, source_root: Path | None = None) -> list[TargetDiff]:
     """One TargetDiff per target of `fix`; raises the first PrToggleError met."""
     diffs = []
     for patch in fix.patches:
-        source = _target_source(patch.target, source_root=source_root)
-        edited = edited_source(source, [_layer(fix, patch)])
+        source, function = _target_source(patch.target, source_root=source_root)
+        build_replacement(source, [_layer(fix, patch)], function=function)
+        edited = apply_layers(source, [_layer(fix, patch)])
         diffs.append(
             TargetDiff(
                 pr=fix.pr,
@@ -97,12 +99,15 @@ def fix_diffs(fix: Fix, *, source_root: Path | None = None) -> list[TargetDiff]:
     return diffs
 
 
-def _target_source(target: str, *, source_root: Path | None) -> FunctionSource:
+def _target_source(
+    target: str, *, source_root: Path | None
+) -> tuple[FunctionSource, FunctionType | None]:
     if source_root is not None:
         from prtoggle.patching.source_tree import find_in_source_tree
 
-        return find_in_source_tree(target, source_root=source_root)
-    return function_source(import_target(target).function, target=target)
+        return find_in_source_tree(target, source_root=source_root), None
+    function = import_target(target).function
+    return function_source(function, target=target), function
 
 
 def _layer(fix: Fix, patch: Patch) -> EditLayer:

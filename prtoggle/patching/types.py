@@ -21,8 +21,13 @@ class Edit:
 
 @dataclass(frozen=True)
 class Patch:
-    """The edits of one target function, applied in order."""
+    """The edits of one target function, applied in order, then `preamble`.
+
+    `preamble` (sglang's key of the same name) is text inserted at the top of the
+    function body, after its docstring; "" inserts nothing.
+    """
 
     target: str
     edits: tuple[Edit, ...]
     line: int
+    preamble: str = ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prtoggle.errors import PatchApplicationError
-from prtoggle.patching.editor import EditContext, edit_source
+from prtoggle.patching.editor import EditContext, edit_numbered, number_lines
 from prtoggle.patching.types import Edit
 
 SOURCE = """\
@@ -27,10 +27,9 @@ def edit(match: str, kind: str = "replacement", text: str = "", line: int = 9) -
 
 
 def test_replacement_is_reindented_to_the_matched_line_keeping_relative_indentation() -> None:
-    edited = edit_source(
-        SOURCE,
+    edited = edit_numbered(
+        number_lines(SOURCE, first_line=40),
         [edit("z = y * 2", text="if y > 5:\n    z = 0\nelse:\n    z = 1\n")],
-        first_line=40,
         context=CONTEXT,
     )
     assert edited.text.splitlines()[3:7] == [
@@ -42,8 +41,10 @@ def test_replacement_is_reindented_to_the_matched_line_keeping_relative_indentat
 
 
 def test_empty_replacement_deletes_the_matched_lines() -> None:
-    edited = edit_source(
-        SOURCE, [edit("if y > 0:\n    z = y * 2", text="")], first_line=40, context=CONTEXT
+    edited = edit_numbered(
+        number_lines(SOURCE, first_line=40),
+        [edit("if y > 0:\n    z = y * 2", text="")],
+        context=CONTEXT,
     )
     assert edited.text == (
         "    def forward(self, x):\n        y = x + 1\n\n        y = x + 1\n        return z\n"
@@ -52,13 +53,12 @@ def test_empty_replacement_deletes_the_matched_lines() -> None:
 
 
 def test_prepend_and_append_keep_the_match_and_use_its_indentation() -> None:
-    edited = edit_source(
-        SOURCE,
+    edited = edit_numbered(
+        number_lines(SOURCE, first_line=40),
         [
             edit("return z", kind="prepend", text="z = -z"),
             edit("z = y * 2", kind="append", text="z += 1"),
         ],
-        first_line=40,
         context=CONTEXT,
     )
     lines = edited.text.splitlines()
@@ -67,30 +67,27 @@ def test_prepend_and_append_keep_the_match_and_use_its_indentation() -> None:
 
 
 def test_inserted_lines_are_attributed_to_the_first_line_of_the_match() -> None:
-    edited = edit_source(
-        SOURCE,
+    edited = edit_numbered(
+        number_lines(SOURCE, first_line=40),
         [edit("return z", kind="prepend", text="a = 1\nb = 2")],
-        first_line=40,
         context=CONTEXT,
     )
     assert edited.origins == (40, 41, 42, 43, 44, 45, 46, 46, 46)
 
 
 def test_match_ignores_indentation_and_blank_lines_on_both_sides() -> None:
-    edited = edit_source(
-        SOURCE,
+    edited = edit_numbered(
+        number_lines(SOURCE, first_line=1),
         [edit("z = y * 2\n\n\n      y = x + 1\n", text="z = 3")],
-        first_line=1,
         context=CONTEXT,
     )
     assert edited.text.splitlines()[3:] == ["            z = 3", "        return z"]
 
 
 def test_edits_apply_in_order_and_later_edits_see_earlier_results() -> None:
-    edited = edit_source(
-        SOURCE,
+    edited = edit_numbered(
+        number_lines(SOURCE, first_line=1),
         [edit("return z", text="return w"), edit("return w", text="return w + 1")],
-        first_line=1,
         context=CONTEXT,
     )
     assert edited.text.splitlines()[-1] == "        return w + 1"
@@ -98,7 +95,9 @@ def test_edits_apply_in_order_and_later_edits_see_earlier_results() -> None:
 
 def test_missing_match_shows_the_nearest_windows_with_real_line_numbers() -> None:
     with pytest.raises(PatchApplicationError) as caught:
-        edit_source(SOURCE, [edit("z = y * 3\ny = x + 1")], first_line=40, context=CONTEXT)
+        edit_numbered(
+            number_lines(SOURCE, first_line=40), [edit("z = y * 3\ny = x + 1")], context=CONTEXT
+        )
     assert str(caught.value) == (
         "pkg.mod.C.forward: edit 1 of 1 (/reg/7.yaml:9) matched 0 times in "
         "/src/pkg/mod.py:40-46; expected exactly 1.\n"
@@ -120,10 +119,9 @@ def test_missing_match_shows_the_nearest_windows_with_real_line_numbers() -> Non
 
 def test_ambiguous_match_lists_every_window() -> None:
     with pytest.raises(PatchApplicationError) as caught:
-        edit_source(
-            SOURCE,
+        edit_numbered(
+            number_lines(SOURCE, first_line=40),
             [edit("z = y * 2", kind="append", text="pass"), edit("y = x + 1", line=12)],
-            first_line=40,
             context=CONTEXT,
         )
     assert str(caught.value) == (
@@ -141,10 +139,9 @@ def test_ambiguous_match_lists_every_window() -> None:
 
 def test_blank_match_is_refused() -> None:
     with pytest.raises(PatchApplicationError) as caught:
-        edit_source(
-            SOURCE,
+        edit_numbered(
+            number_lines(SOURCE, first_line=1),
             [edit("  \n\n")],
-            first_line=1,
             context=EditContext(target="m.f", filename="m.py"),
         )
     assert str(caught.value) == (
@@ -154,10 +151,9 @@ def test_blank_match_is_refused() -> None:
 
 def test_match_against_blank_source_says_so() -> None:
     with pytest.raises(PatchApplicationError) as caught:
-        edit_source(
-            "\n\n",
+        edit_numbered(
+            number_lines("\n\n", first_line=3),
             [edit("x = 1")],
-            first_line=3,
             context=EditContext(target="m.f", filename="m.py"),
         )
     assert str(caught.value) == (

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.compiler import FunctionShape, compile_function
-from prtoggle.patching.editor import EditContext, edit_source
+from prtoggle.patching.editor import EditContext, edit_numbered, number_lines
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.types import Edit, Patch
 
@@ -68,7 +68,7 @@ def test_any_edit_either_fails_cleanly_or_compiles_with_monotonic_lines(
     context = EditContext(target="m.target", filename="m.py")
     shape = FunctionShape(name="target", class_name=None, freevars=(), future_flags=0)
     try:
-        edited = edit_source(source, edits, first_line=10, context=context)
+        edited = edit_numbered(number_lines(source, first_line=10), edits, context=context)
         code = compile_function(edited, shape=shape, filename="m.py", target="m.target")
     except PatchApplicationError:
         return

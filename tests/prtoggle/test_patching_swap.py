@@ -184,10 +184,15 @@ def test_method_with_both_super_and_a_closure_keeps_both_cells(modules: ModuleFa
     assert local.greet.__code__.co_freevars == ("__class__", "k")
 
 
-def test_defaults_and_kwdefaults_stay_those_of_the_original(modules: ModuleFactory) -> None:
+def test_default_edits_take_effect_and_restore_puts_back_the_original_objects(
+    modules: ModuleFactory,
+) -> None:
     module = modules.load("kinds", KINDS_MODULE)
-    CodeSwapper().patch(
-        function("kinds.scaled"),
+    target = function("kinds.scaled")
+    originals = (target.__code__, target.__defaults__, target.__kwdefaults__)
+    swapper = CodeSwapper()
+    swapper.patch(
+        target,
         layer(
             "kinds.scaled",
             (
@@ -197,9 +202,14 @@ def test_defaults_and_kwdefaults_stay_those_of_the_original(modules: ModuleFacto
             ),
         ),
     )
+    assert module.scaled(1) == 37
+    assert module.scaled.__defaults__ == (30,)
+    assert module.scaled.__kwdefaults__ == {"offset": 7}
+    swapper.unpatch(target, 1)
     assert module.scaled(1) == 3
-    assert module.scaled.__defaults__ == (3,)
-    assert module.scaled.__kwdefaults__ == {"offset": 0}
+    assert target.__code__ is originals[0]
+    assert target.__defaults__ is originals[1]
+    assert target.__kwdefaults__ is originals[2]
 
 
 def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
