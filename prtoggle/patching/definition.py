@@ -57,9 +57,12 @@ class GlobalsScope:
 
 @dataclass(frozen=True)
 class ModuleNamesScope:
-    """Static stand-in for GlobalsScope: every name read must be bound at module level."""
+    """Static stand-in for GlobalsScope: every name read must be bound at module level.
 
-    names: frozenset[str]
+    `names` None (a star import) accepts every name.
+    """
+
+    names: frozenset[str] | None
     label: str
 
     def evaluate(self, expression: ast.expr, *, what: str) -> object:
@@ -75,6 +78,7 @@ class ModuleNamesScope:
                 for node in ast.walk(expression)
                 if isinstance(node, ast.Name)
                 and isinstance(node.ctx, ast.Load)
+                and self.names is not None
                 and node.id not in self.names
                 and node.id not in bound
                 and not hasattr(builtins, node.id)

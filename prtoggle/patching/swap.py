@@ -227,7 +227,7 @@ def _label(source: FunctionSource, layer: EditLayer) -> str:
 def _scope(source: FunctionSource, function: FunctionType | None, *, label: str) -> ExpressionScope:
     if function is not None:
         return GlobalsScope(namespace=function.__globals__, label=label)
-    return ModuleNamesScope(names=source.module_names or frozenset(), label=label)
+    return ModuleNamesScope(names=source.module_names, label=label)
 
 
 def _context(source: FunctionSource, layer: EditLayer) -> EditContext:

@@ -145,7 +145,7 @@ def test_check_reports_each_target_and_fails_on_a_broken_revert(
     lines = result.output.splitlines()
     assert f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok" in lines
     [broken] = [line for line in lines if line.startswith(str(BROKEN_FIX))]
-    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: FAILED: ")
+    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: STALE: ")
     assert lines[-1] == "4 of 5 targets of 5 fixes revert cleanly"
 
 
@@ -171,7 +171,7 @@ def test_check_source_root_json(fake_project: FakeProject) -> None:
 def test_check_missing_source_root_is_a_usage_error(fake_project: FakeProject) -> None:
     result = invoke("check", "--source-root", "/no/such/dir")
     assert result.exit_code == 2
-    assert "Directory '/no/such/dir' does not exist." in result.stderr
+    assert "Path '/no/such/dir' does not exist." in result.stderr
 
 
 def test_run_rejects_an_unknown_pr_before_starting(fake_project: FakeProject) -> None:
