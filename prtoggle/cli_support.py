@@ -90,9 +90,14 @@ def import_free_source_root(fix: Fix) -> Path | None:
 
 
 def check_without_import(registry: Registry, fixes: Iterable[Fix]) -> dict[int, list[TargetCheck]]:
-    """check_fixes for each fix against the source files of its package, per PR."""
-    from prtoggle.check import TargetCheck, check_fixes
+    """check_fix for each fix against the source files of its package, per PR.
 
+    A fix whose package cannot be found without importing is `absent` on every target.
+    """
+    from prtoggle.check import TargetCheck, check_fix
+    from prtoggle.patching.source_files import open_source_tree
+
+    del registry  # the fixes carry everything needed
     results: dict[int, list[TargetCheck]] = {}
     for fix in fixes:
         root = import_free_source_root(fix)
@@ -103,11 +108,13 @@ def check_without_import(registry: Registry, fixes: Iterable[Fix]) -> dict[int, 
                     target=patch.target,
                     ok=False,
                     message=f"package of {patch.target} not found on sys.path",
+                    status="absent",
+                    collection=str(getattr(fix, "collection", "")),
                 )
                 for patch in fix.patches
             ]
             continue
-        results[fix.pr] = check_fixes(registry=registry, source_root=root, prs=[fix.pr])
+        results[fix.pr] = check_fix(fix, tree=open_source_tree(root))
     return results
 
 
