@@ -26,17 +26,18 @@ def refuse_stale_source(function: FunctionType, *, filename: str, text: str, tar
     found = _find_code(compiled, loaded) if compiled is not None else None
     if found is not None and found == loaded:
         return
+    where = f"{loaded.co_qualname} at line {loaded.co_firstlineno}"
     if compiled is None:
-        now = "no longer compiles"
+        now = "it no longer compiles"
     elif found is None:
-        now = f"has no {loaded.co_qualname} starting at line {loaded.co_firstlineno}"
+        now = f"it has no {where} any more"
     else:
-        now = f"gives other code for {loaded.co_qualname} at line {loaded.co_firstlineno}"
+        now = f"its {where} is not the code running now"
     module = function.__module__ or "its module"
     raise PatchApplicationError(
-        f"{target}: {filename} changed after {module} was loaded: the file {now} than the "
-        "code running now, so a revert edited from the file would mix code that never ran "
-        f"with the running code; restart the program (or re-import {module}) first"
+        f"{target}: {filename} changed after {module} was loaded ({now}); a revert edited "
+        "from the file would mix code that never ran with the running code; restart the "
+        f"program (or re-import {module}) first"
     )
 
 
