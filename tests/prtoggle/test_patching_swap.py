@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import replace
 from types import FunctionType
 
 import pytest
@@ -274,3 +275,24 @@ def test_the_same_pr_cannot_edit_a_function_twice(modules: ModuleFactory) -> Non
     with pytest.raises(PatchApplicationError) as caught:
         swapper.patch(target, layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
     assert str(caught.value) == "kinds.scaled: PR 1 already edits this function"
+
+
+def test_a_patch_preamble_runs_at_the_top_of_the_body_after_the_docstring(
+    modules: ModuleFactory,
+) -> None:
+    module = modules.load(
+        "documented",
+        'def halve(x):\n    """Half of x."""\n    return x / 2\n',
+    )
+    target = function("documented.halve")
+    original = target.__code__
+    patch = replace(
+        make_patch("documented.halve", ("return x / 2", "replacement", "return x // 2")),
+        preamble="x = x + 1\n",
+    )
+    swapper = CodeSwapper()
+    swapper.patch(target, EditLayer(pr=5, patch=patch, yaml_path="/reg/5.yaml"))
+    assert module.halve(5) == 3  # (5 + 1) // 2; without the preamble 5 // 2 == 2
+    assert module.halve.__doc__ == "Half of x."
+    swapper.unpatch(target, 5)
+    assert target.__code__ is original and module.halve(4) == 2.0
