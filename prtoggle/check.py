@@ -83,8 +83,10 @@ def check_fixes(
     source_root: Path | SourceTree | None = None,
     prs: Sequence[int] | None = None,
 ) -> list[TargetCheck]:
-    """check_fix for every fix of `registry` (or of `prs`), in PR order."""
-    fixes = [registry.get(pr) for pr in (prs if prs is not None else registry.prs())]
+    """check_fix for every fix of `registry` (or of `prs`, in every collection), in PR order."""
+    fixes = [
+        fix for pr in (prs if prs is not None else registry.prs()) for fix in registry.find(pr)
+    ]
     tree = _open(source_root)
     return [check for fix in fixes for check in check_fix(fix, tree=tree)]
 
@@ -106,7 +108,7 @@ def check_fix(fix: Fix, *, tree: SourceTree | None = None) -> list[TargetCheck]:
                 ok=status == "ok",
                 message=message,
                 status=status,
-                collection=_collection(fix),
+                collection=fix.collection,
                 source=tree.label if tree is not None else None,
             )
         )
@@ -175,10 +177,6 @@ def _open(source_root: Path | SourceTree | None) -> SourceTree | None:
     if source_root is None or isinstance(source_root, SourceTree):
         return source_root
     return open_source_tree(source_root)
-
-
-def _collection(fix: Fix) -> str:
-    return str(getattr(fix, "collection", ""))
 
 
 def _target_source(

@@ -11,6 +11,7 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    collection_option,
     echo_json,
     format_table,
     json_option,
@@ -21,7 +22,6 @@ from prtoggle.cli_support import (
 if TYPE_CHECKING:
     from prtoggle.check import TargetCheck
     from prtoggle.patching.source_files import SourceTree
-    from prtoggle.registry import Fix
 
 _EPILOG = """\b
 Status per target: ok; stale (a match is not found exactly once, or the target
@@ -49,7 +49,7 @@ Examples:
     help="Check the targets in DIR, a wheel or an sdist, without importing them; "
     "repeat for a recipe x tree matrix.",
 )
-@click.option("--collection", default=None, help="Only the fixes of collection NAME.")
+@collection_option
 @click.option("--strict", is_flag=True, help="A target whose package is absent is a failure.")
 @json_option
 @click.argument("prs", nargs=-1, type=int)
@@ -67,7 +67,7 @@ def check_command(
     from prtoggle.check import check_fix
     from prtoggle.patching.source_files import open_source_tree
 
-    fixes = _in_collection(selected_fixes(load_default_registry(), prs), collection)
+    fixes = selected_fixes(load_default_registry(collection=collection), prs)
     trees: list[SourceTree | None] = [open_source_tree(root) for root in source_roots] or [None]
     checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
     if as_json:
@@ -78,19 +78,6 @@ def check_command(
         _print_rows(checks, fix_count=len(fixes))
     if any(check.failed or (strict and check.status == "absent") for check in checks):
         sys.exit(EXIT_NEGATIVE)
-
-
-def _in_collection(fixes: Sequence[Fix], collection: str | None) -> list[Fix]:
-    if collection is None:
-        return list(fixes)
-    names = sorted({str(getattr(fix, "collection", "")) for fix in fixes})
-    chosen = [fix for fix in fixes if getattr(fix, "collection", "") == collection]
-    if not chosen:
-        raise click.UsageError(
-            f"--collection {collection}: no selected fix belongs to it; collections: "
-            f"{', '.join(name for name in names if name) or 'none'}"
-        )
-    return chosen
 
 
 def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:

@@ -12,6 +12,7 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    collection_option,
     echo_json,
     format_table,
     json_option,
@@ -59,10 +60,12 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@collection_option
 @json_option
 def repro_command(
     *,
     prs: tuple[int, ...],
+    collection: str | None,
     run_all: bool,
     device: str,
     provider: str | None,
@@ -71,7 +74,7 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    registry = load_default_registry()
+    registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
     workers = jobs or min(4, os.cpu_count() or 1)
     results = run_repros(

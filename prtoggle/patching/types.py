@@ -21,10 +21,9 @@ class Edit:
 
 @dataclass(frozen=True)
 class Patch:
-    """The edits of one target function, applied in order, then `preamble`.
+    """The edits of one target function, applied in order.
 
-    `preamble` (sglang's key of the same name) is text inserted at the top of the
-    function body, after its docstring; "" inserts nothing.
+    `preamble` (sglang's key) is text inserted at the top of the body, after the docstring.
     """
 
     target: str
