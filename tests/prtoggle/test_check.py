@@ -80,12 +80,15 @@ def test_check_reports_each_target_and_patches_nothing(
     assert module.Backend().forward(1) == 1 and module.Backend().width == 8
     yaml_path = tmp_path / "reg" / "922.yaml"
     assert checks == [
-        TargetCheck(pr=921, target="app.core.Backend.forward", ok=True, message=""),
-        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message=""),
+        TargetCheck(
+            pr=921, target="app.core.Backend.forward", ok=True, message="", collection="reg"
+        ),
+        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message="", collection="reg"),
         TargetCheck(
             pr=922,
             target="app.core.helper",
             ok=False,
+            collection="reg",
             status="stale",
             message=(
                 f"app.core.helper: edit 1 of 1 ({yaml_path}:6) matched 0 times in "
@@ -103,6 +106,7 @@ def test_check_reports_each_target_and_patches_nothing(
             pr=922,
             target="app.core.Backend.forward",
             ok=False,
+            collection="reg",
             status="error",
             message=(
                 f"app.core.Backend.forward: the edited source does not compile: invalid "
@@ -120,9 +124,21 @@ def test_check_of_a_source_tree_never_imports_it(tmp_path: Path) -> None:
     checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
     assert checks == [
         TargetCheck(
-            pr=921, target="app.core.Backend.forward", ok=True, message="", source=str(root)
+            pr=921,
+            target="app.core.Backend.forward",
+            ok=True,
+            message="",
+            collection="reg",
+            source=str(root),
         ),
-        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message="", source=str(root)),
+        TargetCheck(
+            pr=921,
+            target="app.core.Backend.width",
+            ok=True,
+            message="",
+            collection="reg",
+            source=str(root),
+        ),
     ]
     assert "app" not in sys.modules
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from pathlib import Path
 
+import pytest
 from cli_fakes import (
     ANSWER_FIX,
     BROKEN_FIX,
@@ -93,8 +95,8 @@ def test_several_source_roots_give_a_recipe_by_tree_matrix(
     lines = result.output.splitlines()
     assert [line.split() for line in lines[:3]] == [
         ["PR", "COLLECTION", "TARGET", "src", wheel.name],
-        [str(ANSWER_FIX), "-", f"{TARGET_MODULE}.answer", "ok", "stale"],
-        [str(FIRST_HALF_FIX), "-", f"{TARGET_MODULE}.first_half", "ok", "ok"],
+        [str(ANSWER_FIX), "registry", f"{TARGET_MODULE}.answer", "ok", "stale"],
+        [str(FIRST_HALF_FIX), "registry", f"{TARGET_MODULE}.first_half", "ok", "ok"],
     ]
     assert lines[3].startswith(
         f"{wheel.name}: {ANSWER_FIX}  {TARGET_MODULE}.answer: stale: {TARGET_MODULE}.answer: "
@@ -127,3 +129,28 @@ def test_a_decorator_edit_is_refused_by_check_and_show_in_one_line(
     shown = invoke("show", str(DECORATOR_FIX))
     assert shown.exit_code == 2
     assert shown.stderr == f"error: {why}\n"
+
+
+def test_a_pr_in_two_collections_is_checked_in_each_and_collection_narrows_it(
+    fake_project: FakeProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f"{ANSWER_FIX}.yaml").write_text(
+        f"patches:\n  - target: {TARGET_MODULE}.answer\n    edits:\n"
+        "      - match: return value\n        replacement: return 0\n"
+    )
+    monkeypatch.setenv(
+        "PRTOGGLE_YAML_PATH", os.pathsep.join([str(fake_project.registry_dir), str(other)])
+    )
+    result = invoke("check", str(ANSWER_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{ANSWER_FIX}  registry  {TARGET_MODULE}.answer: ok",
+        f"{ANSWER_FIX}  other  {TARGET_MODULE}.answer: ok",
+        "2 of 2 targets of 2 fixes revert cleanly",
+    ]
+    narrowed = json.loads(invoke("check", "--collection", "other", "--json").output)
+    assert [(row["pr"], row["collection"], row["status"]) for row in narrowed] == [
+        (ANSWER_FIX, "other", "ok")
+    ]
