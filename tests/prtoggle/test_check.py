@@ -123,22 +123,8 @@ def test_check_of_a_source_tree_never_imports_it(tmp_path: Path) -> None:
     (root / "app" / "core" / "__init__.py").write_text(APP_MODULE)
     checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
     assert checks == [
-        TargetCheck(
-            pr=921,
-            target="app.core.Backend.forward",
-            ok=True,
-            message="",
-            collection="reg",
-            source=str(root),
-        ),
-        TargetCheck(
-            pr=921,
-            target="app.core.Backend.width",
-            ok=True,
-            message="",
-            collection="reg",
-            source=str(root),
-        ),
+        TargetCheck(pr=921, target=target, ok=True, message="", collection="reg", source=str(root))
+        for target in ("app.core.Backend.forward", "app.core.Backend.width")
     ]
     assert "app" not in sys.modules
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from types import FunctionType
 
 import pytest
-from revert_fixtures import ModuleFactory, make_patch, modules_fixture  # noqa: F401
+from revert_fixtures import (  # noqa: F401
+    ModuleFactory,
+    edit_layer,
+    loaded_function,
+    make_patch,
+    modules_fixture,
+)
 
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.source_tree import find_in_source_tree
-from prtoggle.patching.swap import CodeSwapper, EditLayer, build_replacement
-from prtoggle.patching.targets import ResolvedTarget, resolve_loaded
+from prtoggle.patching.swap import CodeSwapper, build_replacement
 
 SIGNATURES_MODULE = """\
 SENTINEL = []
@@ -45,29 +49,22 @@ class Holder:
 """
 
 
-def layer(target: str, *edits: tuple[str, str, str], pr: int = 1) -> EditLayer:
-    return EditLayer(pr=pr, patch=make_patch(target, *edits), yaml_path=f"/reg/{pr}.yaml")
-
-
-def function(target: str) -> FunctionType:
-    resolved = resolve_loaded(target)
-    assert isinstance(resolved, ResolvedTarget)
-    return resolved.function
+SCALE_HEADER = "def scale(x, factor=2, bucket=SENTINEL, *, offset=0):"
 
 
 def test_an_added_parameter_with_a_default_works_and_the_signature_agrees(
     modules: ModuleFactory,
 ) -> None:
     module = modules.load("sigs", SIGNATURES_MODULE)
-    target = function("sigs.scale")
+    target = loaded_function("sigs.scale")
     before = (target.__code__, target.__defaults__, target.__kwdefaults__, target.__annotations__)
     swapper = CodeSwapper()
     swapper.patch(
         target,
-        layer(
+        edit_layer(
             "sigs.scale",
             (
-                "def scale(x, factor=2, bucket=SENTINEL, *, offset=0):",
+                SCALE_HEADER,
                 "replacement",
                 "def scale(x, factor=2, bucket=SENTINEL, bias=LIMIT + 1, *, offset=0, extra=5):",
             ),
@@ -87,12 +84,12 @@ def test_an_added_parameter_with_a_default_works_and_the_signature_agrees(
 
 def test_changed_annotations_are_evaluated_and_restored(modules: ModuleFactory) -> None:
     module = modules.load("sigs", SIGNATURES_MODULE)
-    target = function("sigs.typed")
+    target = loaded_function("sigs.typed")
     annotations = target.__annotations__
     swapper = CodeSwapper()
     swapper.patch(
         target,
-        layer(
+        edit_layer(
             "sigs.typed",
             (
                 "def typed(x: int, y: int = 1) -> int:",
@@ -112,11 +109,11 @@ def test_a_default_that_needs_the_class_body_is_refused_at_apply_and_statically(
 ) -> None:
     path = modules.write("sigs", SIGNATURES_MODULE)
     modules.load("sigs", SIGNATURES_MODULE)
-    target = function("sigs.Holder.step")
+    target = loaded_function("sigs.Holder.step")
     original = target.__code__
     edit = ("def step(self, x, by=1):", "replacement", "def step(self, x, by=STEP):")
     with pytest.raises(PatchApplicationError) as caught:
-        CodeSwapper().patch(target, layer("sigs.Holder.step", edit))
+        CodeSwapper().patch(target, edit_layer("sigs.Holder.step", edit))
     assert str(caught.value) == (
         f"/reg/1.yaml:1: PR 1: sigs.Holder.step ({path}:26): the edited default of by `STEP` "
         "cannot be evaluated in the globals of module sigs (NameError: name 'STEP' is not "
@@ -126,7 +123,7 @@ def test_a_default_that_needs_the_class_body_is_refused_at_apply_and_statically(
     assert target.__code__ is original
     static = find_in_source_tree("sigs.Holder.step", source_root=modules.root)
     with pytest.raises(PatchApplicationError) as caught:
-        build_replacement(static, [layer("sigs.Holder.step", edit)])
+        build_replacement(static, [edit_layer("sigs.Holder.step", edit)])
     assert str(caught.value) == (
         f"/reg/1.yaml:1: PR 1: sigs.Holder.step ({path}:26): the edited default of by `STEP` "
         "reads STEP, which the module does not bind at its top level; a code swap evaluates "
@@ -138,7 +135,7 @@ def test_a_module_level_default_passes_the_static_check(modules: ModuleFactory) 
     modules.write("sigs", SIGNATURES_MODULE)
     static = find_in_source_tree("sigs.Holder.step", source_root=modules.root)
     edit = ("def step(self, x, by=1):", "replacement", "def step(self, x, by=LIMIT * 2):")
-    replacement = build_replacement(static, [layer("sigs.Holder.step", edit)])
+    replacement = build_replacement(static, [edit_layer("sigs.Holder.step", edit)])
     assert replacement.values is not None and replacement.code.co_argcount == 3
 
 
@@ -147,11 +144,13 @@ def test_a_decorator_edit_is_refused_naming_the_recipe_the_target_and_why(
 ) -> None:
     path = modules.write("sigs", SIGNATURES_MODULE)
     modules.load("sigs", SIGNATURES_MODULE)
-    target = function("sigs.tagged")
+    target = loaded_function("sigs.tagged")
     original = target.__code__
     swapper = CodeSwapper()
-    swapper.patch(target, layer("sigs.tagged", ("return x + 1", "replacement", "return x + 2")))
-    removal = layer("sigs.tagged", ("@tag", "replacement", ""), pr=2)
+    swapper.patch(
+        target, edit_layer("sigs.tagged", ("return x + 1", "replacement", "return x + 2"))
+    )
+    removal = edit_layer("sigs.tagged", ("@tag", "replacement", ""), pr=2)
     expected = (
         f"/reg/2.yaml:1: PR 2: sigs.tagged ({path}:14): the edit changes the decorator lines "
         "of tagged(); decorators and anything outside the def's signature and body cannot "
@@ -172,23 +171,20 @@ def test_restoring_the_layer_that_changed_defaults_puts_back_the_original_object
     modules: ModuleFactory,
 ) -> None:
     module = modules.load("sigs", SIGNATURES_MODULE)
-    target = function("sigs.scale")
+    target = loaded_function("sigs.scale")
     defaults, kwdefaults = target.__defaults__, target.__kwdefaults__
     swapper = CodeSwapper()
     swapper.patch(
         target,
-        layer(
+        edit_layer(
             "sigs.scale",
-            (
-                "def scale(x, factor=2, bucket=SENTINEL, *, offset=0):",
-                "replacement",
-                "def scale(x, factor=5, bucket=SENTINEL, *, offset=1):",
-            ),
+            (SCALE_HEADER, "replacement", "def scale(x, factor=5, bucket=SENTINEL, *, offset=1):"),
             pr=1,
         ),
     )
     swapper.patch(
-        target, layer("sigs.scale", ("return x * factor + offset", "prepend", "x = x + 1"), pr=2)
+        target,
+        edit_layer("sigs.scale", ("return x * factor + offset", "prepend", "x = x + 1"), pr=2),
     )
     assert module.scale(1) == 11
     swapper.unpatch(target, 1)
@@ -200,14 +196,14 @@ def test_body_only_edits_leave_the_def_values_untouched(
     modules: ModuleFactory, tmp_path: Path
 ) -> None:
     modules.load("sigs", SIGNATURES_MODULE)
-    target = function("sigs.scale")
+    target = loaded_function("sigs.scale")
     defaults = target.__defaults__
     replacement = build_replacement(
         find_in_source_tree("sigs.scale", source_root=modules.root),
-        [layer("sigs.scale", ("return x * factor + offset", "replacement", "return 0"))],
+        [edit_layer("sigs.scale", ("return x * factor + offset", "replacement", "return 0"))],
     )
     assert replacement.values is None
     CodeSwapper().patch(
-        target, layer("sigs.scale", ("return x * factor + offset", "replacement", "return 0"))
+        target, edit_layer("sigs.scale", ("return x * factor + offset", "replacement", "return 0"))
     )
     assert target.__defaults__ is defaults

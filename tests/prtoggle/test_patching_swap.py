@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import sys
 from dataclasses import replace
-from types import FunctionType
 
 import pytest
-from revert_fixtures import ModuleFactory, make_patch, modules_fixture  # noqa: F401
+from revert_fixtures import (  # noqa: F401
+    ModuleFactory,
+    edit_layer,
+    loaded_function,
+    make_patch,
+    modules_fixture,
+)
 
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.swap import CodeSwapper, EditLayer
-from prtoggle.patching.targets import ResolvedTarget, resolve_loaded
 
 KINDS_MODULE = """\
 import functools
@@ -85,16 +89,6 @@ def scaled(a, factor=3, *, offset=0):
 """
 
 
-def layer(target: str, *edits: tuple[str, str, str], pr: int = 1) -> EditLayer:
-    return EditLayer(pr=pr, patch=make_patch(target, *edits), yaml_path=f"/reg/{pr}.yaml")
-
-
-def function(target: str) -> FunctionType:
-    resolved = resolve_loaded(target)
-    assert isinstance(resolved, ResolvedTarget)
-    return resolved.function
-
-
 @pytest.mark.parametrize(
     ("target", "edit", "call", "expected"),
     [
@@ -151,10 +145,10 @@ def test_every_target_kind_is_patched_and_restored_to_the_identical_code(
 ) -> None:
     fixed, reverted = expected
     module = modules.load("kinds", KINDS_MODULE)
-    target_function = function(target)
+    target_function = loaded_function(target)
     original = target_function.__code__
     swapper = CodeSwapper()
-    swapper.patch(target_function, layer(target, edit))
+    swapper.patch(target_function, edit_layer(target, edit))
     assert call(module) == reverted  # type: ignore[operator]
     swapper.unpatch(target_function, 1)
     assert target_function.__code__ is original
@@ -165,7 +159,7 @@ def test_closure_function_keeps_its_cells(modules: ModuleFactory) -> None:
     module = modules.load("kinds", KINDS_MODULE)
     add = module.make_adder(10)
     CodeSwapper().patch(
-        add, layer("kinds.make_adder.add", ("return a + k", "replacement", "return a + 2 * k"))
+        add, edit_layer("kinds.make_adder.add", ("return a + k", "replacement", "return a + 2 * k"))
     )
     assert add(1) == 21
     assert add.__code__.co_freevars == ("k",)
@@ -176,7 +170,7 @@ def test_method_with_both_super_and_a_closure_keeps_both_cells(modules: ModuleFa
     local = module.make_class("?")
     CodeSwapper().patch(
         local.greet,
-        layer(
+        edit_layer(
             "kinds.make_class.Local.greet",
             ("return super().greet() + k", "replacement", "return super().greet() + k + k"),
         ),
@@ -189,12 +183,12 @@ def test_default_edits_take_effect_and_restore_puts_back_the_original_objects(
     modules: ModuleFactory,
 ) -> None:
     module = modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     originals = (target.__code__, target.__defaults__, target.__kwdefaults__)
     swapper = CodeSwapper()
     swapper.patch(
         target,
-        layer(
+        edit_layer(
             "kinds.scaled",
             (
                 "def scaled(a, factor=3, *, offset=0):",
@@ -217,14 +211,16 @@ def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
     modules: ModuleFactory,
 ) -> None:
     module = modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     original = target.__code__
     swapper = CodeSwapper()
     swapper.patch(
-        target, layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = a + 1"), pr=1)
+        target,
+        edit_layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = a + 1"), pr=1),
     )
     swapper.patch(
-        target, layer("kinds.scaled", ("return a * factor + offset", "append", "return 0"), pr=2)
+        target,
+        edit_layer("kinds.scaled", ("return a * factor + offset", "append", "return 0"), pr=2),
     )
     assert module.scaled(1) == 6
     swapper.unpatch(target, 1)
@@ -235,16 +231,16 @@ def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
 
 def test_restoring_a_fix_another_fix_builds_on_is_refused(modules: ModuleFactory) -> None:
     modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     swapper = CodeSwapper()
     swapper.patch(
         target,
-        layer(
+        edit_layer(
             "kinds.scaled", ("return a * factor + offset", "replacement", "return a * factor"), pr=1
         ),
     )
     swapper.patch(
-        target, layer("kinds.scaled", ("return a * factor", "replacement", "return a"), pr=2)
+        target, edit_layer("kinds.scaled", ("return a * factor", "replacement", "return a"), pr=2)
     )
     with pytest.raises(PatchApplicationError) as caught:
         swapper.unpatch(target, 1)
@@ -258,22 +254,24 @@ def test_restoring_a_fix_another_fix_builds_on_is_refused(modules: ModuleFactory
 
 def test_a_failing_edit_leaves_the_function_untouched(modules: ModuleFactory) -> None:
     modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     original = target.__code__
     swapper = CodeSwapper()
     with pytest.raises(PatchApplicationError):
-        swapper.patch(target, layer("kinds.scaled", ("no such line", "replacement", "")))
+        swapper.patch(target, edit_layer("kinds.scaled", ("no such line", "replacement", "")))
     assert target.__code__ is original
     assert not swapper.is_patched(target)
 
 
 def test_the_same_pr_cannot_edit_a_function_twice(modules: ModuleFactory) -> None:
     modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     swapper = CodeSwapper()
-    swapper.patch(target, layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = 0")))
+    swapper.patch(
+        target, edit_layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = 0"))
+    )
     with pytest.raises(PatchApplicationError) as caught:
-        swapper.patch(target, layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
+        swapper.patch(target, edit_layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
     assert str(caught.value) == "kinds.scaled: PR 1 already edits this function"
 
 
@@ -284,7 +282,7 @@ def test_a_patch_preamble_runs_at_the_top_of_the_body_after_the_docstring(
         "documented",
         'def halve(x):\n    """Half of x."""\n    return x / 2\n',
     )
-    target = function("documented.halve")
+    target = loaded_function("documented.halve")
     original = target.__code__
     patch = replace(
         make_patch("documented.halve", ("return x / 2", "replacement", "return x // 2")),
