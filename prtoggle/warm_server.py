@@ -34,6 +34,12 @@ MAX_REQUEST_BYTES = 1 << 20
 BOOTSTRAP_FAILURE_PREFIX = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR"
 BOOTSTRAP_FAILURE_EXIT_CODE = 78
 _PR_SET_PDEATHSIG = 1
+_DETECTION_STATE = (
+    ("prtoggle.detect.witness", "_DEFAULT", "WitnessRegistry"),
+    ("prtoggle.detect.poison", "_REGISTRY", "RedzoneRegistry"),
+    ("prtoggle.detect.clock", "_CLOCK", "Clock"),
+)
+"""Process-global detection state: (module, attribute, class of a fresh value)."""
 _THIS_FILE = (lambda: None).__code__.co_filename
 
 
@@ -141,7 +147,8 @@ def _serve(server: _Server) -> RunRequest | None:
     while True:
         by_pidfd = {pidfd: pid for pid, (pidfd, _reply) in server.children.items()}
         by_reply = {reply.fileno(): pid for pid, (_pidfd, reply) in server.children.items()}
-        readable, _, _ = select.select([server.requests, *by_pidfd, *by_reply], [], [])
+        waited: list[Any] = [server.requests, *by_pidfd, *by_reply]
+        readable, _, _ = select.select(waited, [], [])
         for ready in readable:
             if ready is server.requests:
                 try:
@@ -255,23 +262,31 @@ def _run_program(request: RunRequest) -> None:
     else:
         sys.argv = ["-c", *request.args]
         code = compile(request.target, "<string>", "exec")
-    exec(code, namespace)  # noqa: S102 - this is the program the user asked to run
+    exec(code, namespace)  # the program the user asked to run
 
 
 def _reset_detection_state() -> None:
-    """Witness rows, redzones, phase/step and set_mode() back to a fresh process's state."""
-    if "prtoggle.detect.config" in sys.modules:
-        sys.modules["prtoggle.detect.config"].set_mode(None)
-    if "prtoggle.detect.checking" in sys.modules:
-        sys.modules["prtoggle.detect.checking"].reset()
-    clock = sys.modules.get("prtoggle.detect.clock")
-    if clock is not None:
-        clock._CLOCK.phases[:] = ["eager"]
-        clock._CLOCK.step = 0
+    """Witness rows, redzones, phase/step and set_mode() as a fresh process has them."""
+    for module_name, attribute, factory in _DETECTION_STATE:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            fresh = getattr(module, factory)()  # AttributeError: the table above is stale
+            getattr(module, attribute)  # the same
+            setattr(module, attribute, fresh)
+    config = sys.modules.get("prtoggle.detect.config")
+    if config is not None:
+        config.set_mode(None)
 
 
 def _maybe_apply_reverts() -> None:
-    """Revert what SGLANG_DEBUG_REVERT_PR names, as the start-up hook of a fresh child does."""
+    """Revert what SGLANG_DEBUG_REVERT_PR names, as the start-up hook of a fresh child does.
+
+    A revert a preloaded module left in force is restored first: a run starts unreverted.
+    """
+    toggle = sys.modules.get("prtoggle.toggle")
+    if toggle is not None:
+        for pr in toggle.active_reverts():
+            toggle.restore(pr)
     if not os.environ.get("SGLANG_DEBUG_REVERT_PR", "").strip():
         return
     from prtoggle.errors import PrToggleError
@@ -291,8 +306,8 @@ def _preload(name: str) -> None:
     """Import `name` now; one that fails is left out (the child then imports it and fails)."""
     try:
         importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - reported by the child's own import
-        sys.stderr.write(f"prtoggle warm worker: not preloaded {name}: {exc!r}\n")
+    except Exception:  # the child imports it again and reports the error itself
+        sys.modules.pop(name, None)
 
 
 def _refuse_initialised_cuda() -> None:

@@ -206,12 +206,12 @@ class WarmWorker:
             theirs.close()
         pid: int | None = None
         try:
-            pid = int(self._message(reply, "pid", deadline=None))
+            pid = int(self._message(reply, "pid"))
             with self._lock:
                 self._live.add(pid)
             deadline = None if timeout is None else started + timeout
             stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
-            status = int(self._message(reply, "status", deadline=None))
+            status = int(self._message(reply, "status"))
         except BaseException:
             if pid is not None:
                 _kill_group(pid)
@@ -232,7 +232,7 @@ class WarmWorker:
             timeout=timeout,
         )
 
-    def _message(self, reply: socket.socket, key: str, *, deadline: float | None) -> int:
+    def _message(self, reply: socket.socket, key: str) -> int:
         data = reply.recv(4096)
         if not data:
             code = self._server.poll() if self._server is not None else None
@@ -258,9 +258,7 @@ def command_runner(
         worker.close()
 
 
-def _drain(
-    out_fd: int, err_fd: int, *, pid: int, deadline: float | None
-) -> tuple[str, str, bool]:
+def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tuple[str, str, bool]:
     """Read both pipes to EOF; past `deadline`, kill the run's group and keep reading."""
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
     timed_out = False
