@@ -48,6 +48,7 @@ RUNTIME_VARIABLES = frozenset(
 """Variables read when used, not at import: a warm run may differ from the server in them."""
 
 HEAVY_MODULES = ("torch", "triton", "prtoggle.toggle", "prtoggle.detect")
+"""What a scenario or a check of the fixes' engine imports first: the worker's default preload."""
 _STOP_GRACE_SECONDS = 2.0
 
 Form = Literal["module", "script", "code"]
@@ -182,7 +183,6 @@ class WarmWorker:
         timeout: float | None,
         cwd: str,
     ) -> CommandRun:
-        started = time.monotonic()
         reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
@@ -207,6 +207,7 @@ class WarmWorker:
         pid: int | None = None
         try:
             pid = int(self._message(reply, "pid"))
+            started = time.monotonic()  # the run's own time: the server's start-up is not in it
             with self._lock:
                 self._live.add(pid)
             deadline = None if timeout is None else started + timeout
