@@ -125,8 +125,8 @@ def command_oracle(
         done = run(argv, env=_env_for(reverted, base), timeout=timeout)
         exit_class = classify_exit(done)
         value = metric.read(done) if metric is not None else None
-        verdict, note = _judge(done, exit_class, counts, metric, value)
-        on_run(RunRecord(reverted, exit_class, verdict, done.returncode, done.seconds, note, value))
+        shown, verdict, note = _judge(done, exit_class, counts, metric, value)
+        on_run(RunRecord(reverted, shown, verdict, done.returncode, done.seconds, note, value))
         return Judgement(verdict, reason=note)
 
     return oracle
@@ -168,16 +168,17 @@ def _judge(
     counts: Mapping[str, Verdict],
     metric: MetricRule | None,
     value: float | None,
-) -> tuple[Verdict, str]:
+) -> tuple[str, Verdict, str]:
+    """(class shown, verdict, note): with --metric, the number decides a run that exited."""
     if exit_class in ("timeout", "crash"):
-        return counts[exit_class], _note(run, exit_class)
+        return exit_class, counts[exit_class], _note(run, exit_class)
     if exit_class == "skip" or metric is None:
-        return exit_class, _note(run, exit_class)  # type: ignore[return-value]
+        return exit_class, exit_class, _note(run, exit_class)  # type: ignore[return-value]
     if value is None:
-        return "skip", (
-            f"no number matching --metric {metric.pattern.pattern!r} in stdout or stderr"
-        )
-    return metric.verdict(value), ""
+        note = f"no number matching --metric {metric.pattern.pattern!r} in stdout or stderr"
+        return "no metric", "skip", note
+    verdict = metric.verdict(value)
+    return verdict, verdict, ""
 
 
 def _env_for(reverted: Sequence[int], base: dict[str, str]) -> dict[str, str]:
