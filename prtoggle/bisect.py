@@ -217,16 +217,16 @@ def _sanity_problem(memo: _MemoOracle, candidates: Sequence[int]) -> str | None:
 
 def _inconclusive(judgement: Judgement) -> str:
     """Why a skipped all-reverted run leaves the search without an answer."""
+    start = "inconclusive: the run with every candidate reverted cannot be judged: "
     if judgement.conflict:
-        why = (
-            f"the reverts of {_join(judgement.conflict)} conflict: they cannot be applied "
-            f"together ({judgement.reason})"
+        return (
+            f"{start}the reverts of {_join(judgement.conflict)} conflict: they cannot be "
+            f"applied together ({judgement.reason}); bisect fewer candidates (-r) so that "
+            "their reverts apply together"
         )
-    else:
-        why = f"that run was skipped ({judgement.reason or 'exit status 125'})"
     return (
-        f"inconclusive: the run with every candidate reverted cannot be judged: {why}; "
-        "bisect fewer candidates (-r) so that their reverts apply together"
+        f"{start}that run was skipped ({judgement.reason or 'exit status 125'}); the search "
+        "needs it to be bad"
     )
 
 
