@@ -14,8 +14,8 @@ from prtoggle.cli_support import import_free_source_root, join_prs
 from prtoggle.errors import PrToggleError
 
 if TYPE_CHECKING:
+    from prtoggle.child_process import CommandRun, ExitClass
     from prtoggle.registry import Fix
-    from prtoggle.runner import CommandRun, ExitClass
 
 
 class CommandRunner(Protocol):
@@ -111,7 +111,8 @@ def command_oracle(
     on_run: Callable[[RunRecord], None],
 ) -> Callable[[tuple[int, ...]], Judgement]:
     """Judge each reverted set: a conflict is found before running, the rest by running."""
-    from prtoggle.runner import REVERT_ENV, classify_exit
+    from prtoggle.child_process import classify_exit
+    from prtoggle.protocol import REVERT_ENV
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
 
@@ -190,7 +191,7 @@ def _env_for(reverted: Sequence[int], base: dict[str, str]) -> dict[str, str]:
 
 
 def _note(run: CommandRun, exit_class: ExitClass) -> str:
-    from prtoggle.runner import last_exception
+    from prtoggle.child_process import last_exception
 
     if exit_class == "timeout":
         return f"killed after {run.timeout:g} s"

@@ -170,7 +170,7 @@ def _runner(command: list[str], fixes: Sequence[Fix], *, cold: bool) -> Iterator
     The worker preloads prtoggle's toggles and each candidate's `component` module (which
     imports what the fixed code needs, e.g. torch): the command's own imports, not more.
     """
-    from prtoggle.runner import run_command
+    from prtoggle.child_process import run_command
     from prtoggle.warm_worker import command_runner, warm_enabled
 
     modules = ["prtoggle.toggle", *(fix.component for fix in fixes if fix.component)]

@@ -30,9 +30,9 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+
 MAX_REQUEST_BYTES = 1 << 20
-BOOTSTRAP_FAILURE_PREFIX = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR"
-BOOTSTRAP_FAILURE_EXIT_CODE = 78
 _PR_SET_PDEATHSIG = 1
 _DETECTION_STATE = (
     ("prtoggle.detect.witness", "_DEFAULT", "WitnessRegistry"),
@@ -287,7 +287,7 @@ def _maybe_apply_reverts() -> None:
     if toggle is not None:
         for pr in toggle.active_reverts():
             toggle.restore(pr)
-    if not os.environ.get("SGLANG_DEBUG_REVERT_PR", "").strip():
+    if not os.environ.get(REVERT_ENV, "").strip():
         return
     from prtoggle.errors import PrToggleError
     from prtoggle.registry import _cached_registry

@@ -28,8 +28,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from prtoggle.child_process import CommandRun, run_command
 from prtoggle.errors import RunnerError
-from prtoggle.runner import REVERT_ENV, CommandRun, run_command
+from prtoggle.protocol import (
+    DETECT_MODE_ENV,
+    NAN_DETECTION_ENV,
+    OOB_DETECTION_ENV,
+    POISON_ENV,
+    REVERT_ENV,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +46,10 @@ WARM_ENV = "PRTOGGLE_WARM"
 RUNTIME_VARIABLES = frozenset(
     {
         REVERT_ENV,
-        "SGLANG_SPEC_NAN_DETECTION",
-        "SGLANG_SPEC_OOB_DETECTION",
-        "SGLANG_DEBUG_POISON",
-        "PRTOGGLE_DETECT_MODE",
+        NAN_DETECTION_ENV,
+        OOB_DETECTION_ENV,
+        POISON_ENV,
+        DETECT_MODE_ENV,
     }
 )
 """Variables read when used, not at import: a warm run may differ from the server in them."""

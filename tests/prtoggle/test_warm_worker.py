@@ -23,7 +23,7 @@ from cli_fakes import (
     fake_project,
 )
 
-from prtoggle.runner import CommandRun, classify_exit, run_command
+from prtoggle.child_process import CommandRun, classify_exit, run_command
 from prtoggle.toggle import child_env
 from prtoggle.warm_worker import WarmWorker, python_invocation, warm_enabled
 
