@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from prtoggle.bisect import Judgement, Verdict
 from prtoggle.cli_support import import_free_source_root, join_prs
@@ -16,19 +16,7 @@ from prtoggle.errors import PrToggleError
 if TYPE_CHECKING:
     from prtoggle.child_process import CommandRun, ExitClass
     from prtoggle.registry import Fix
-
-
-class CommandRunner(Protocol):
-    """`run_command`'s signature: what runs one reverted set (a plain or a warm child)."""
-
-    def __call__(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        cwd: str | None = None,
-    ) -> CommandRun: ...
+    from prtoggle.warm_worker import CommandRunner
 
 
 @dataclass(frozen=True)

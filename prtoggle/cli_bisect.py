@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from prtoggle.bisect import MODES, BisectResult, Mode, Verdict, run_search
-from prtoggle.bisect_runs import CommandRunner, MetricRule, RunRecord, command_oracle
+from prtoggle.bisect_runs import MetricRule, RunRecord, command_oracle
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
     check_without_import,
@@ -23,6 +23,7 @@ from prtoggle.cli_support import (
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
+    from prtoggle.warm_worker import CommandRunner
 
 _EPILOG = """\b
 COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
@@ -170,14 +171,13 @@ def _runner(command: list[str], fixes: Sequence[Fix], *, cold: bool) -> Iterator
     The worker preloads prtoggle's toggles and each candidate's `component` module (which
     imports what the fixed code needs, e.g. torch): the command's own imports, not more.
     """
-    from prtoggle.child_process import run_command
     from prtoggle.warm_worker import command_runner, warm_enabled
 
     modules = ["prtoggle.toggle", *(fix.component for fix in fixes if fix.component)]
     if command[1:3] == ["-m", "pytest"]:
         modules.append("pytest")
-    with command_runner(warm=warm_enabled(cold=cold), preload=modules) as worker:
-        yield worker.run if worker is not None else run_command
+    with command_runner(warm=warm_enabled(cold=cold), preload=modules) as runner:
+        yield runner
 
 
 def _record(records: list[RunRecord], record: RunRecord, echo: Callable[[str], None]) -> None:

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from prtoggle.child_process import CommandRun, run_command
 from prtoggle.errors import RunnerError
@@ -59,6 +59,19 @@ HEAVY_MODULES = ("torch", "triton", "prtoggle.toggle", "prtoggle.detect")
 _STOP_GRACE_SECONDS = 2.0
 
 Form = Literal["module", "script", "code"]
+
+
+class CommandRunner(Protocol):
+    """`run_command`'s signature: a plain child, or a WarmWorker's `run`."""
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cwd: str | None = None,
+    ) -> CommandRun: ...
 
 
 @dataclass(frozen=True)
@@ -254,14 +267,14 @@ class WarmWorker:
 @contextlib.contextmanager
 def command_runner(
     *, warm: bool, preload: Sequence[str] = HEAVY_MODULES
-) -> Iterator[WarmWorker | None]:
-    """A WarmWorker that is closed on exit when `warm`, else None (plain children)."""
+) -> Iterator[CommandRunner]:
+    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_command`."""
     if not warm:
-        yield None
+        yield run_command
         return
     worker = WarmWorker(preload=tuple(dict.fromkeys(preload)))
     try:
-        yield worker
+        yield worker.run
     finally:
         worker.close()
 
