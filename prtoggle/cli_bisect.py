@@ -31,7 +31,21 @@ COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
 skip, unless --crash-as/--timeout-as say so; both are reported, never fatal.
 A candidate whose revert does not apply to the current code (checked first,
 without importing it) is a skip: it is left out of the search. A run whose
-child reports a PatchApplicationError at start-up is a skip too.
+child reports a PatchApplicationError at start-up is a skip too. A set of
+reverts that cannot apply together (two recipes edit one line; checked on the
+source files before running) is a conflict: a skip that names the recipes;
+when it is the all-reverted set, ordered and ddmin answer "inconclusive".
+
+\b
+With --metric REGEX --threshold X, a run that exited is judged by a number:
+REGEX's first group (or whole match) in its last match in stdout, else
+stderr; good when >= X (<= X with --lower-is-better). A run whose output has
+no match is a skip ("no metric"). --json carries each run's metric.
+
+\b
+Python commands (python -m M / SCRIPT / -c CODE) run in children forked from
+a warm worker that imported the engine once; --cold (or PRTOGGLE_WARM=0)
+starts each run as a fresh process. Other commands are plain children.
 
 \b
 Modes:
@@ -51,6 +65,7 @@ Examples:
   prtoggle bisect -- pytest -q tests/regression/test_pr26521_draft_decode_capture.py
   prtoggle bisect --mode ddmin -r 24856,26521,27460 -- python app.py
   prtoggle bisect --mode ordered --timeout 600 --json -- ./run_eval.sh
+  prtoggle bisect --metric 'accuracy: ([0-9.]+)' --threshold 0.9 -- python eval.py
 """
 
 
