@@ -83,7 +83,7 @@ def repro_command(
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
     workers = jobs or min(4, os.cpu_count() or 1)
-    preload = [*HEAVY_MODULES, *(str(fix.repro) for fix in fixes)]
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
     with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
         results = run_repros(
             fixes,

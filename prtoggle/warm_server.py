@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     fresh_signals = _current_dispositions()
     _die_with_parent()
     base_path = _path_without_python_path(list(sys.path))
+    sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
     for name in args[1:]:
         _preload(name)
     _refuse_initialised_cuda()

@@ -55,7 +55,11 @@ RUNTIME_VARIABLES = frozenset(
 """Variables read when used, not at import: a warm run may differ from the server in them."""
 
 HEAVY_MODULES = ("torch", "triton", "prtoggle.toggle", "prtoggle.detect")
-"""What a scenario or a check of the fixes' engine imports first: the worker's default preload."""
+"""What a scenario or a check of the fixes' engine imports first: the worker's default preload.
+
+Commands add the modules of the fixes' code (`component:`), never a `-m` target itself: that
+runs as `__main__` in the child, and importing it under its own name in the server would
+run its module-level code there too."""
 _STOP_GRACE_SECONDS = 2.0
 
 Form = Literal["module", "script", "code"]
