@@ -33,6 +33,8 @@ from typing import Any
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 
 MAX_REQUEST_BYTES = 1 << 20
+CUDA_INITIALISED_EXIT_CODE = 3
+"""The server's status when a preloaded module initialised CUDA (it then serves nothing)."""
 _PR_SET_PDEATHSIG = 1
 _DETECTION_STATE = (
     ("prtoggle.detect.witness", "_DEFAULT", "WitnessRegistry"),
@@ -312,10 +314,10 @@ def _preload(name: str) -> None:
 
 
 def _refuse_initialised_cuda() -> None:
+    """Each child must create its own CUDA context: one made here cannot cross a fork."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        sys.stderr.write("prtoggle warm worker: a preloaded module initialised CUDA\n")
-        os._exit(3)
+        os._exit(CUDA_INITIALISED_EXIT_CODE)
 
 
 def _current_dispositions() -> dict[int, Any]:

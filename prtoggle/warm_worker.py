@@ -37,6 +37,7 @@ from prtoggle.protocol import (
     POISON_ENV,
     REVERT_ENV,
 )
+from prtoggle.warm_server import CUDA_INITIALISED_EXIT_CODE
 
 logger = logging.getLogger(__name__)
 
@@ -259,13 +260,19 @@ class WarmWorker:
 
     def _message(self, reply: socket.socket, key: str) -> int:
         data = reply.recv(4096)
-        if not data:
-            code = self._server.poll() if self._server is not None else None
-            raise RunnerError(
-                f"the warm worker (pid {self.server_pid}) ended before reporting the run's "
-                f"{key} (its exit status: {code}); rerun with --cold or {WARM_ENV}=0"
+        if data:
+            return int(json.loads(data)[key])
+        code = self._server.wait(timeout=_STOP_GRACE_SECONDS) if self._server else None
+        why = f"its exit status: {code}"
+        if code == CUDA_INITIALISED_EXIT_CODE:
+            why = (
+                f"one of the modules it preloads ({', '.join(self.preload)}) initialised "
+                "CUDA, which a forked child cannot use"
             )
-        return int(json.loads(data)[key])
+        raise RunnerError(
+            f"the warm worker (pid {self.server_pid}) ended before reporting the run's "
+            f"{key} ({why}); rerun with --cold or {WARM_ENV}=0"
+        )
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from cli_fakes import (
 )
 
 from prtoggle.child_process import CommandRun, classify_exit, run_command
+from prtoggle.errors import RunnerError
 from prtoggle.toggle import child_env
 from prtoggle.warm_worker import WarmWorker, python_invocation, warm_enabled
 
@@ -323,3 +324,48 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_preload_that_initialises_cuda_stops_the_server_with_a_clear_error(
+    project: FakeProject,
+) -> None:
+    # On a machine without CUDA, make torch report an initialised context after import.
+    (project.source_dir / "cuda_initialising.py").write_text(
+        "import torch\ntorch.cuda.is_initialized = lambda: True\n"
+    )
+    worker = WarmWorker(preload=("cuda_initialising",), base_env=stable_env())
+    try:
+        with pytest.raises(RunnerError) as raised:
+            worker.run([sys.executable, "-c", "pass"], env=stable_env())
+        pid = worker.server_pid
+    finally:
+        worker.close()
+    assert str(raised.value) == (
+        f"the warm worker (pid {pid}) ended before reporting the run's pid "
+        "(one of the modules it preloads (cuda_initialising) initialised CUDA, which a "
+        "forked child cannot use); rerun with --cold or PRTOGGLE_WARM=0"
+    )
+
+
+def test_repro_through_the_worker_reports_what_fresh_processes_report(
+    fake_project: FakeProject,
+) -> None:
+    from click.testing import CliRunner
+
+    from prtoggle.cli import cli
+
+    def repro(*options: str) -> list[dict[str, object]]:
+        result = CliRunner().invoke(cli, ["repro", str(ANSWER_FIX), "--json", *options])
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.stdout)
+        for entry in answer:
+            for key in ("seconds",):
+                entry.pop(key)
+            for variant in ("fixed", "reverted"):
+                entry[variant].pop("seconds")
+        return answer
+
+    warm, cold = repro(), repro("--cold")
+    assert warm == cold
+    assert warm[0]["reproduced"] is True
+    assert warm[0]["reverted"]["error"] == "WrongAnswer"
