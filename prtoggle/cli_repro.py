@@ -12,6 +12,7 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    collection_option,
     echo_json,
     format_table,
     json_option,
@@ -65,10 +66,12 @@ Examples:
     is_flag=True,
     help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
+@collection_option
 @json_option
 def repro_command(
     *,
     prs: tuple[int, ...],
+    collection: str | None,
     run_all: bool,
     device: str,
     provider: str | None,
@@ -80,7 +83,7 @@ def repro_command(
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
     from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
 
-    registry = load_default_registry()
+    registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
     workers = jobs or min(4, os.cpu_count() or 1)
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
