@@ -91,7 +91,7 @@ def test_a_guarding_test_passes_fixed_and_reverted(
     result = pytester.runpytest_inprocess("-v", "--strict-markers")
     result.stdout.fnmatch_lines(
         [
-            "*::test_answer_is_right PASSED*",
+            "*::test_answer_is_right[[]fixed[]] PASSED*",
             f"*::test_answer_is_right[[]reverted-{ANSWER_FIX}[]] PASSED*",
         ]
     )

@@ -1,0 +1,108 @@
+"""The JSON outcome report of prtoggle's pytest plugin: node id -> outcome, written and read.
+
+`pytest --prtoggle-report FILE` writes it when the session ends (on the xdist controller,
+where every test's reports arrive); `prtoggle coverage` and the plugin's subprocess
+variants read it. No pytest import here: `prtoggle coverage` only reads the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from prtoggle.errors import PrToggleError
+
+if TYPE_CHECKING:
+    import pytest
+
+REPORT_OPTION = "--prtoggle-report"
+NO_VARIANTS_OPTION = "--no-guard-variants"
+REPORT_VERSION = 1
+ERROR_PROPERTY = "prtoggle_error"
+"""The user property by which a failed report carries its `Type: message` (xdist too)."""
+
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+FAILING: tuple[Outcome, ...] = ("failed", "error")
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """A test's outcome over its phases, and the `Type: message` of its failure if any."""
+
+    outcome: Outcome
+    error: str | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in FAILING
+
+
+def report_options(path: Path) -> list[str]:
+    """The pytest options that make a run write its report to `path` with no variants."""
+    return [NO_VARIANTS_OPTION, REPORT_OPTION, str(path)]
+
+
+def write_report(path: Path, *, prs: Sequence[int], outcomes: Mapping[str, TestOutcome]) -> None:
+    tests = {
+        nodeid: {"outcome": outcome.outcome, "error": outcome.error}
+        for nodeid, outcome in outcomes.items()
+    }
+    data = {"version": REPORT_VERSION, "reverted": list(prs), "tests": tests}
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def read_report(path: Path) -> dict[str, TestOutcome]:
+    """The outcomes a report file holds, by node id."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data["version"] != REPORT_VERSION:
+            raise ValueError(f"version {data['version']!r}, expected {REPORT_VERSION}")
+        return {
+            str(nodeid): TestOutcome(_outcome(record["outcome"]), record.get("error"))
+            for nodeid, record in data["tests"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PrToggleError(
+            f"{path}: not a prtoggle pytest report ({type(exc).__name__}: {exc}); expected "
+            f"the JSON that `pytest {REPORT_OPTION} FILE` writes"
+        ) from exc
+
+
+def merge_phase(
+    outcomes: dict[str, TestOutcome], nodeid: str, report: pytest.TestReport, error: str | None
+) -> None:
+    """Fold one phase's report into the test's outcome (a failed teardown spoils a pass)."""
+    outcome = _phase_outcome(report)
+    if outcome is None:
+        return
+    current = outcomes.get(nodeid)
+    if report.when == "teardown" and current is not None:
+        if current.outcome in ("passed", "xpassed"):
+            outcomes[nodeid] = TestOutcome(outcome, error)
+        return
+    outcomes[nodeid] = TestOutcome(outcome, error)
+
+
+def _phase_outcome(report: pytest.TestReport) -> Outcome | None:
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if report.passed:
+            return "xpassed" if xfail else "passed"
+        if report.failed:
+            return "failed"
+        return "xfailed" if xfail else "skipped"
+    if report.failed:
+        return "error"
+    if report.skipped:
+        return "xfailed" if xfail else "skipped"
+    return None
+
+
+def _outcome(value: object) -> Outcome:
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        if value == outcome:
+            return outcome
+    raise ValueError(f"unknown outcome {value!r}")
