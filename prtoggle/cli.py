@@ -11,6 +11,7 @@ import click
 
 from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
+from prtoggle.cli_coverage import coverage_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
@@ -201,6 +202,7 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
+cli.add_command(coverage_command)
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ from prtoggle.pytest_report import (
     ERROR_PROPERTY,
     NO_VARIANTS_OPTION,
     REPORT_OPTION,
+    PytestReport,
     TestOutcome,
     merge_phase,
     read_report,
@@ -77,6 +78,7 @@ class _SessionState:
     previous_env: str | None = None
     env_changed: bool = False
     outcomes: dict[str, TestOutcome] = field(default_factory=dict)
+    collect_errors: dict[str, str] = field(default_factory=dict)
     plain_outcomes: dict[str, TestOutcome] = field(default_factory=dict)
 
 
@@ -261,11 +263,12 @@ class OutcomeReport:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A collector that failed (a module that no longer imports) is an error outcome."""
         if report.failed:
-            lines = report.longreprtext.strip().splitlines()
-            self.state.outcomes[report.nodeid] = TestOutcome("error", lines[-1] if lines else None)
+            lines = report.longreprtext.strip().splitlines() or ["(no message)"]
+            self.state.collect_errors[report.nodeid] = lines[-1]
 
     def pytest_sessionfinish(self) -> None:
-        write_report(self.path, prs=self.state.prs, outcomes=self.state.outcomes)
+        report = PytestReport(tests=self.state.outcomes, collect_errors=self.state.collect_errors)
+        write_report(self.path, prs=self.state.prs, report=report)
 
 
 def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
@@ -340,7 +343,7 @@ def _outcome_in_child(
             timeout=timeout,
             cwd=str(item.config.rootpath),
         )
-        outcomes = read_report(report_path) if report_path.exists() else {}
+        outcomes = read_report(report_path).tests if report_path.exists() else {}
     reverted = ", ".join(map(str, prs))
     item.add_report_section("setup", f"prtoggle child (PR {reverted} reverted)", output_tail(run))
     if run.timed_out:

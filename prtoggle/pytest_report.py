@@ -40,35 +40,51 @@ class TestOutcome:
         return self.outcome in FAILING
 
 
+@dataclass(frozen=True)
+class PytestReport:
+    """What one session's report holds: test outcomes and collectors that failed."""
+
+    tests: Mapping[str, TestOutcome]
+    collect_errors: Mapping[str, str]
+    """Node id of a collector that failed (e.g. a module that does not import) -> its error."""
+
+
 def report_options(path: Path) -> list[str]:
     """The pytest options that make a run write its report to `path` with no variants."""
     return [NO_VARIANTS_OPTION, REPORT_OPTION, str(path)]
 
 
-def write_report(path: Path, *, prs: Sequence[int], outcomes: Mapping[str, TestOutcome]) -> None:
+def write_report(path: Path, *, prs: Sequence[int], report: PytestReport) -> None:
     tests = {
         nodeid: {"outcome": outcome.outcome, "error": outcome.error}
-        for nodeid, outcome in outcomes.items()
+        for nodeid, outcome in report.tests.items()
     }
-    data = {"version": REPORT_VERSION, "reverted": list(prs), "tests": tests}
+    data = {
+        "version": REPORT_VERSION,
+        "reverted": list(prs),
+        "tests": tests,
+        "collect_errors": dict(report.collect_errors),
+    }
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
-def read_report(path: Path) -> dict[str, TestOutcome]:
+def read_report(path: Path) -> PytestReport:
     """The outcomes a report file holds, by node id."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data["version"] != REPORT_VERSION:
             raise ValueError(f"version {data['version']!r}, expected {REPORT_VERSION}")
-        return {
+        tests = {
             str(nodeid): TestOutcome(_outcome(record["outcome"]), record.get("error"))
             for nodeid, record in data["tests"].items()
         }
+        errors = {str(nodeid): str(error) for nodeid, error in data["collect_errors"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise PrToggleError(
             f"{path}: not a prtoggle pytest report ({type(exc).__name__}: {exc}); expected "
             f"the JSON that `pytest {REPORT_OPTION} FILE` writes"
         ) from exc
+    return PytestReport(tests=tests, collect_errors=errors)
 
 
 def merge_phase(
