@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
-from prtoggle.pytest_report import TestOutcome, read_report, report_options
+from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, report_options
 from prtoggle.toggle import REVERT_ENV
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class SuiteRun:
     """
 
     prs: tuple[int, ...]
-    outcomes: Mapping[str, TestOutcome]
+    outcomes: Mapping[str, NodeOutcome]
     collect_errors: Mapping[str, str]
     seconds: float
     exit_code: int | None
@@ -172,7 +172,8 @@ def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -
     env = child_env(prs, base=base) if prs else base
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
-        run = run_command([*command, *report_options(report_path)], env=env, timeout=timeout)
+        argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
+        run = run_command(argv, env=env, timeout=timeout)
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
@@ -181,10 +182,12 @@ def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -
         else:
             error = None
         report = read_report(report_path) if error is None else None
+    if report is not None:
+        error = _patch_failure(report, prs)
     return SuiteRun(
         prs=prs,
-        outcomes=report.tests if report else {},
-        collect_errors=report.collect_errors if report else {},
+        outcomes=report.tests if report and error is None else {},
+        collect_errors=report.collect_errors if report and error is None else {},
         seconds=run.seconds,
         exit_code=run.returncode,
         error=error,
@@ -199,7 +202,7 @@ def compare(plain: SuiteRun, reverted: SuiteRun) -> dict[str, Cell]:
     return cells
 
 
-def _cell(test: str, plain: TestOutcome, reverted: SuiteRun) -> Cell:
+def _cell(test: str, plain: NodeOutcome, reverted: SuiteRun) -> Cell:
     if plain.failing:
         return "plain-fails"
     if plain.outcome != "passed":
@@ -219,4 +222,17 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
     for nodeid in run.collect_errors:
         if not nodeid or test.startswith((f"{nodeid}::", f"{nodeid}/")):
             return nodeid
+    return None
+
+
+def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:
+    """Why the run does not count: a revert that failed to apply (seen in any error)."""
+    from prtoggle.runner import PATCH_FAILURE_NAMES
+
+    errors = [o.error for o in report.tests.values() if o.error] + [*report.collect_errors.values()]
+    for error in errors:
+        type_name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+        if type_name in PATCH_FAILURE_NAMES:
+            first_line = error.splitlines()[0]
+            return f"the revert of PR {', '.join(map(str, prs))} did not apply: {first_line}"
     return None

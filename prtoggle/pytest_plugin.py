@@ -39,8 +39,8 @@ from prtoggle.pytest_report import (
     ERROR_PROPERTY,
     NO_VARIANTS_OPTION,
     REPORT_OPTION,
+    NodeOutcome,
     PytestReport,
-    TestOutcome,
     merge_phase,
     read_report,
     report_options,
@@ -77,9 +77,9 @@ class _SessionState:
     applied: tuple[int, ...] = ()
     previous_env: str | None = None
     env_changed: bool = False
-    outcomes: dict[str, TestOutcome] = field(default_factory=dict)
+    outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
     collect_errors: dict[str, str] = field(default_factory=dict)
-    plain_outcomes: dict[str, TestOutcome] = field(default_factory=dict)
+    plain_outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
 
 
 _STATE_KEY = pytest.StashKey[_SessionState]()
@@ -263,8 +263,7 @@ class OutcomeReport:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A collector that failed (a module that no longer imports) is an error outcome."""
         if report.failed:
-            lines = report.longreprtext.strip().splitlines() or ["(no message)"]
-            self.state.collect_errors[report.nodeid] = lines[-1]
+            self.state.collect_errors[report.nodeid] = _collect_error_text(report)
 
     def pytest_sessionfinish(self) -> None:
         report = PytestReport(tests=self.state.outcomes, collect_errors=self.state.collect_errors)
@@ -282,6 +281,14 @@ def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
             pytrace=False,
         )
     item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}")
+
+
+def _collect_error_text(report: pytest.CollectReport) -> str:
+    """`Type: message` of a collector's failure (first line), else its report's first line."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    lines = str(message or report.longreprtext).strip().splitlines()
+    return lines[0] if lines else "(no message)"
 
 
 def _guards_of(definition: pytest.Item) -> list[Guard]:
@@ -328,7 +335,7 @@ def _failure_in_child(item: pytest.Function, guard: Guard) -> str | None:
 
 def _outcome_in_child(
     item: pytest.Function, nodeid: str, *, prs: tuple[int, ...], timeout: float
-) -> TestOutcome:
+) -> NodeOutcome:
     """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
     from prtoggle.runner import output_tail, run_command
     from prtoggle.toggle import child_env
@@ -347,10 +354,10 @@ def _outcome_in_child(
     reverted = ", ".join(map(str, prs))
     item.add_report_section("setup", f"prtoggle child (PR {reverted} reverted)", output_tail(run))
     if run.timed_out:
-        return TestOutcome("error", f"Timeout: the child pytest ran past {timeout:g} s")
+        return NodeOutcome("error", f"Timeout: the child pytest ran past {timeout:g} s")
     outcome = outcomes.get(nodeid)
     if outcome is None:
-        return TestOutcome("error", f"ChildCrashed: exit status {run.returncode}")
+        return NodeOutcome("error", f"ChildCrashed: exit status {run.returncode}")
     return outcome
 
 

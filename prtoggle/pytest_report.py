@@ -24,15 +24,15 @@ REPORT_VERSION = 1
 ERROR_PROPERTY = "prtoggle_error"
 """The user property by which a failed report carries its `Type: message` (xdist too)."""
 
-Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
-FAILING: tuple[Outcome, ...] = ("failed", "error")
+OutcomeName = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+FAILING: tuple[OutcomeName, ...] = ("failed", "error")
 
 
 @dataclass(frozen=True)
-class TestOutcome:
+class NodeOutcome:
     """A test's outcome over its phases, and the `Type: message` of its failure if any."""
 
-    outcome: Outcome
+    outcome: OutcomeName
     error: str | None = None
 
     @property
@@ -44,7 +44,7 @@ class TestOutcome:
 class PytestReport:
     """What one session's report holds: test outcomes and collectors that failed."""
 
-    tests: Mapping[str, TestOutcome]
+    tests: Mapping[str, NodeOutcome]
     collect_errors: Mapping[str, str]
     """Node id of a collector that failed (e.g. a module that does not import) -> its error."""
 
@@ -75,7 +75,7 @@ def read_report(path: Path) -> PytestReport:
         if data["version"] != REPORT_VERSION:
             raise ValueError(f"version {data['version']!r}, expected {REPORT_VERSION}")
         tests = {
-            str(nodeid): TestOutcome(_outcome(record["outcome"]), record.get("error"))
+            str(nodeid): NodeOutcome(_outcome(record["outcome"]), record.get("error"))
             for nodeid, record in data["tests"].items()
         }
         errors = {str(nodeid): str(error) for nodeid, error in data["collect_errors"].items()}
@@ -88,7 +88,7 @@ def read_report(path: Path) -> PytestReport:
 
 
 def merge_phase(
-    outcomes: dict[str, TestOutcome], nodeid: str, report: pytest.TestReport, error: str | None
+    outcomes: dict[str, NodeOutcome], nodeid: str, report: pytest.TestReport, error: str | None
 ) -> None:
     """Fold one phase's report into the test's outcome (a failed teardown spoils a pass)."""
     outcome = _phase_outcome(report)
@@ -97,12 +97,12 @@ def merge_phase(
     current = outcomes.get(nodeid)
     if report.when == "teardown" and current is not None:
         if current.outcome in ("passed", "xpassed"):
-            outcomes[nodeid] = TestOutcome(outcome, error)
+            outcomes[nodeid] = NodeOutcome(outcome, error)
         return
-    outcomes[nodeid] = TestOutcome(outcome, error)
+    outcomes[nodeid] = NodeOutcome(outcome, error)
 
 
-def _phase_outcome(report: pytest.TestReport) -> Outcome | None:
+def _phase_outcome(report: pytest.TestReport) -> OutcomeName | None:
     xfail = hasattr(report, "wasxfail")
     if report.when == "call":
         if report.passed:
@@ -117,7 +117,7 @@ def _phase_outcome(report: pytest.TestReport) -> Outcome | None:
     return None
 
 
-def _outcome(value: object) -> Outcome:
+def _outcome(value: object) -> OutcomeName:
     for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
         if value == outcome:
             return outcome
