@@ -39,7 +39,7 @@ CELL_MEANINGS: Mapping[Cell, str] = {
     "skipped": "skipped (plain or reverted)",
     "plain-fails": "fails plain: not judged",
     "not-run": "not in the reverted run's report",
-    "run-failed": "the reverted run wrote no report",
+    "run-failed": "the reverted run does not count (no report, or its revert did not apply)",
 }
 DEFAULT_TIMEOUT = 900.0
 

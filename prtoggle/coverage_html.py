@@ -18,6 +18,8 @@ table.matrix { border-collapse: collapse; margin: 8px 0 16px; }
 .matrix thead th { background: #f6f7f9; vertical-align: bottom; font-weight: 600; }
 .matrix th.test { text-align: left; font: 12px ui-monospace, monospace; max-width: 640px;
   overflow-wrap: anywhere; font-weight: normal; }
+.matrix th.test .path { display: block; color: #6e7781; }
+.matrix th.test .name { display: block; color: #1d2329; font-weight: 600; }
 .matrix td.cell { width: 64px; text-align: center; font-weight: 700; }
 .matrix td.count, .matrix th.count { text-align: center; }
 .pr small { display: block; font-weight: normal; color: #56606b; }
@@ -65,7 +67,8 @@ def render_html(report: CoverageReport) -> str:
 
 def _matrix(report: CoverageReport) -> str:
     head = "".join(
-        f'<th class="pr">#{entry.fix.pr}<small>{_e(entry.collection)}</small></th>'
+        f'<th class="pr" title="{_e(entry.fix.title)}">#{entry.fix.pr}'
+        f"<small>{_e(entry.collection)}</small></th>"
         for entry in report.fixes
     )
     counts = "".join(_count_cell(len(entry.guarded_by)) for entry in report.fixes)
@@ -79,10 +82,19 @@ def _matrix(report: CoverageReport) -> str:
         cells = "".join(_cell(entry, test) for entry in report.fixes)
         guarded = sum(entry.cells[test] == "guards" for entry in report.fixes)
         rows.append(
-            f'<tr><th class="test">{_e(test)}</th>{cells}<td class="count">{guarded}</td></tr>'
+            f'<tr><th class="test">{_test_label(test)}</th>{cells}'
+            f'<td class="count">{guarded}</td></tr>'
         )
     rows.append("</tbody>")
     return '<table class="matrix">' + "\n".join(rows) + "</table>"
+
+
+def _test_label(test: str) -> str:
+    """The node id as its file (grey) over its test name, each wrapping on its own."""
+    path, separator, name = test.partition("::")
+    if not separator:
+        return _e(test)
+    return f'<span class="path">{_e(path)}::</span><span class="name">{_e(name)}</span>'
 
 
 def _cell(entry: FixCoverage, test: str) -> str:
@@ -127,7 +139,7 @@ def _run_errors(report: CoverageReport) -> str:
         for entry in report.fixes
         if entry.run.error is not None
     )
-    return f"<h2>Runs without a report</h2><ul>{items}</ul>" if items else ""
+    return f"<h2>Reverted runs that do not count</h2><ul>{items}</ul>" if items else ""
 
 
 def _e(text: str) -> str:

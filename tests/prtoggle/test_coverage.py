@@ -134,6 +134,7 @@ def test_a_plain_run_without_a_report_is_an_error(
     command = ["python", "-c", "pass"]
     with pytest.raises(
         RunnerError,
-        match=r"the plain run of 'python -c pass' wrote no report: exit status 0, no report; last line: ",
+        match=r"^the plain run of 'python -c pass' wrote no report: exit status 0, no report; "
+        "last line: no output$",
     ):
         run_coverage([registry.get(ANSWER_FIX)], command, jobs=1, timeout=60)
