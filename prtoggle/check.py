@@ -65,8 +65,9 @@ def check_fixes(
     importing; otherwise their modules are imported.
     """
     results = []
-    for pr in prs if prs is not None else registry.prs():
-        fix = registry.get(pr)
+    fixes = [f for pr in (prs if prs is not None else registry.prs()) for f in registry.find(pr)]
+    for fix in fixes:
+        pr = fix.pr
         for patch in fix.patches:
             try:
                 source = _target_source(patch.target, source_root=source_root)

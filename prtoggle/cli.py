@@ -17,6 +17,8 @@ from prtoggle.cli_support import (
     EXIT_NEGATIVE,
     PrToggleGroup,
     check_without_import,
+    checks_per_fix,
+    collection_option,
     echo_json,
     format_table,
     import_free_source_root,
@@ -26,6 +28,7 @@ from prtoggle.cli_support import (
     selected_fixes,
 )
 from prtoggle.errors import PatchApplicationError, RunnerError
+from prtoggle.protocol import shell_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -61,46 +64,55 @@ def cli() -> None:
 
 @cli.command(
     "list",
-    epilog="\b\nExamples:\n  prtoggle list\n  prtoggle list --json",
+    epilog="\b\nExamples:\n  prtoggle list\n  prtoggle list --collection fixes --json",
 )
+@collection_option
 @json_option
-def list_command(as_json: bool) -> None:
-    """List the registered fixes and whether each revert applies to the current code.
+def list_command(collection: str | None, as_json: bool) -> None:
+    """List the registered fixes of every collection and whether each revert applies.
 
-    The sources are read as files: nothing is imported (torch neither).
+    The sources are read as files: nothing is imported (torch neither). APPLIES is
+    `absent` when the fix's package is not installed here.
     """
-    registry = load_default_registry()
+    registry = load_default_registry(collection=collection)
     fixes = selected_fixes(registry, ())
-    checks = check_without_import(registry, fixes)
-    records = [_list_record(fix, checks[fix.pr]) for fix in fixes]
+    checks = checks_per_fix(registry, fixes)
+    records = [_list_record(fix, checks[fix]) for fix in fixes]
     if as_json:
         echo_json(records)
         return
+    applies = {True: "yes", False: "NO", None: "absent"}
     rows = [
         [
             str(r["pr"]),
+            r["collection"],
             r["merged"] or "-",
             r["component"] or "-",
             r["symptom"] or "-",
-            "yes" if r["applies"] else "NO",
-            r["title"],
+            applies[r["applies"]],
+            r["title"] or "-",
         ]
         for r in records
     ]
-    click.echo(format_table(["PR", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"], rows))
+    headers = ["PR", "COLLECTION", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
+    click.echo(format_table(headers, rows))
 
 
 @cli.command(
     "show",
-    epilog="\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 26521 --json",
+    epilog="\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 27460 --collection fixes --json",
 )
 @click.argument("pr", type=int)
+@collection_option
 @json_option
-def show_command(pr: int, as_json: bool) -> None:
-    """Show fix PR: its metadata and a unified diff, fixed -> reverted, per target."""
+def show_command(pr: int, collection: str | None, as_json: bool) -> None:
+    """Show fix PR: its metadata and a unified diff, fixed -> reverted, per target.
+
+    A PR number registered in several collections needs --collection (the error lists them).
+    """
     from prtoggle.check import fix_diffs
 
-    fix = load_default_registry().get(pr)
+    fix = load_default_registry(collection=collection).get(pr)
     try:
         diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
     except PatchApplicationError:
@@ -218,7 +230,7 @@ def _refuse_reverts_that_do_not_apply(registry: Registry, prs: Sequence[int]) ->
     refuses them at import.
     """
     findable = [
-        fix for fix in (registry.get(pr) for pr in prs) if import_free_source_root(fix) is not None
+        fix for pr in prs for fix in registry.find(pr) if import_free_source_root(fix) is not None
     ]
     for pr, checks in check_without_import(registry, findable).items():
         failed = [check for check in checks if not check.ok]
@@ -242,11 +254,11 @@ def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:
             break
         except KeyboardInterrupt:  # the child got the same SIGINT; report how it ends
             continue
-    return 128 - returncode if returncode < 0 else returncode
+    return shell_status(returncode)
 
 
 def _print_metadata(fix: Fix) -> None:
-    click.echo(f"PR {fix.pr}: {fix.title}")
+    click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
     for key, value in _fix_metadata(fix).items():
         if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
             click.echo(f"  {key + ':':<11}{value}")
@@ -258,6 +270,7 @@ def _print_metadata(fix: Fix) -> None:
 def _fix_metadata(fix: Fix) -> dict[str, Any]:
     return {
         "pr": fix.pr,
+        "collection": fix.collection,
         "title": fix.title,
         "url": fix.url,
         "merged": fix.merged.isoformat() if fix.merged else None,
@@ -273,8 +286,10 @@ def _fix_metadata(fix: Fix) -> dict[str, Any]:
 
 
 def _list_record(fix: Fix, checks: list[TargetCheck]) -> dict[str, Any]:
+    """`applies` is None when the fix's package is not installed (absent)."""
     record = _fix_metadata(fix)
-    record["applies"] = all(check.ok for check in checks)
+    absent = import_free_source_root(fix) is None
+    record["applies"] = None if absent else all(check.ok for check in checks)
     record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
     return record
 

@@ -128,24 +128,14 @@ def coverage_command(
 def _selected(
     registry: Registry, specs: tuple[str, ...], *, run_all: bool, collection: str | None
 ) -> list[Fix]:
-    from prtoggle.coverage import fix_collection
-
+    """The fixes named by -r (all when none), within --collection when given."""
     if run_all and specs:
         raise click.UsageError("give -r PRS or --all, not both")
-    prs = parse_revert_options(specs, registry) if specs else registry.prs()
-    fixes = [registry.get(pr) for pr in prs]
-    if collection is None:
-        return fixes
-    collections = sorted({fix_collection(registry.fixes[pr]) for pr in registry.prs()})
-    if collection not in collections:
-        raise click.UsageError(
-            f"--collection {collection!r}: no such collection; collections: "
-            + (", ".join(collections) or "none")
-        )
-    chosen = [fix for fix in fixes if fix_collection(fix) == collection]
-    if not chosen:
-        raise click.UsageError(f"--collection {collection!r}: none of PR {join_prs(prs)} is in it")
-    return chosen
+    scope = registry.in_collection(collection)
+    if not specs:
+        return list(scope.fixes)
+    prs = parse_revert_options(specs, registry)
+    return [fix for pr in prs for fix in scope.find(pr, collection=collection)]
 
 
 def _print_progress(run: SuiteRun) -> None:
@@ -158,7 +148,7 @@ def _print_report(report: CoverageReport) -> None:
     rows = []
     for entry in report.fixes:
         tests = list(entry.guarded_by) or [entry.run.error or "NONE"]
-        rows.append([str(entry.fix.pr), entry.collection, str(len(entry.guarded_by)), tests[0]])
+        rows.append([str(entry.fix.pr), entry.fix.collection, str(len(entry.guarded_by)), tests[0]])
         rows.extend(["", "", "", test] for test in tests[1:])
     click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
     click.echo("")
@@ -188,4 +178,4 @@ def _matrix_text(report: CoverageReport) -> str:
 
 def _unguarded_reason(entry: FixCoverage) -> str:
     why = f": its reverted run failed ({entry.run.error})" if entry.run.error else ""
-    return f"PR {entry.fix.pr} ({entry.collection}){why}"
+    return f"PR {entry.fix.pr} ({entry.fix.collection}){why}"

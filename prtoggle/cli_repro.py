@@ -12,6 +12,7 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    collection_option,
     echo_json,
     format_table,
     json_option,
@@ -21,7 +22,7 @@ from prtoggle.cli_support import (
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
-    from prtoggle.runner import ReproResult, ScenarioResult
+    from prtoggle.repro import ReproResult, ScenarioResult
 
 _VARIANTS = ("fixed", "reverted")
 
@@ -59,10 +60,12 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@collection_option
 @json_option
 def repro_command(
     *,
     prs: tuple[int, ...],
+    collection: str | None,
     run_all: bool,
     device: str,
     provider: str | None,
@@ -71,7 +74,7 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    registry = load_default_registry()
+    registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
     workers = jobs or min(4, os.cpu_count() or 1)
     results = run_repros(
@@ -103,7 +106,7 @@ def run_repros(
 
     `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes.
     """
-    from prtoggle.runner import ReproResult, run_scenario
+    from prtoggle.repro import ReproResult, run_scenario
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
         return pool.submit(
@@ -169,7 +172,7 @@ def _print_table(results: Sequence[ReproResult]) -> None:
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runner import output_tail
+    from prtoggle.child_process import output_tail
 
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from prtoggle.check import TargetCheck
     from prtoggle.registry import Fix, Registry
 
-EXIT_OK = 0
 EXIT_NEGATIVE = 1
 """The command ran and its answer is no: a check failed, a fix did not reproduce, ..."""
 EXIT_ERROR = 2
@@ -50,11 +49,27 @@ def json_option(function: F) -> F:
     return option(function)
 
 
-def load_default_registry() -> Registry:
-    """The shipped fixes plus PRTOGGLE_YAML_PATH (errors surface as `error:` lines)."""
+def collection_option(function: F) -> F:
+    """The `--collection NAME` option of commands that select fixes."""
+    option = click.option(
+        "--collection",
+        "collection",
+        default=None,
+        metavar="NAME",
+        help="Only the fixes of this recipe collection (a recipe directory's name).",
+    )
+    return option(function)
+
+
+def load_default_registry(*, collection: str | None = None) -> Registry:
+    """The shipped collections plus PRTOGGLE_YAML_PATH, restricted to `collection` if given.
+
+    Raises RegistryError / UnknownPRError (an unknown collection lists the known ones);
+    the command group prints them as one `error:` line.
+    """
     from prtoggle.registry import default_registry
 
-    return default_registry()
+    return default_registry().in_collection(collection)
 
 
 def parse_revert_options(
@@ -70,10 +85,10 @@ def parse_revert_options(
 
 
 def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Fix]:
-    """The fixes named by `prs` (every fix when empty); an unknown PR is an error."""
+    """The fixes named by `prs`, in every collection (all fixes when empty); unknown: error."""
     if not prs:
-        return [registry.fixes[pr] for pr in registry.prs()]
-    return [registry.get(pr) for pr in dict.fromkeys(prs)]
+        return list(registry.fixes)
+    return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
 
 
 def import_free_source_root(fix: Fix) -> Path | None:
@@ -90,14 +105,26 @@ def import_free_source_root(fix: Fix) -> Path | None:
 
 
 def check_without_import(registry: Registry, fixes: Iterable[Fix]) -> dict[int, list[TargetCheck]]:
-    """check_fixes for each fix against the source files of its package, per PR."""
+    """check_fixes for each fix against the source files of its package, per PR.
+
+    The checks of a PR's fixes in several collections are listed together. A fix whose
+    package cannot be found gives one failed check per target saying so.
+    """
+    results: dict[int, list[TargetCheck]] = {}
+    for fix, checks in checks_per_fix(registry, fixes).items():
+        results.setdefault(fix.pr, []).extend(checks)
+    return results
+
+
+def checks_per_fix(registry: Registry, fixes: Iterable[Fix]) -> dict[Fix, list[TargetCheck]]:
+    """check_fixes for each fix, in its own collection, against its package's files."""
     from prtoggle.check import TargetCheck, check_fixes
 
-    results: dict[int, list[TargetCheck]] = {}
+    results: dict[Fix, list[TargetCheck]] = {}
     for fix in fixes:
         root = import_free_source_root(fix)
         if root is None:
-            results[fix.pr] = [
+            results[fix] = [
                 TargetCheck(
                     pr=fix.pr,
                     target=patch.target,
@@ -107,16 +134,22 @@ def check_without_import(registry: Registry, fixes: Iterable[Fix]) -> dict[int, 
                 for patch in fix.patches
             ]
             continue
-        results[fix.pr] = check_fixes(registry=registry, source_root=root, prs=[fix.pr])
+        scope = registry.in_collection(fix.collection)
+        results[fix] = check_fixes(registry=scope, source_root=root, prs=[fix.pr])
     return results
 
 
 def select_fixes_having(
     registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
 ) -> list[Fix]:
-    """The fixes named by PRS or --all, each of which must set YAML key `key` (`what`)."""
-    having = [registry.fixes[pr] for pr in registry.prs() if getattr(registry.fixes[pr], key)]
-    choices = join_prs(fix.pr for fix in having)
+    """The fixes named by PRS or --all that set YAML key `key` (`what`).
+
+    A PR number names its fixes in every collection (narrow `registry` with
+    `--collection`); those without `key` are left out, and a PR none of whose fixes has
+    it is an error.
+    """
+    having = [fix for fix in registry.fixes if getattr(fix, key)]
+    choices = join_prs(dict.fromkeys(fix.pr for fix in having))
     if run_all and prs:
         raise click.UsageError("give PR numbers or --all, not both")
     if run_all:
@@ -125,13 +158,16 @@ def select_fixes_having(
         return having
     if not prs:
         raise click.UsageError(f"expected PR numbers or --all; fixes with a {what}: {choices}")
-    fixes = [registry.get(pr) for pr in dict.fromkeys(prs)]
-    for fix in fixes:
-        if not getattr(fix, key):
+    fixes = []
+    for pr in dict.fromkeys(prs):
+        found = registry.find(pr)
+        kept = [fix for fix in found if getattr(fix, key)]
+        if not kept:
+            files = ", ".join(str(fix.path) for fix in found)
             raise click.UsageError(
-                f"PR {fix.pr} has no {what} (no `{key}:` in {fix.path}); "
-                f"fixes with a {what}: {choices}"
+                f"PR {pr} has no {what} (no `{key}:` in {files}); fixes with a {what}: {choices}"
             )
+        fixes.extend(kept)
     return fixes
 
 

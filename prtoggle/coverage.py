@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
+from prtoggle.protocol import REVERT_ENV
 from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, report_options
-from prtoggle.toggle import REVERT_ENV
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
@@ -72,10 +72,6 @@ class FixCoverage:
     def guarded_by(self) -> tuple[str, ...]:
         return tuple(test for test, cell in self.cells.items() if cell == "guards")
 
-    @property
-    def collection(self) -> str:
-        return fix_collection(self.fix)
-
 
 @dataclass(frozen=True)
 class CoverageReport:
@@ -108,7 +104,7 @@ class CoverageReport:
         return [
             {
                 "pr": entry.fix.pr,
-                "collection": entry.collection,
+                "collection": entry.fix.collection,
                 "title": entry.fix.title,
                 "guarded_by": list(entry.guarded_by),
                 "tests": dict(entry.cells),
@@ -120,11 +116,6 @@ class CoverageReport:
         ]
 
 
-def fix_collection(fix: Fix) -> str:
-    """The collection a fix belongs to: the name of its recipe directory."""
-    return fix.path.parent.name
-
-
 def run_coverage(
     fixes: Sequence[Fix],
     command: Sequence[str],
@@ -133,7 +124,11 @@ def run_coverage(
     timeout: float = DEFAULT_TIMEOUT,
     on_run: Callable[[SuiteRun], None] | None = None,
 ) -> CoverageReport:
-    """Run `command` plain and once per fix reverted (`jobs` at a time) and compare."""
+    """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
+
+    SGLANG_DEBUG_REVERT_PR names PR numbers, so a number held by two collections is
+    reverted in both: their entries share one run.
+    """
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
@@ -165,7 +160,7 @@ def run_coverage(
 
 def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -> SuiteRun:
     """Run the pytest command once with `prs` reverted at start-up; read its report."""
-    from prtoggle.runner import output_tail, run_command
+    from prtoggle.child_process import output_tail, run_command
     from prtoggle.toggle import child_env
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
@@ -227,7 +222,7 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
 
 def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:
     """Why the run does not count: a revert that failed to apply (seen in any error)."""
-    from prtoggle.runner import PATCH_FAILURE_NAMES
+    from prtoggle.child_process import PATCH_FAILURE_NAMES
 
     errors = [o.error for o in report.tests.values() if o.error] + [*report.collect_errors.values()]
     for error in errors:

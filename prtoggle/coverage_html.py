@@ -68,7 +68,7 @@ def render_html(report: CoverageReport) -> str:
 def _matrix(report: CoverageReport) -> str:
     head = "".join(
         f'<th class="pr" title="{_e(entry.fix.title)}">#{entry.fix.pr}'
-        f"<small>{_e(entry.collection)}</small></th>"
+        f"<small>{_e(entry.fix.collection)}</small></th>"
         for entry in report.fixes
     )
     counts = "".join(_count_cell(len(entry.guarded_by)) for entry in report.fixes)
@@ -119,7 +119,7 @@ def _legend() -> str:
 def _unguarded_line(unguarded: tuple[FixCoverage, ...]) -> str:
     if not unguarded:
         return "<p>Every fix is guarded by at least one test.</p>"
-    names = ", ".join(f"#{entry.fix.pr} ({entry.collection})" for entry in unguarded)
+    names = ", ".join(f"#{entry.fix.pr} ({entry.fix.collection})" for entry in unguarded)
     return f'<p class="alert">No test guards: {_e(names)}</p>'
 
 

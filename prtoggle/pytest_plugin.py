@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle.errors import PrToggleError
+from prtoggle.protocol import REVERT_ENV
 from prtoggle.pytest_report import (
     ERROR_PROPERTY,
     NO_VARIANTS_OPTION,
@@ -46,7 +47,6 @@ from prtoggle.pytest_report import (
     report_options,
     write_report,
 )
-from prtoggle.toggle import REVERT_ENV
 
 MARKER = "guards_pr"
 GUARD_FIXTURE = "prtoggle_guard"
@@ -337,7 +337,7 @@ def _outcome_in_child(
     item: pytest.Function, nodeid: str, *, prs: tuple[int, ...], timeout: float
 ) -> NodeOutcome:
     """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
-    from prtoggle.runner import output_tail, run_command
+    from prtoggle.child_process import output_tail, run_command
     from prtoggle.toggle import child_env
 
     skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
@@ -430,7 +430,8 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
     from prtoggle.registry import default_registry
 
     try:
-        fix = default_registry().get(pr)
+        fixes = default_registry().find(pr)  # one per collection holding PR
+        fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
     except PrToggleError as exc:
         raise _collect_error(where, str(exc)) from exc
     expect = kwargs.get("expect", fix.expect)

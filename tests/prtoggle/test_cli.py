@@ -36,9 +36,18 @@ def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeP
     result = invoke("list")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["PR", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
+    assert lines[0].split() == [
+        "PR",
+        "COLLECTION",
+        "MERGED",
+        "COMPONENT",
+        "SYMPTOM",
+        "APPLIES",
+        "TITLE",
+    ]
     assert lines[1].split() == [
         str(ANSWER_FIX),
+        "registry",
         "2026-03-01",
         TARGET_MODULE,
         "wrong-output",
@@ -47,8 +56,9 @@ def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeP
         "fix",
         str(ANSWER_FIX),
     ]
-    assert lines[2].split()[:5] == [
+    assert lines[2].split()[:6] == [
         str(BROKEN_FIX),
+        "registry",
         "2026-01-01",
         TARGET_MODULE,
         "wrong-output",
@@ -70,6 +80,7 @@ def test_list_json_carries_metadata_and_problems(fake_project: FakeProject) -> N
     ]
     answer = records[ANSWER_FIX]
     assert (answer["applies"], answer["problems"], answer["merged"]) == (True, [], "2026-03-01")
+    assert answer["collection"] == "registry"
     assert answer["repro"] == "prtoggle_fake_scenario"
     assert answer["targets"] == [f"{TARGET_MODULE}.answer"]
     broken = records[BROKEN_FIX]

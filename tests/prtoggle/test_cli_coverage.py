@@ -97,7 +97,10 @@ def test_an_unknown_collection_is_bad_input_listing_the_collections(
 ) -> None:
     result = CliRunner().invoke(cli, ["coverage", "--collection", "nope", "--", "pytest"])
     assert result.exit_code == 2
-    assert "--collection 'nope': no such collection; collections: registry" in result.output
+    assert (
+        f"error: no recipe collection named 'nope'; collections: registry "
+        f"({fake_project.registry_dir})" in result.output
+    )
 
 
 def test_prs_and_all_together_are_bad_input(fake_project: FakeProject) -> None:

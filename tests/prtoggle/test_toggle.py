@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
-from prtoggle import toggle
+from prtoggle import protocol, toggle
 from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRError
 from prtoggle.registry import Registry, load_registry
 
@@ -127,26 +127,36 @@ def test_fix_is_applied_when_its_module_is_first_imported(
     modules.write("app", APP_MODULE)
     toggle.apply_revert(911, registry=registry_with(tmp_path))
     assert "app" not in sys.modules
-    assert toggle.active_reverts() == (911,) and not toggle.is_reverted(911)
+    assert toggle.active_reverts() == (911,) and toggle.is_reverted(911)
+    assert toggle.patched_targets(911) == ()
+    assert toggle.pending_targets(911) == ("app.area", "app.Shape.sides")
     import app  # type: ignore[import-not-found]
 
     assert app.area(2, 3) == 5
-    assert toggle.is_reverted(911)
+    assert toggle.patched_targets(911) == ("app.area", "app.Shape.sides")
+    assert toggle.pending_targets(911) == ()
     assert type(app.__loader__).__name__ == "SourceFileLoader"
 
 
-def test_fix_split_over_an_imported_and_a_pending_module_counts_once_both_are_patched(
+def test_fix_split_over_an_imported_and_a_pending_module_is_patched_target_by_target(
     modules: ModuleFactory, tmp_path: Path
 ) -> None:
     app = modules.load("app", APP_MODULE)
     modules.write("later", "def sides():\n    return 4\n")
     toggle.apply_revert(911, registry=registry_with(tmp_path, second="later.sides"))
     assert app.area(2, 3) == 5
-    assert not toggle.is_reverted(911)
+    assert toggle.is_reverted(911)
+    assert (toggle.patched_targets(911), toggle.pending_targets(911)) == (
+        ("app.area",),
+        ("later.sides",),
+    )
     import later  # type: ignore[import-not-found]
 
     assert later.sides() == 3
-    assert toggle.is_reverted(911)
+    assert (toggle.patched_targets(911), toggle.pending_targets(911)) == (
+        ("app.area", "later.sides"),
+        (),
+    )
     toggle.restore(911)
     assert (app.area(2, 3), later.sides()) == (6, 4)
 
@@ -305,7 +315,7 @@ def test_child_with_a_bad_revert_spec_stops_with_a_message(tmp_path: Path) -> No
     )
     env["SGLANG_DEBUG_REVERT_PR"] = "913x"
     result = run_child(tmp_path, env)
-    assert result.returncode == toggle.BOOTSTRAP_FAILURE_EXIT_CODE
+    assert result.returncode == protocol.BOOTSTRAP_FAILURE_EXIT_CODE
     assert result.stdout == ""
     assert result.stderr.endswith(
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: SGLANG_DEBUG_REVERT_PR='913x': '913x' "

@@ -10,13 +10,12 @@ import pytest
 import torch
 
 import prtoggle
-from fixes.attention.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import (
-    AttentionBackendError,
-    ForwardMetadata,
     TRTLLMHAAttnBackend,
     TRTLLMHAAttnMultiStepDraftBackend,
 )
+from fixes.attention.trtllm_mha_metadata import ForwardMetadata
+from fixes.errors import AttentionBackendError
 from fixes.forward_batch import (
     DraftDecodeInput,
     DraftExtendInput,
@@ -24,6 +23,7 @@ from fixes.forward_batch import (
     ForwardMode,
     VerifyInput,
 )
+from fixes.model.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from prtoggle import detect
 from prtoggle.detect import clock, config, poison, witness
 from prtoggle.errors import OOBDetected
