@@ -284,11 +284,16 @@ def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
 
 
 def _collect_error_text(report: pytest.CollectReport) -> str:
-    """`Type: message` of a collector's failure (first line), else its report's first line."""
+    """`Type: message` of a collector's failure: the crash line, else the report's last line.
+
+    (pytest reports an ImportError of a test module as text ending in `E   Type: message`.)
+    """
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None)
-    lines = str(message or report.longreprtext).strip().splitlines()
-    return lines[0] if lines else "(no message)"
+    if message:
+        return str(message).strip().splitlines()[0]
+    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
+    return re.sub(r"^E\s+", "", lines[-1]) if lines else "(no message)"
 
 
 def _guards_of(definition: pytest.Item) -> list[Guard]:
