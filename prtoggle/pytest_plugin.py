@@ -41,11 +41,10 @@ from prtoggle.pytest_report import (
     NO_VARIANTS_OPTION,
     REPORT_OPTION,
     NodeOutcome,
-    PytestReport,
+    OutcomeReport,
     merge_phase,
     read_report,
     report_options,
-    write_report,
 )
 
 MARKER = "guards_pr"
@@ -77,8 +76,6 @@ class _SessionState:
     applied: tuple[int, ...] = ()
     previous_env: str | None = None
     env_changed: bool = False
-    outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
-    collect_errors: dict[str, str] = field(default_factory=dict)
     plain_outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
 
 
@@ -122,17 +119,17 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     state = _SessionState()
     config.stash[_STATE_KEY] = state
-    report_path = config.getoption("prtoggle_report")
-    if report_path and not os.environ.get("PYTEST_XDIST_WORKER"):
-        config.pluginmanager.register(OutcomeReport(Path(report_path), state), "prtoggle-report")
     option = config.getoption("prtoggle_revert_pr")
     env_value = os.environ.get(REVERT_ENV, "")
-    if not (option or "").strip() and not env_value.strip():
-        return
-    try:
-        _apply_session_reverts(state, option=option or "", env_value=env_value)
-    except PrToggleError as exc:
-        raise pytest.UsageError(f"prtoggle: {exc}") from exc
+    if (option or "").strip() or env_value.strip():
+        try:
+            _apply_session_reverts(state, option=option or "", env_value=env_value)
+        except PrToggleError as exc:
+            raise pytest.UsageError(f"prtoggle: {exc}") from exc
+    report_path = config.getoption("prtoggle_report")
+    if report_path and not os.environ.get("PYTEST_XDIST_WORKER"):
+        report = OutcomeReport(Path(report_path), prs=state.prs)
+        config.pluginmanager.register(report, "prtoggle-report")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -246,30 +243,6 @@ def pytest_runtest_makereport(
     return report
 
 
-class OutcomeReport:
-    """The `--prtoggle-report` writer: each test's outcome, written when the session ends.
-
-    Registered on the xdist controller (or the only process), where every report arrives.
-    """
-
-    def __init__(self, path: Path, state: _SessionState) -> None:
-        self.path = path
-        self.state = state
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        error = next((str(v) for k, v in report.user_properties if k == ERROR_PROPERTY), None)
-        merge_phase(self.state.outcomes, report.nodeid, report, error)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """A collector that failed (a module that no longer imports) is an error outcome."""
-        if report.failed:
-            self.state.collect_errors[report.nodeid] = _collect_error_text(report)
-
-    def pytest_sessionfinish(self) -> None:
-        report = PytestReport(tests=self.state.outcomes, collect_errors=self.state.collect_errors)
-        write_report(self.path, prs=self.state.prs, report=report)
-
-
 def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
     pr, pattern = guard.pr, guard.expect.pattern
     plain = item.stash.get(_PLAIN_ID_KEY, None) or _plain_nodeid(item.nodeid, guard.variant_id)
@@ -281,19 +254,6 @@ def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
             pytrace=False,
         )
     item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}")
-
-
-def _collect_error_text(report: pytest.CollectReport) -> str:
-    """`Type: message` of a collector's failure: the crash line, else the report's last line.
-
-    (pytest reports an ImportError of a test module as text ending in `E   Type: message`.)
-    """
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = getattr(crash, "message", None)
-    if message:
-        return str(message).strip().splitlines()[0]
-    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
-    return re.sub(r"^E\s+", "", lines[-1]) if lines else "(no message)"
 
 
 def _guards_of(definition: pytest.Item) -> list[Guard]:

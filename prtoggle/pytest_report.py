@@ -8,6 +8,7 @@ variants read it. No pytest import here: `prtoggle coverage` only reads the file
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,33 @@ class PytestReport:
     tests: Mapping[str, NodeOutcome]
     collect_errors: Mapping[str, str]
     """Node id of a collector that failed (e.g. a module that does not import) -> its error."""
+
+
+class OutcomeReport:
+    """The `--prtoggle-report FILE` writer, registered as a plugin by prtoggle's plugin.
+
+    Only in the xdist controller (or the only process), where every report arrives.
+    `prs`: the session's reverts, recorded in the file.
+    """
+
+    def __init__(self, path: Path, *, prs: Sequence[int]) -> None:
+        self.path = path
+        self.prs = tuple(prs)
+        self.tests: dict[str, NodeOutcome] = {}
+        self.collect_errors: dict[str, str] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        error = next((str(v) for k, v in report.user_properties if k == ERROR_PROPERTY), None)
+        merge_phase(self.tests, report.nodeid, report, error)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A collector that failed (a module that no longer imports) is kept apart."""
+        if report.failed:
+            self.collect_errors[report.nodeid] = _collect_error_text(report)
+
+    def pytest_sessionfinish(self) -> None:
+        report = PytestReport(tests=self.tests, collect_errors=self.collect_errors)
+        write_report(self.path, prs=self.prs, report=report)
 
 
 def report_options(path: Path) -> list[str]:
@@ -115,6 +143,19 @@ def _phase_outcome(report: pytest.TestReport) -> OutcomeName | None:
     if report.skipped:
         return "xfailed" if xfail else "skipped"
     return None
+
+
+def _collect_error_text(report: pytest.CollectReport) -> str:
+    """`Type: message` of a collector's failure: the crash line, else the report's last line.
+
+    (pytest reports an ImportError of a test module as text ending in `E   Type: message`.)
+    """
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if message:
+        return str(message).strip().splitlines()[0]
+    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
+    return re.sub(r"^E\s+", "", lines[-1]) if lines else "(no message)"
 
 
 def _outcome(value: object) -> OutcomeName:
