@@ -127,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except PrToggleError as exc:
             raise pytest.UsageError(f"prtoggle: {exc}") from exc
     report_path = config.getoption("prtoggle_report")
-    if report_path and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if report_path and not hasattr(config, "workerinput"):  # xdist's mark of a worker
         report = OutcomeReport(Path(report_path), prs=state.prs)
         config.pluginmanager.register(report, "prtoggle-report")
 
