@@ -41,7 +41,7 @@ def test_unknown_flag_value_names_the_variable_and_the_spellings(
         config.nan_detection_enabled()
     assert str(excinfo.value) == (
         "SGLANG_SPEC_NAN_DETECTION='maybe' is not a boolean: expected one of "
-        "1, on, true, yes (on) or '', '0', 'false', 'no', 'off' (off)"
+        "1, on, true, y, yes (on) or '', '0', 'false', 'n', 'no', 'off' (off)"
     )
 
 
