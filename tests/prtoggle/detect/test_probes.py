@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 
@@ -99,6 +100,24 @@ def test_first_hit_order_follows_execution_not_site_registration() -> None:
     detect.maybe_detect_nan(_nan_at(0), "a")
     detect.maybe_detect_nan(_nan_at(0), "c")
     assert [(hit.site, hit.order) for hit in detect.report().hits] == [("c", 0), ("a", 1)]
+
+
+def test_sglang_call_sites_work_with_its_names_switches_and_signatures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SGLANG_ENABLE_ASYNC_ASSERT", "1")
+    params = {
+        name: list(inspect.signature(getattr(detect, name)).parameters)
+        for name in ("maybe_detect_nan", "maybe_detect_inf", "maybe_detect_oob")
+    }
+    assert params == {
+        "maybe_detect_nan": ["tensor", "msg", "provider"],
+        "maybe_detect_inf": ["tensor", "msg", "provider"],
+        "maybe_detect_oob": ["indices", "low", "high", "msg", "provider"],
+    }
+    detect.maybe_detect_nan(tensor=_nan_at(3), msg="logits")
+    detect.maybe_detect_oob(torch.tensor([0, 9]), 0, 8, msg="req_to_token")
+    assert [hit.site for hit in detect.report().hits] == ["logits", "req_to_token"]
 
 
 @pytest.mark.usefixtures("detection_on")

@@ -204,10 +204,11 @@ def test_probes_captured_in_a_cuda_graph_report_the_replay_phase_and_step() -> N
     with pytest.raises(OOBDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "3 sites hit: oob at g.idx: 2 elements, value 70 outside [0, 64), first hit in phase "
-        "replay at step 2, lowest flat index 5; oob at g.idx_int_bounds: 3 elements, value 70 "
-        "outside [-1, 64), first hit in phase replay at step 2, lowest flat index 5; nan at "
-        "g.x: 6 elements, first hit in phase replay at step 2, lowest flat index 100"
+        "3 sites hit, in first-hit order: nan at g.x: 6 elements in rows 100..4000, first hit "
+        "in phase replay at step 2, lowest flat index 100; oob at g.idx: 2 elements in row 5, "
+        "value 70 outside [0, 64), first hit in phase replay at step 2, lowest flat index 5; "
+        "oob at g.idx_int_bounds: 3 elements in row 5, value 70 outside [-1, 64), first hit in "
+        "phase replay at step 2, lowest flat index 5"
     )
 
 
@@ -229,7 +230,8 @@ def test_cuda_process_keeps_working_after_a_detection() -> None:
     with pytest.raises(NaNDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "1 site hit: nan at m: 64 elements, first hit in phase eager at step 0, lowest flat index 0"
+        "1 site hit: nan at m: 64 elements in rows 0..7, first hit in phase eager at step 0, "
+        "lowest flat index 0"
     )
 
 
