@@ -25,6 +25,7 @@ from prtoggle.cli_support import (
     selected_fixes,
 )
 from prtoggle.errors import PatchApplicationError, RunnerError
+from prtoggle.protocol import shell_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -240,7 +241,7 @@ def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:
             break
         except KeyboardInterrupt:  # the child got the same SIGINT; report how it ends
             continue
-    return 128 - returncode if returncode < 0 else returncode
+    return shell_status(returncode)
 
 
 def _print_metadata(fix: Fix) -> None:

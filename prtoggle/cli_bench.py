@@ -173,6 +173,6 @@ def _details(cost: FixCost) -> str:
 
 
 def _tail(run: BenchRun) -> str:
-    from prtoggle.runner import output_tail
+    from prtoggle.child_process import output_tail
 
     return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

@@ -21,7 +21,7 @@ from prtoggle.cli_support import (
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
-    from prtoggle.runner import ReproResult, ScenarioResult
+    from prtoggle.repro import ReproResult, ScenarioResult
 
 _VARIANTS = ("fixed", "reverted")
 
@@ -103,7 +103,7 @@ def run_repros(
 
     `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes.
     """
-    from prtoggle.runner import ReproResult, run_scenario
+    from prtoggle.repro import ReproResult, run_scenario
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
         return pool.submit(
@@ -169,7 +169,7 @@ def _print_table(results: Sequence[ReproResult]) -> None:
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runner import output_tail
+    from prtoggle.child_process import output_tail
 
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":

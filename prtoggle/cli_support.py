@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from prtoggle.check import TargetCheck
     from prtoggle.registry import Fix, Registry
 
-EXIT_OK = 0
 EXIT_NEGATIVE = 1
 """The command ran and its answer is no: a check failed, a fix did not reproduce, ..."""
 EXIT_ERROR = 2

@@ -16,13 +16,12 @@ from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRErr
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
+from prtoggle.protocol import REVERT_ENV
 from prtoggle.registry import Fix, Patch, Registry, default_registry
 
 logger = logging.getLogger(__name__)
 
-REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
-BOOTSTRAP_FAILURE_EXIT_CODE = 78  # EX_CONFIG: the child's revert request cannot be honoured
 
 
 @dataclass

@@ -17,10 +17,10 @@ from fixes.benchmarks.common import (
     time_pair,
     torch_or_triton_provider,
 )
+from fixes.cuda_graph.draft_extend_runner import build_draft_extend_graph_runner
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
-from fixes.speculative.draft_extend_cuda_graph_runner import build_draft_extend_graph_runner
-from fixes.speculative.draft_model import draft_models
+from fixes.model.draft_model import draft_models
 from fixes.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2, VerifyResult
 from prtoggle.errors import PrToggleError
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
-from fixes.attention.toy_attention_model import ToyModelConfig
-from fixes.attention.toy_requests import ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import AttentionLayer, TRTLLMHAAttnBackend
 from fixes.benchmarks.common import BenchOptions, ShapeValue, shape_of
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
+from fixes.model.toy_attention_model import ToyModelConfig
+from fixes.model.toy_requests import ToyStack, build_stack, random_tokens
 
 __all__ = ["AttentionShape", "ExtendState", "attention_shape", "build_draft_extend_state"]
 

@@ -12,9 +12,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from fixes.attention.toy_requests import build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
 from fixes.dp_attention import prepare_mlp_sync_batch
+from fixes.model.toy_requests import build_stack, random_tokens
 from fixes.scenarios.common import (
     ScenarioOptions,
     ScenarioOutcome,

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 import prtoggle
-from fixes import cuda_graph
 from fixes.attention.flashinfer_mla_backend import FlashInferMLAMultiStepDraftBackend
+from fixes.cuda_graph.graph import capture
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.mla_attention import MLAShape
 from fixes.memory_pool import MLATokenToKVPool, PagedTokenAllocator, ReqToTokenPool
@@ -141,7 +141,7 @@ def run_graph_path(stack: MLADraftStack, queries: Queries) -> torch.Tensor:
             ]
         )
 
-    graph = cuda_graph.capture(forward, device=device)
+    graph = capture(forward, device=device)
     live_seq_lens = torch.tensor(SEQ_LENS, dtype=torch.int32)
     req_pool_indices.copy_(torch.tensor(stack.rows))
     seq_lens.copy_(live_seq_lens)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from fixes.attention.draft_decode_graph_runner import DraftDecodeGraphRunner
-from fixes.attention.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import (
     TRTLLMHAAttnBackend,
     TRTLLMHAAttnMultiStepDraftBackend,
 )
+from fixes.cuda_graph.draft_decode_runner import DraftDecodeGraphRunner
 from fixes.memory_pool import PADDING_PAGE
+from fixes.model.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, run_scenario_main
 from fixes.scenarios.trtllm_scenario_support import (
     compare_with_reference,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from fixes.attention.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode, VerifyInput
+from fixes.model.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, run_scenario_main
 from fixes.scenarios.trtllm_scenario_support import (
     compare_with_reference,

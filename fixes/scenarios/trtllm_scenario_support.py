@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 import prtoggle
-from fixes.attention.toy_requests import ToyRequest, ToyStack
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
+from fixes.model.toy_requests import ToyRequest, ToyStack
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome
 from prtoggle import detect
 

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fixes.forward_batch import ForwardBatch
-from fixes.kernels.hidden_states_pool import assign_hidden_states_pool
-from fixes.speculative.draft_extend_cuda_graph_runner import (
+from fixes.cuda_graph.draft_extend_runner import (
     DraftExtendStepOutput,
     MultiStepDraftExtendCudaGraphRunner,
     draft_extend_step,
 )
-from fixes.speculative.draft_model import TinyDraftModel
+from fixes.forward_batch import ForwardBatch
+from fixes.kernels.hidden_states_pool import assign_hidden_states_pool
+from fixes.model.draft_model import TinyDraftModel
 from prtoggle import detect
 
 logger = logging.getLogger(__name__)

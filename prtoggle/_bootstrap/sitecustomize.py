@@ -4,8 +4,10 @@
 runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is not
 empty, reverts the named fixes (targets not imported yet are patched on import). A
 revert request that cannot be honoured (bad value, unknown PR, broken registry, an edit
-that does not apply) prints one `prtoggle:` line on stderr and exits with status 78:
-the child never runs silently unreverted.
+that does not apply) prints one `prtoggle:` line on stderr and exits with status 78
+(prtoggle.protocol.BOOTSTRAP_FAILURE_EXIT_CODE): the child never runs silently unreverted.
+It reads prtoggle/protocol.py (a few constants) as a file and imports prtoggle only when
+a revert is asked for.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 _HERE = Path(__file__).resolve().parent
-_EXIT_CODE = 78  # prtoggle.toggle.BOOTSTRAP_FAILURE_EXIT_CODE
 
 
 def _chain_to_shadowed_sitecustomize() -> None:
@@ -32,7 +34,8 @@ def _chain_to_shadowed_sitecustomize() -> None:
 
 
 def _apply_reverts() -> None:
-    if not os.environ.get("SGLANG_DEBUG_REVERT_PR", "").strip():
+    protocol = _load_protocol()
+    if not os.environ.get(protocol.REVERT_ENV, "").strip():
         return
     try:
         import prtoggle  # noqa: F401
@@ -44,9 +47,20 @@ def _apply_reverts() -> None:
 
         maybe_revert_pr_fix()
     except (PrToggleError, ImportError) as exc:
-        sys.stderr.write(f"prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: {exc}\n")
+        sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
         sys.stderr.flush()
-        os._exit(_EXIT_CODE)
+        os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+
+
+def _load_protocol() -> ModuleType:
+    """prtoggle/protocol.py of this copy, loaded as a file: no package import, no torch."""
+    spec = importlib.util.spec_from_file_location(
+        "_prtoggle_bootstrap_protocol", _HERE.parent / "protocol.py"
+    )
+    assert spec is not None and spec.loader is not None  # a .py path always has a loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _resolved(entry: str) -> Path | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from fixes.attention.toy_requests import build_stack
 from fixes.forward_batch import DraftExtendInput, ForwardMode
+from fixes.model.toy_requests import build_stack
 
 
 def test_mode_predicates_split_decode_extend_and_graph_modes() -> None:

@@ -16,6 +16,7 @@ from bench_fakes import (
 )
 from cli_fakes import ANSWER_FIX, FakeProject, fake_project
 
+from prtoggle.child_process import CommandRun
 from prtoggle.errors import RunnerError
 from prtoggle.fix_cost import (
     FixCost,
@@ -25,7 +26,6 @@ from prtoggle.fix_cost import (
     measure_fix_cost,
 )
 from prtoggle.registry import default_registry, load_registry, shipped_yaml_dir
-from prtoggle.runner import CommandRun
 
 __all__ = ["fake_project"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
-from prtoggle import toggle
+from prtoggle import protocol, toggle
 from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRError
 from prtoggle.registry import Registry, load_registry
 
@@ -305,7 +305,7 @@ def test_child_with_a_bad_revert_spec_stops_with_a_message(tmp_path: Path) -> No
     )
     env["SGLANG_DEBUG_REVERT_PR"] = "913x"
     result = run_child(tmp_path, env)
-    assert result.returncode == toggle.BOOTSTRAP_FAILURE_EXIT_CODE
+    assert result.returncode == protocol.BOOTSTRAP_FAILURE_EXIT_CODE
     assert result.stdout == ""
     assert result.stderr.endswith(
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: SGLANG_DEBUG_REVERT_PR='913x': '913x' "

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import prtoggle
-from fixes import cuda_graph
 from fixes.attention.flashinfer_mla_backend import FlashInferMLAMultiStepDraftBackend
+from fixes.cuda_graph.graph import capture
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.mla_attention import MLAShape, mla_paged_decode_torch
 from fixes.memory_pool import MLATokenToKVPool, PagedTokenAllocator, ReqToTokenPool
@@ -161,7 +161,7 @@ def graph_outputs(
     len_buffer = torch.ones(max_bs, dtype=torch.int32, device=device)
     q_nope, q_pe = torch.zeros_like(q[0]), torch.zeros_like(q[1])
     backend.init_forward_metadata_capture_cuda_graph(draft_batch(backend, row_buffer, len_buffer))
-    graph = cuda_graph.capture(
+    graph = capture(
         lambda: torch.stack(
             [
                 backend.forward_decode(s, q_nope[s], q_pe[s])

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import prtoggle
-from fixes.attention.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import (
     AttentionBackendError,
     ForwardMetadata,
@@ -24,6 +23,7 @@ from fixes.forward_batch import (
     ForwardMode,
     VerifyInput,
 )
+from fixes.model.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from prtoggle import detect
 from prtoggle.detect import clock, config, poison, witness
 from prtoggle.errors import OOBDetected

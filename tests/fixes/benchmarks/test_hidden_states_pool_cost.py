@@ -33,8 +33,8 @@ def test_both_variants_pool_the_same_hidden_states_on_a_graph_batch() -> None:
     """A batch the graphs run gives the fixed and the reverted code the same inputs."""
     import torch
 
-    from fixes.speculative.draft_extend_cuda_graph_runner import build_draft_extend_graph_runner
-    from fixes.speculative.draft_model import draft_models
+    from fixes.cuda_graph.draft_extend_runner import build_draft_extend_graph_runner
+    from fixes.model.draft_model import draft_models
     from fixes.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
 
     shape, device = bench.CPU_SHAPE, torch.device("cpu")

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import prtoggle
+from fixes.cuda_graph.draft_extend_runner import build_draft_extend_graph_runner
 from fixes.forward_batch import ForwardBatch, ForwardMode
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
-from fixes.speculative.draft_extend_cuda_graph_runner import build_draft_extend_graph_runner
-from fixes.speculative.draft_model import draft_models, reference_draft_extend
+from fixes.model.draft_model import draft_models, reference_draft_extend
 from fixes.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2, VerifyResult
 from prtoggle import detect
 from prtoggle.errors import OOBDetected

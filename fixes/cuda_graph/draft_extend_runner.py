@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fixes import cuda_graph
+from fixes.cuda_graph.graph import CapturedGraph, capture, graph_memory_pool
 from fixes.forward_batch import ForwardBatch, ForwardMode
-from fixes.speculative.draft_model import TinyDraftModel, next_step_input_ids
+from fixes.model.draft_model import TinyDraftModel, next_step_input_ids
 from prtoggle import detect
 from prtoggle.errors import PrToggleError
 
@@ -69,7 +69,7 @@ class DraftExtendCudaGraphRunner:
     tokens_per_req: int
     topk: int
     buffers: DraftExtendBuffers = field(init=False)
-    graphs: dict[int, cuda_graph.CapturedGraph[tuple[torch.Tensor, ...]]] = field(
+    graphs: dict[int, CapturedGraph[tuple[torch.Tensor, ...]]] = field(
         init=False, default_factory=dict
     )
 
@@ -83,10 +83,10 @@ class DraftExtendCudaGraphRunner:
     def capture(self) -> None:
         """Fill the inputs with capture-time values, then capture one graph per batch size."""
         device = self.model.device
-        pool = cuda_graph.graph_memory_pool(device)
+        pool = graph_memory_pool(device)
         for bs in sorted(self.capture_bs, reverse=True):
             self._fill_padding(0, self.max_bs)
-            self.graphs[bs] = cuda_graph.capture(
+            self.graphs[bs] = capture(
                 functools.partial(self._forward, bs), device=device, pool=pool
             )
 

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import prtoggle
-from fixes.attention.draft_decode_graph_runner import DraftDecodeGraphRunner
-from fixes.attention.toy_requests import ToyStack, build_stack, random_tokens
 from fixes.attention.trtllm_mha_backend import (
     AttentionBackendError,
     TRTLLMHAAttnBackend,
     TRTLLMHAAttnMultiStepDraftBackend,
 )
+from fixes.cuda_graph.draft_decode_runner import DraftDecodeGraphRunner
 from fixes.memory_pool import PADDING_PAGE
+from fixes.model.toy_requests import ToyStack, build_stack, random_tokens
 from prtoggle.detect import clock, config, poison, witness
 from prtoggle.errors import NaNDetected
 

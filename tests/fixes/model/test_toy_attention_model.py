@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from fixes.attention.toy_attention_model import ToyAttentionModel, ToyModelConfig
+from fixes.model.toy_attention_model import ToyAttentionModel, ToyModelConfig
 
 CPU = torch.device("cpu")
 

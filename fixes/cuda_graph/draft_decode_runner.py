@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import torch
 
-from fixes.attention.toy_attention_model import ToyAttentionModel
 from fixes.attention.trtllm_mha_backend import (
     AttentionBackendError,
     TRTLLMHAAttnMultiStepDraftBackend,
 )
-from fixes.cuda_graph import CapturedGraph, capture, graph_memory_pool
+from fixes.cuda_graph.graph import CapturedGraph, capture, graph_memory_pool
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import PADDING_PAGE, MHATokenToKVPool, ReqToTokenPool
+from fixes.model.toy_attention_model import ToyAttentionModel
 from prtoggle import detect
 
 __all__ = ["SEQ_LEN_FILL_VALUE", "DraftDecodeGraphRunner"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fixes.speculative.draft_model import (
+from fixes.model.draft_model import (
     TinyDraftModel,
     draft_models,
     next_step_input_ids,

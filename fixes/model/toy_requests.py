@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fixes.attention.toy_attention_model import ToyAttentionModel, ToyModelConfig
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode, SpecInput
 from fixes.memory_pool import MHATokenToKVPool, PagedTokenAllocator, ReqToTokenPool
+from fixes.model.toy_attention_model import ToyAttentionModel, ToyModelConfig
 
 __all__ = ["ToyRequest", "ToyStack", "build_stack", "random_tokens"]
 

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from fixes.cuda_graph import WARMUP_RUNS, capture, graph_memory_pool
+from fixes.cuda_graph.graph import WARMUP_RUNS, capture, graph_memory_pool
 from prtoggle import detect
 from prtoggle.detect import clock
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fixes.forward_batch import ForwardBatch, ForwardMode
-from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
-from fixes.speculative.draft_extend_cuda_graph_runner import (
+from fixes.cuda_graph.draft_extend_runner import (
     build_draft_extend_graph_runner,
     draft_extend_step,
 )
-from fixes.speculative.draft_model import draft_models
+from fixes.forward_batch import ForwardBatch, ForwardMode
+from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
+from fixes.model.draft_model import draft_models
 
 CPU = torch.device("cpu")
 PER_REQ = 3

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from fixes.attention.toy_requests import build_stack, random_tokens
 from fixes.forward_batch import DraftDecodeInput, ForwardMode
+from fixes.model.toy_requests import build_stack, random_tokens
 
 
 def test_extend_batch_records_lengths_starts_and_slots_from_req_to_token() -> None:
