@@ -194,12 +194,12 @@ def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     BLOCK: tl.constexpr,
 ):
     for k in tl.static_range(COUNT_TENSORS):
-        row_ptr = rows_ptr + slots[k].to(tl.int64) * NUM_COLUMNS
+        row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
         _fold_float_hits(xs[k], ns[k], widths[k], row_ptr, CHECK_INF, BLOCK)
     if _is_last_program(finished_ptr):
         when = tl.load(when_ptr)
         for k in tl.static_range(COUNT_TENSORS):
-            _claim_first_hit(rows_ptr + slots[k].to(tl.int64) * NUM_COLUMNS, when, sequence_ptr)
+            _claim_first_hit(rows_ptr + slots[k] * NUM_COLUMNS, when, sequence_ptr)
 
 
 @triton.jit(

@@ -276,8 +276,13 @@ OOB = {"x_ptr": "*i32", "n": "i64", "width": "i32", "low_ptr": "*i64", "high_ptr
        "low_value": "i32", "high_value": "i64", "row_ptr": "*i64", "when_ptr": "*i64",
        "sequence_ptr": "*i64", "finished_ptr": "*i64", "LOW_IS_PTR": "constexpr",
        "HIGH_IS_PTR": "constexpr", "BLOCK": "constexpr"}
+# Triton may turn tuple elements equal to 1 into constants: the kernel must compile so too.
+ONES = {**FLOAT, "ns": ("constexpr", "i64"), "widths": ("constexpr", "i32"),
+        "slots": ("constexpr", "i32")}
 atomics = set()
 for fn, signature, constexprs in [
+    (tp._float_probe_kernel, ONES, {(1, 0): 1, (2, 0): 1, (3, 0): 1, "COUNT_TENSORS": 2,
+                                    "CHECK_INF": False, "BLOCK": 1024}),
     (tp._float_probe_kernel, FLOAT, {"COUNT_TENSORS": 2, "CHECK_INF": False, "BLOCK": 1024}),
     (tp._float_probe_kernel, FLOAT, {"COUNT_TENSORS": 2, "CHECK_INF": True, "BLOCK": 1024}),
     (tp._oob_probe_kernel, OOB, {"LOW_IS_PTR": False, "HIGH_IS_PTR": True, "BLOCK": 1024}),
