@@ -3,8 +3,9 @@
 A launch runs a fixed number of programs that stride over the blocks of each of its
 tensors; a program with hits folds them into the tensor's witness row with atomics (count,
 lowest offending index, first and last row, value range). The last program of the launch
-to finish (found with the leading row's completion counter) then claims the first hit of
-every newly hit row in the launch's tensor order: it stamps the `when`, takes the next
+to finish (found with the leading row's completion counter, which also carries whether any
+program hit: a clean launch stops there) then claims the first hit of every newly hit row
+in the launch's tensor order: it stamps the `when`, takes the next
 number of the device's sequence counter and, for range probes, stores the bounds in force.
 So first-hit order numbers follow execution order, within a launch too, and replays of a
 CUDA graph keep counting. Same rows as torch_probes.py. Runs on CUDA, and on CPU tensors
@@ -51,6 +52,8 @@ NUM_COLUMNS: tl.constexpr = tl.constexpr(witness.NUM_COLUMNS)
 UNHIT_WHEN: tl.constexpr = tl.constexpr(witness.UNHIT_WHEN)
 INT64_MAX: tl.constexpr = tl.constexpr(witness.INT64_MAX)
 INT64_MIN: tl.constexpr = tl.constexpr(witness.INT64_MIN)
+
+_HIT_UNIT: tl.constexpr = tl.constexpr(2**32)
 
 _SM_COUNTS: dict[int, int] = {}
 
@@ -143,6 +146,7 @@ def _fold_float_hits(x_ptr, n, width, row_ptr, CHECK_INF: tl.constexpr, BLOCK: t
         if CHECK_INF:
             tl.atomic_min(row_ptr + MIN_VALUE, lowest_sign)
             tl.atomic_max(row_ptr + MAX_VALUE, highest_sign)
+    return count
 
 
 @triton.jit
@@ -167,13 +171,16 @@ def _claim_first_hit(row_ptr, when, sequence_ptr):  # type: ignore[no-untyped-de
 
 
 @triton.jit
-def _is_last_program(finished_ptr):  # type: ignore[no-untyped-def]
-    """Count this program done; True for the launch's last one (which re-arms the counter)."""
-    done = tl.atomic_add(finished_ptr, 1)
-    last = done == tl.num_programs(0) - 1
+def _last_program_after_a_hit(finished_ptr, hits):  # type: ignore[no-untyped-def]
+    """Count this program done (hits ride in the counter's high half); True for the launch's
+    last program when any program hit (it re-arms the counter either way). Without a hit in
+    the launch nothing is left to claim, so a clean launch costs one atomic per program."""
+    hit_flag = (hits > 0).to(tl.int64)
+    done = tl.atomic_add(finished_ptr, 1 + hit_flag * _HIT_UNIT)
+    last = (done % _HIT_UNIT) == tl.num_programs(0) - 1
     if last:
-        tl.atomic_xchg(finished_ptr, 0)
-    return last
+        tl.store(finished_ptr, 0)
+    return last & ((done // _HIT_UNIT + hit_flag) > 0)
 
 
 @triton.jit(
@@ -193,10 +200,11 @@ def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     CHECK_INF: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    hits = tl.full((), 0, tl.int64)
     for k in tl.static_range(COUNT_TENSORS):
         row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
-        _fold_float_hits(xs[k], ns[k], widths[k], row_ptr, CHECK_INF, BLOCK)
-    if _is_last_program(finished_ptr):
+        hits += _fold_float_hits(xs[k], ns[k], widths[k], row_ptr, CHECK_INF, BLOCK)
+    if _last_program_after_a_hit(finished_ptr, hits):
         when = tl.load(when_ptr)
         for k in tl.static_range(COUNT_TENSORS):
             _claim_first_hit(rows_ptr + slots[k] * NUM_COLUMNS, when, sequence_ptr)
@@ -257,7 +265,7 @@ def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         _fold_counts(row_ptr, count, lowest, highest, width)
         tl.atomic_min(row_ptr + MIN_VALUE, lowest_value)
         tl.atomic_max(row_ptr + MAX_VALUE, highest_value)
-    if _is_last_program(finished_ptr):  # noqa: SIM102 (the claim runs in the last program only)
+    if _last_program_after_a_hit(finished_ptr, count):  # noqa: SIM102 (last program only)
         if _claim_first_hit(row_ptr, tl.load(when_ptr), sequence_ptr):
             tl.atomic_xchg(row_ptr + FIRST_LOW, low)
             tl.atomic_xchg(row_ptr + FIRST_HIGH, high)
