@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -11,6 +12,27 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from prtoggle.protocol import OUTCOME_PREFIX  # last stderr line: this prefix, outcome as JSON
+
+ENGINE_MODULES = (
+    "fixes.attention",
+    "fixes.cuda_graph",
+    "fixes.dp_attention",
+    "fixes.forward_batch",
+    "fixes.kernels",
+    "fixes.memory_pool",
+    "fixes.model",
+    "fixes.speculative",
+)
+"""What --auto-detect instruments: the engine, not the scenarios or benchmarks."""
+
+AUTO_DETECT_ENV = {
+    "PRTOGGLE_HAND_PROBES": "0",
+    "SGLANG_SPEC_NAN_DETECTION": "1",
+    "SGLANG_SPEC_OOB_DETECTION": "0",
+    "SGLANG_DEBUG_POISON": "1",
+}
+"""--auto-detect: no hand-placed probe; NaN probes on every engine function's tensors, and
+padding/graph buffers filled with NaN (poisoned) so a read of padding shows up as NaN."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +66,20 @@ def failure_from_exception(exc: BaseException) -> ScenarioOutcome:
     return ScenarioOutcome(outcome="failure", error=type(exc).__name__, site=site, message=str(exc))
 
 
+def run_auto_detect(
+    run: Callable[[ScenarioOptions], ScenarioOutcome], options: ScenarioOptions
+) -> ScenarioOutcome:
+    """Run the scenario with AUTO_DETECT_ENV and every loaded engine module instrumented."""
+    from prtoggle import detect
+
+    os.environ.update(AUTO_DETECT_ENV)
+    loaded = [name for name in ENGINE_MODULES if name in sys.modules]
+    with detect.instrument_functions(loaded):
+        outcome = run(options)
+        detect.check()
+    return outcome
+
+
 def run_scenario_main(
     run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str
 ) -> None:
@@ -55,10 +91,16 @@ def run_scenario_main(
         default=None,
         help="kernel provider (torch, triton, flashinfer); default: torch on CPU, triton on CUDA",
     )
+    parser.add_argument(
+        "--auto-detect",
+        action="store_true",
+        help="no hand-placed probe: instrument every engine function (NaN) with NaN-filled "
+        "padding buffers, and report what that finds",
+    )
     args = parser.parse_args()
     options = ScenarioOptions(device=args.device, provider=args.provider)
     try:
-        outcome = run(options)
+        outcome = run_auto_detect(run, options) if args.auto_detect else run(options)
     except Exception as exc:  # a scenario reports every failure, it never hides one
         traceback.print_exc(file=sys.stderr)
         outcome = failure_from_exception(exc)

@@ -23,6 +23,7 @@ from prtoggle.detect.clock import PHASES, current_phase, current_step, phase, se
 from prtoggle.detect.config import (
     MODES,
     current_mode,
+    hand_probes_enabled,
     inf_detection_enabled,
     invariant_level,
     nan_detection_enabled,
@@ -30,6 +31,7 @@ from prtoggle.detect.config import (
     poison_enabled,
     set_mode,
 )
+from prtoggle.detect.functions import FunctionInstrumentation, instrument_functions
 from prtoggle.detect.host_checks import maybe_check_host_range
 from prtoggle.detect.instrument import Instrumentation, instrument
 from prtoggle.detect.padding import (
@@ -59,6 +61,7 @@ __all__ = [
     "PHASES",
     "PROVIDERS",
     "DetectionReport",
+    "FunctionInstrumentation",
     "Instrumentation",
     "OutputRecording",
     "PaddingDivergence",
@@ -71,8 +74,10 @@ __all__ = [
     "current_mode",
     "current_phase",
     "current_step",
+    "hand_probes_enabled",
     "inf_detection_enabled",
     "instrument",
+    "instrument_functions",
     "invariant_level",
     "maybe_check_host_range",
     "maybe_detect_inf",

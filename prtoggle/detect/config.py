@@ -12,6 +12,10 @@ Our switches, and sglang 0.5.x's names accepted as aliases (any one on turns pro
 SGLANG_INVARIANT_CHECK is a level, 0 (off), 1 (warn) or 2 (strict); without
 PRTOGGLE_DETECT_MODE or set_mode() it also picks the mode: 1 -> "warn", 2 -> "raise".
 Booleans take sglang's spellings too (y / n).
+
+PRTOGGLE_HAND_PROBES=0 silences the hand-placed probes (maybe_detect_*, host range checks)
+while instrument() / instrument_functions() keep probing: the automatic mode, which must
+find a fault without any site chosen in advance.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from prtoggle.errors import DetectUsageError
 from prtoggle.protocol import DETECT_MODE_ENV as MODE_ENV
 from prtoggle.protocol import NAN_DETECTION_ENV, OOB_DETECTION_ENV, POISON_ENV
 
+HAND_PROBES_ENV = "PRTOGGLE_HAND_PROBES"
 SGLANG_ASYNC_ASSERT_ENV = "SGLANG_ENABLE_ASYNC_ASSERT"
 SGLANG_NAN_LOGITS_ENV = "SGLANG_ENABLE_NAN_LOGITS_CHECK"
 SGLANG_INVARIANT_ENV = "SGLANG_INVARIANT_CHECK"
@@ -63,6 +68,12 @@ def inf_detection_enabled() -> bool:
 def oob_detection_enabled() -> bool:
     """Whether the range probes are on: SGLANG_SPEC_OOB_DETECTION or an alias (read now)."""
     return _flag(OOB_DETECTION_ENV) or _flag(SGLANG_ASYNC_ASSERT_ENV) or invariant_level() > 0
+
+
+def hand_probes_enabled() -> bool:
+    """Whether hand-placed probes run when their kind is on (PRTOGGLE_HAND_PROBES, default on)."""
+    raw = os.environ.get(HAND_PROBES_ENV)
+    return raw is None or _flag(HAND_PROBES_ENV)
 
 
 def invariant_level() -> int:

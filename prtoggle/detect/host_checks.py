@@ -20,7 +20,7 @@ HOST_DEVICE = "cpu"
 
 def maybe_check_host_range(value: int, low: int, high: int, site: str) -> None:
     """Check low <= value < high on the host (SGLANG_SPEC_OOB_DETECTION=1 or an alias)."""
-    if not config.oob_detection_enabled():
+    if not config.oob_detection_enabled() or not config.hand_probes_enabled():
         return
     value, low, high = (_as_int(v, name, site) for v, name in _named(value, low, high))
     if low <= value < high:

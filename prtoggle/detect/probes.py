@@ -47,7 +47,7 @@ def maybe_detect_nan(
 ) -> None:
     """Record NaNs in a float tensor under site `msg` (SGLANG_SPEC_NAN_DETECTION=1 or an
     sglang alias, see config.py); an empty `msg` names the caller."""
-    if config.nan_detection_enabled():
+    if config.nan_detection_enabled() and config.hand_probes_enabled():
         _detect_float("nan", tensor, msg or _caller_site(), provider)
 
 
@@ -56,7 +56,7 @@ def maybe_detect_inf(
 ) -> None:
     """Record +/-inf in a float tensor under site `msg` (SGLANG_SPEC_NAN_DETECTION=1 or
     SGLANG_ENABLE_ASYNC_ASSERT / SGLANG_INVARIANT_CHECK, see config.py)."""
-    if config.inf_detection_enabled():
+    if config.inf_detection_enabled() and config.hand_probes_enabled():
         _detect_float("inf", tensor, msg or _caller_site(), provider)
 
 
@@ -74,7 +74,7 @@ def maybe_detect_oob(
     `low` and `high` are Python ints or 1-element integer tensors on `indices`' device (e.g. a
     per-step bound held in a device buffer, read when the probe runs or replays).
     """
-    if not config.oob_detection_enabled() or indices is None:
+    if not config.oob_detection_enabled() or indices is None or not config.hand_probes_enabled():
         return
     import torch
 
