@@ -145,15 +145,11 @@ def check_padding_invariance(
     module: torch.nn.Module,
     *,
     real_rows: int,
-    name: str = "model",
-    variants: Sequence[PaddingVariant] = DEFAULT_VARIANTS,
-    atol: float = 0.0,
-    rtol: float = 0.0,
+    **options: Any,
 ) -> None:
-    """compare_padding(), raising PaddingLeakDetected naming the first leaking site."""
-    found = compare_padding(
-        run, module, real_rows=real_rows, name=name, variants=variants, atol=atol, rtol=rtol
-    )
+    """compare_padding() (same options), raising PaddingLeakDetected naming the first
+    leaking site."""
+    found = compare_padding(run, module, real_rows=real_rows, **options)
     if found is not None:
         raise PaddingLeakDetected(found.message(), sites=(found.site,), hits=(found,))
 
