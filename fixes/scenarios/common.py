@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -26,6 +27,7 @@ ENGINE_MODULES = (
 """What --auto-detect instruments: the engine, not the scenarios or benchmarks."""
 
 AUTO_DETECT_ENV = {
+    "PRTOGGLE_AUTO_DETECT": "1",
     "PRTOGGLE_HAND_PROBES": "0",
     "SGLANG_SPEC_NAN_DETECTION": "1",
     "SGLANG_SPEC_OOB_DETECTION": "0",
@@ -70,14 +72,24 @@ def run_auto_detect(
     run: Callable[[ScenarioOptions], ScenarioOutcome], options: ScenarioOptions
 ) -> ScenarioOutcome:
     """Run the scenario with AUTO_DETECT_ENV and every loaded engine module instrumented."""
+    os.environ.update(AUTO_DETECT_ENV)
+    with auto_instrumented():
+        return run(options)
+
+
+@contextlib.contextmanager
+def auto_instrumented() -> Iterator[None]:
+    """Under --auto-detect (PRTOGGLE_AUTO_DETECT=1, inherited by spawned ranks): every loaded
+    engine module instrumented for the body, then detect.check(); otherwise nothing."""
     from prtoggle import detect
 
-    os.environ.update(AUTO_DETECT_ENV)
+    if os.environ.get("PRTOGGLE_AUTO_DETECT") != "1":
+        yield
+        return
     loaded = [name for name in ENGINE_MODULES if name in sys.modules]
     with detect.instrument_functions(loaded):
-        outcome = run(options)
+        yield
         detect.check()
-    return outcome
 
 
 def run_scenario_main(

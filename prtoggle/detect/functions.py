@@ -12,12 +12,16 @@ imported), and every plain method of the classes defined there, is replaced by a
 that, after the call, probes the float tensors it returned (`QUALNAME(return)`) and the
 float tensors it was passed (`QUALNAME(ARG)`: buffers it wrote in place). Probing goes
 through record_float_tensors(), gated by nan_detection_enabled(), one launch per call.
-remove() (or leaving the `with` block) puts every original back. Reverts of fixes swap the
+An exception leaving a wrapped function gets a note per instrumented function it passes
+through and, unless it already names a site, `exc.site` = the innermost one (where a
+crash, e.g. a bounds check of a kernel, happened). remove() (or leaving the `with` block)
+puts every original back. Reverts of fixes swap the
 `__code__` of the original functions: apply them before instrumenting, restore them after.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -72,7 +76,11 @@ def _probing(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = function(*args, **kwargs)
+        try:
+            result = function(*args, **kwargs)
+        except Exception as exc:
+            _name_crash(exc, site)
+            raise
         if config.nan_detection_enabled():
             found = list(named_tensors(f"{site}(return)", result))
             for index, value in enumerate(args):
@@ -84,6 +92,14 @@ def _probing(function: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return wrapper
+
+
+def _name_crash(exc: Exception, site: str) -> None:
+    """Note on `exc` each instrumented function it leaves; `exc.site` is the innermost one."""
+    if getattr(exc, "site", None) is None and not getattr(exc, "sites", None):
+        with contextlib.suppress(AttributeError):  # __slots__ exceptions keep the note only
+            exc.site = site  # type: ignore[attr-defined]
+    exc.add_note(f"raised through instrumented {site}")
 
 
 def _expand(modules: Sequence[str | ModuleType]) -> Iterator[ModuleType]:
