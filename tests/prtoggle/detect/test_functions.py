@@ -25,6 +25,14 @@ def poison(x, row):
 class Stage:
     def run(self, x):
         return {"out": x * 2, "count": 3}
+
+    def crash(self, rows):
+        return index_rows(torch.zeros(2, 2), rows)
+
+def index_rows(t, rows):
+    if rows >= t.shape[0]:
+        raise IndexError(f"row {rows} out of bounds")
+    return t[rows]
 """
 
 
@@ -62,7 +70,7 @@ def test_originals_come_back_and_nothing_runs_while_off(engine: types.ModuleType
     handle = detect.instrument_functions([engine])
     assert engine.produce is not originals[0]
     assert engine.produce.__wrapped__ is originals[0]
-    assert len(handle.sites) == 3
+    assert len(handle.sites) == 5
     x = engine.produce(2)
     engine.poison(x, 0)
     detect.check()  # detection off: nothing recorded
@@ -95,3 +103,13 @@ def test_hand_probes_off_leaves_only_the_automatic_probes(
     with pytest.raises(NaNDetected) as excinfo:
         detect.check()
     assert excinfo.value.sites == ("fake_engine.stages.poison(x)",)
+
+
+def test_a_crash_names_the_innermost_instrumented_function(engine: types.ModuleType) -> None:
+    with detect.instrument_functions(["fake_engine"]), pytest.raises(IndexError) as excinfo:
+        engine.Stage().crash(5)
+    assert excinfo.value.site == "fake_engine.stages.index_rows"  # type: ignore[attr-defined]
+    assert excinfo.value.__notes__ == [
+        "raised through instrumented fake_engine.stages.index_rows",
+        "raised through instrumented fake_engine.stages.Stage.crash",
+    ]
