@@ -7,16 +7,12 @@ from dataclasses import dataclass
 
 import torch
 
+from fixes.errors import DPAttentionError
 from fixes.forward_batch import ForwardBatch
-from prtoggle.errors import PrToggleError
 
-__all__ = ["DPAttentionError", "MLPSyncResult", "prepare_mlp_sync_batch"]
+__all__ = ["MLPSyncResult", "prepare_mlp_sync_batch"]
 
 logger = logging.getLogger(__name__)
-
-
-class DPAttentionError(PrToggleError):
-    """DP attention was used without an initialised process group, or inconsistently."""
 
 
 @dataclass(frozen=True)

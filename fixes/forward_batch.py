@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
+
+from fixes.errors import AttentionBackendError
 
 if TYPE_CHECKING:
     from fixes.memory_pool import ReqToTokenPool, TokenToKVPool
@@ -87,6 +89,24 @@ class DraftExtendInput:
 
 
 SpecInput = DraftDecodeInput | VerifyInput | DraftExtendInput
+SpecInputT = TypeVar("SpecInputT", DraftDecodeInput, VerifyInput, DraftExtendInput)
+
+
+def require_spec_input(
+    spec_info: SpecInput | None, expected: type[SpecInputT], mode: ForwardMode
+) -> SpecInputT:
+    """`spec_info` as the type `mode` needs, or an error naming the mode and what was passed."""
+    if not isinstance(spec_info, expected):
+        raise AttentionBackendError(
+            f"{mode.name} needs spec_info of type {expected.__name__}, "
+            f"got {type(spec_info).__name__}"
+        )
+    return spec_info
+
+
+def is_draft_decode(mode: ForwardMode, spec_info: SpecInput | None) -> bool:
+    """A decode batch of a multi-step draft (its KV lengths grow by step + 1)."""
+    return mode.is_decode_or_idle() and isinstance(spec_info, DraftDecodeInput)
 
 
 @dataclass

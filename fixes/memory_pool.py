@@ -7,12 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from prtoggle.errors import PrToggleError
-
-
-class PoolExhaustedError(PrToggleError):
-    """A pool has fewer free rows or pages than a request asked for."""
-
+from fixes.errors import PoolExhaustedError
 
 PADDING_PAGE = 0
 """Page 0 is never handed out: padded rows of a CUDA graph batch write their KV there."""

@@ -292,7 +292,8 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
     from prtoggle.registry import default_registry
 
     try:
-        fix = default_registry().get(pr)
+        fixes = default_registry().find(pr)  # one per collection holding PR
+        fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
     except PrToggleError as exc:
         raise _collect_error(where, str(exc)) from exc
     expect = kwargs.get("expect", fix.expect)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fixes.errors import AttentionBackendError
 from fixes.forward_batch import ForwardBatch
 from fixes.kernels.draft_kv_indices import (
     draft_kv_indices_row_len,
@@ -23,7 +24,7 @@ from fixes.kernels.mla_attention import (
 )
 from fixes.memory_pool import MLATokenToKVPool, ReqToTokenPool
 from prtoggle import detect
-from prtoggle.errors import OOBDetected, PrToggleError
+from prtoggle.errors import OOBDetected
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class FlashInferMLAMultiStepDraftBackend:
     def _graph_metadata(self, forward_batch: ForwardBatch) -> None:
         buffer = self.cuda_graph_kv_indices
         if buffer is None:
-            raise PrToggleError(
+            raise AttentionBackendError(
                 f"{SITE}: CUDA graph metadata requested before init_cuda_graph_state(); "
                 "expected init_cuda_graph_state(max_bs, max_num_tokens) first"
             )

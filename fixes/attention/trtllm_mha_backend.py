@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
+from fixes.attention.base import AttentionBackend, AttentionLayer
 from fixes.attention.trtllm_mha_metadata import (
     GRAPH_KINDS,
-    AttentionBackendError,
-    AttentionLayer,
     ForwardMetadata,
     GraphBuffers,
-    allocate_graph_buffers,
     cumsum_with_zero,
-    draft_extend_input,
     extend_query_lengths,
     graph_kind,
     graph_query_lengths,
-    is_draft_decode,
     mode_site,
-    probe_metadata,
-    verify_input,
-    write_page_table,
 )
-from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode, SpecInput
+from fixes.errors import AttentionBackendError
+from fixes.forward_batch import (
+    DraftDecodeInput,
+    DraftExtendInput,
+    ForwardBatch,
+    ForwardMode,
+    SpecInput,
+    VerifyInput,
+    is_draft_decode,
+    require_spec_input,
+)
 from fixes.kernels.trtllm_fmha import (
     trtllm_batch_context_with_kv_cache,
     trtllm_batch_decode_with_kv_cache,
@@ -32,18 +33,10 @@ from fixes.kernels.trtllm_fmha import (
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from prtoggle import detect
 
-__all__ = [
-    "AttentionBackendError",
-    "AttentionLayer",
-    "ForwardMetadata",
-    "TRTLLMHAAttnBackend",
-    "TRTLLMHAAttnMultiStepDraftBackend",
-]
-
-logger = logging.getLogger(__name__)
+__all__ = ["TRTLLMHAAttnBackend", "TRTLLMHAAttnMultiStepDraftBackend"]
 
 
-class TRTLLMHAAttnBackend:
+class TRTLLMHAAttnBackend(AttentionBackend):
     """Paged MHA attention through the TRT-LLM FMHA decode and context kernels.
 
     `speculative_step_id` is the draft step this instance serves in a multi-step draft
@@ -90,31 +83,34 @@ class TRTLLMHAAttnBackend:
             q_lens = torch.ones(bs, dtype=torch.int32, device=self.device)
             max_seq_len_q, max_seq_len_k = 1, max_seq_len + extra
         elif mode.is_target_verify():
-            draft_token_num = verify_input(spec_info, mode).draft_token_num
+            draft_token_num = require_spec_input(spec_info, VerifyInput, mode).draft_token_num
             cache_seq_lens = seq_lens.to(torch.int32)
             q_lens = torch.full((bs,), draft_token_num, dtype=torch.int32, device=self.device)
             max_seq_len_q, max_seq_len_k = draft_token_num, max_seq_len
         elif mode.is_draft_extend_v2():
-            draft_extend = draft_extend_input(spec_info, mode)
+            draft_extend = require_spec_input(spec_info, DraftExtendInput, mode)
             cache_seq_lens = seq_lens.to(torch.int32)
             q_lens = draft_extend.accept_lengths.to(torch.int32)
             max_seq_len_q, max_seq_len_k = draft_extend.max_accept_length, max_seq_len
         else:
             q_lens, max_seq_len_q = extend_query_lengths(forward_batch)
             cache_seq_lens, max_seq_len_k = seq_lens.to(torch.int32), max_seq_len
-        self.forward_metadata = ForwardMetadata(
+        pages = -(-max_seq_len_k // self.page_size)
+        metadata = ForwardMetadata(
             cache_seq_lens=cache_seq_lens,
             cu_seq_lens_q=cumsum_with_zero(q_lens),
             cu_seq_lens_k=cumsum_with_zero(cache_seq_lens),
-            page_table=self._eager_page_table(forward_batch.req_pool_indices, max_seq_len_k),
+            page_table=torch.zeros((bs, pages), dtype=torch.int32, device=self.device),
             max_seq_len_q=max_seq_len_q,
             max_seq_len_k=max_seq_len_k,
         )
+        self._write_page_table(metadata, forward_batch.req_pool_indices)
+        self.forward_metadata = metadata
 
     def init_cuda_graph_state(self, *, max_bs: int) -> None:
         """Pre-allocate metadata buffers for graphs of up to `max_bs` requests."""
         for kind in GRAPH_KINDS:
-            self._graph_buffers[kind] = allocate_graph_buffers(
+            self._graph_buffers[kind] = GraphBuffers.allocate(
                 mode_name=f"{kind}[step={self.speculative_step_id}]",
                 max_bs=max_bs,
                 max_pages=self.max_pages_per_req,
@@ -160,7 +156,7 @@ class TRTLLMHAAttnBackend:
         )
         metadata.cu_seq_lens_q.copy_(cumsum_with_zero(q_lens))
         metadata.cu_seq_lens_k.copy_(cumsum_with_zero(cache_seq_lens))
-        self._write_graph_page_table(metadata, req_pool_indices[:bs])
+        self._write_page_table(metadata, req_pool_indices[:bs])
         self._graph_metadata[(kind, bs)] = metadata
         self.forward_metadata = metadata
 
@@ -190,23 +186,8 @@ class TRTLLMHAAttnBackend:
             q_lens, metadata.max_seq_len_q = graph_query_lengths(kind, bs, spec_info, self.device)
             metadata.cu_seq_lens_q.copy_(cumsum_with_zero(q_lens))
         metadata.cu_seq_lens_k.copy_(cumsum_with_zero(metadata.cache_seq_lens))
-        self._write_graph_page_table(metadata, req_pool_indices[:bs])
+        self._write_page_table(metadata, req_pool_indices[:bs])
         self.forward_metadata = metadata
-
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        layer: AttentionLayer,
-        forward_batch: ForwardBatch,
-        *,
-        save_kv_cache: bool = True,
-    ) -> torch.Tensor:
-        """Route to `forward_decode` or `forward_extend` by the batch's forward mode."""
-        if forward_batch.forward_mode.is_decode_or_idle():
-            return self.forward_decode(q, k, v, layer, forward_batch, save_kv_cache=save_kv_cache)
-        return self.forward_extend(q, k, v, layer, forward_batch, save_kv_cache=save_kv_cache)
 
     def forward_decode(
         self,
@@ -222,20 +203,8 @@ class TRTLLMHAAttnBackend:
         metadata, site, query = self._prepare(
             q, k, v, layer, forward_batch, save_kv_cache=save_kv_cache
         )
-        k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)
-        out = trtllm_batch_decode_with_kv_cache(
-            query=query,
-            k_cache=k_cache,
-            v_cache=v_cache,
-            block_tables=metadata.page_table,
-            seq_lens=metadata.cache_seq_lens,
-            max_seq_len=self.max_context_len,
-            softmax_scale=layer.scaling,
-            q_len_per_req=1,
-            provider=self.provider,
-        )
-        detect.maybe_detect_nan(out, f"{site}.layer[{layer.layer_id}].output")
-        return out.view(-1, layer.num_q_heads * layer.head_dim)
+        out = self._run_decode_kernel(query, metadata, layer, q_len_per_req=1)
+        return self._checked_output(out, site, layer)
 
     def forward_extend(
         self,
@@ -251,7 +220,6 @@ class TRTLLMHAAttnBackend:
         metadata, site, query = self._prepare(
             q, k, v, layer, forward_batch, save_kv_cache=save_kv_cache
         )
-        k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)
         out = torch.zeros_like(query)
         if forward_batch.forward_mode.is_target_verify():
             q_len_per_req = metadata.max_seq_len_q
@@ -262,18 +230,7 @@ class TRTLLMHAAttnBackend:
                 int(query.shape[0]) + 1,
                 "trtllm_mha.forward_extend.decode_query_rows",
             )
-            trtllm_batch_decode_with_kv_cache(
-                query=query,
-                k_cache=k_cache,
-                v_cache=v_cache,
-                block_tables=metadata.page_table,
-                seq_lens=metadata.cache_seq_lens,
-                max_seq_len=self.max_context_len,
-                softmax_scale=layer.scaling,
-                q_len_per_req=q_len_per_req,
-                out=out,
-                provider=self.provider,
-            )
+            self._run_decode_kernel(query, metadata, layer, q_len_per_req=q_len_per_req, out=out)
         else:
             batch_size = metadata.cu_seq_lens_q.shape[0] - 1
             detect.maybe_check_host_range(
@@ -282,6 +239,7 @@ class TRTLLMHAAttnBackend:
                 int(metadata.cu_seq_lens_q.shape[0]),
                 "trtllm_mha.forward_extend.batch_size",
             )
+            k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)
             trtllm_batch_context_with_kv_cache(
                 query=query,
                 k_cache=k_cache,
@@ -297,8 +255,7 @@ class TRTLLMHAAttnBackend:
                 out=out,
                 provider=self.provider,
             )
-        detect.maybe_detect_nan(out, f"{site}.layer[{layer.layer_id}].output")
-        return out.view(-1, layer.num_q_heads * layer.head_dim)
+        return self._checked_output(out, site, layer)
 
     def _prepare(
         self,
@@ -326,8 +283,7 @@ class TRTLLMHAAttnBackend:
         site = mode_site(mode, spec_info, self.speculative_step_id)
         if layer.layer_id == 0:
             draft = is_draft_decode(mode, spec_info)
-            probe_metadata(
-                metadata,
+            metadata.probe(
                 site=site,
                 min_kv_len=self.speculative_step_id + 1 if draft else 1,
                 max_context_len=self.max_context_len,
@@ -336,26 +292,39 @@ class TRTLLMHAAttnBackend:
             )
         return metadata, site, q.view(-1, layer.num_q_heads, layer.head_dim)
 
-    def _eager_page_table(self, req_pool_indices: torch.Tensor, max_seq_len_k: int) -> torch.Tensor:
-        bs, pages = int(req_pool_indices.shape[0]), -(-max_seq_len_k // self.page_size)
-        table = torch.zeros((bs, pages), dtype=torch.int32, device=self.device)
-        write_page_table(
-            table,
-            req_to_token=self.req_to_token_pool.req_to_token,
-            req_pool_indices=req_pool_indices,
-            max_seq_len_k=max_seq_len_k,
-            page_size=self.page_size,
+    def _run_decode_kernel(
+        self,
+        query: torch.Tensor,
+        metadata: ForwardMetadata,
+        layer: AttentionLayer,
+        *,
+        q_len_per_req: int,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The decode kernel over `q_len_per_req` rows per request (decode and verify)."""
+        k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)
+        return trtllm_batch_decode_with_kv_cache(
+            query=query,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            block_tables=metadata.page_table,
+            seq_lens=metadata.cache_seq_lens,
+            max_seq_len=self.max_context_len,
+            softmax_scale=layer.scaling,
+            q_len_per_req=q_len_per_req,
+            out=out,
+            provider=self.provider,
         )
-        return table
 
-    def _write_graph_page_table(
-        self, metadata: ForwardMetadata, req_pool_indices: torch.Tensor
-    ) -> None:
-        write_page_table(
-            metadata.page_table,
+    def _checked_output(self, out: torch.Tensor, site: str, layer: AttentionLayer) -> torch.Tensor:
+        """NaN probe on the attention output, then `[rows, Hq*D]`."""
+        detect.maybe_detect_nan(out, f"{site}.layer[{layer.layer_id}].output")
+        return out.view(-1, layer.num_q_heads * layer.head_dim)
+
+    def _write_page_table(self, metadata: ForwardMetadata, req_pool_indices: torch.Tensor) -> None:
+        metadata.write_page_table(
             req_to_token=self.req_to_token_pool.req_to_token,
             req_pool_indices=req_pool_indices,
-            max_seq_len_k=metadata.max_seq_len_k,
             page_size=self.page_size,
         )
 

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 import prtoggle
-from prtoggle.errors import PrToggleError
-from prtoggle.toggle import active_reverts, is_reverted
+from fixes.errors import EngineUsageError
+from prtoggle.toggle import active_reverts, patched_targets
 
 __all__ = [
     "BenchOptions",
@@ -119,13 +119,15 @@ def bench_device(options: BenchOptions) -> torch.device:
     """Apply SGLANG_DEBUG_REVERT_PR (idempotent), check the options, return the device."""
     prtoggle.maybe_revert_pr_fix()
     if options.device not in ("cpu", "cuda"):
-        raise PrToggleError(f"benchmark device {options.device!r} is unknown: expected cpu or cuda")
+        raise EngineUsageError(
+            f"benchmark device {options.device!r} is unknown: expected cpu or cuda"
+        )
     if options.device == "cuda" and not torch.cuda.is_available():
-        raise PrToggleError(
+        raise EngineUsageError(
             "benchmark device 'cuda' requested but torch sees no CUDA device; use --device cpu"
         )
     if options.repeat < 1 or options.warmup < 0:
-        raise PrToggleError(
+        raise EngineUsageError(
             f"benchmark repeat must be >= 1 and warmup >= 0, got repeat "
             f"{options.repeat} and warmup {options.warmup}"
         )
@@ -138,7 +140,7 @@ def torch_or_triton_provider(options: BenchOptions, *, bench: str, note: str = "
     if options.provider is None:
         return "torch" if options.device == "cpu" else "triton"
     if options.provider not in ("torch", "triton"):
-        raise PrToggleError(
+        raise EngineUsageError(
             f"{bench}: --provider {options.provider!r} is not supported: "
             f"expected torch or triton{note}"
         )
@@ -308,7 +310,7 @@ class _Pairing:
             self.samples.append(1000.0 * seconds / calls)
 
     def in_force(self) -> list[int]:
-        """PRs fully patched during every reverted sample."""
+        """PRs with patched code during every reverted sample."""
         if not self.seen_in_force:
             return []
         return sorted(set.intersection(*self.seen_in_force))
@@ -318,7 +320,7 @@ class _Pairing:
             return None
         try:
             with prtoggle.reverted(self.pr):
-                self.seen_in_force.append({pr for pr in active_reverts() if is_reverted(pr)})
+                self.seen_in_force.append({pr for pr in active_reverts() if patched_targets(pr)})
                 return action()
         except Exception as exc:  # the reverted code path failed: reported, not raised
             self.error = f"{type(exc).__name__}: {exc}"

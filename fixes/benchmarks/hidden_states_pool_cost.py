@@ -18,11 +18,11 @@ from fixes.benchmarks.common import (
     torch_or_triton_provider,
 )
 from fixes.cuda_graph.draft_extend_runner import build_draft_extend_graph_runner
+from fixes.errors import EngineUsageError
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from fixes.model.draft_model import draft_models
 from fixes.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2, VerifyResult
-from prtoggle.errors import PrToggleError
 
 ACCEPT_CYCLE = (1, 3, 2, 4)
 
@@ -85,7 +85,7 @@ def measure(options: BenchOptions) -> BenchResult:
     )
     forward_batch, verify = _batch(shape, device=device)
     if not runner.can_run(forward_batch):
-        raise PrToggleError(
+        raise EngineUsageError(
             f"hidden_states_pool_cost: batch of {shape.bs} does not fit the "
             f"graphs captured for {shape.capture_bs}"
         )

@@ -19,11 +19,11 @@ from fixes.benchmarks.common import (
     time_pair,
     torch_or_triton_provider,
 )
+from fixes.errors import AttentionBackendError, EngineUsageError
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.draft_kv_indices import draft_kv_indices_row_len
 from fixes.kernels.mla_attention import MLAShape
 from fixes.memory_pool import MLATokenToKVPool, PagedTokenAllocator, ReqToTokenPool
-from prtoggle.errors import PrToggleError
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def measure(options: BenchOptions) -> BenchResult:
     backend.init_cuda_graph_state(shape.bs, shape.bs * shape.topk)
     buffer = backend.cuda_graph_kv_indices
     if buffer is None:
-        raise PrToggleError("kv_indices_width_cost: init_cuda_graph_state left no buffer")
+        raise AttentionBackendError("kv_indices_width_cost: init_cuda_graph_state left no buffer")
     batch = _draft_batch(backend, shape, rows=rows, device=device)
     timing = time_pair(
         lambda: backend.init_forward_metadata_replay_cuda_graph(batch),
@@ -123,7 +123,9 @@ def _reverted_extras(
         backend.init_cuda_graph_state(shape.bs, shape.bs * shape.topk)
     buffer = backend.cuda_graph_kv_indices
     if buffer is None:
-        raise PrToggleError("kv_indices_width_cost: reverted init_cuda_graph_state left no buffer")
+        raise AttentionBackendError(
+            "kv_indices_width_cost: reverted init_cuda_graph_state left no buffer"
+        )
     return {"cuda_graph_kv_indices_bytes": buffer.numel() * buffer.element_size()}
 
 
@@ -135,7 +137,7 @@ def _require_narrow_rows_fit(shape: DraftShape) -> None:
         step=shape.num_steps - 1,
     )
     if needed > shape.bs * shape.max_context_len:
-        raise PrToggleError(
+        raise EngineUsageError(
             f"kv_indices_width_cost: rows need {needed} entries, more than the reverted "
             f"width bs * max_context_len = {shape.bs * shape.max_context_len}; the reverted "
             "code could not run: shorten seq_len"

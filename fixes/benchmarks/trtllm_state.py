@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fixes.attention.trtllm_mha_backend import AttentionLayer, TRTLLMHAAttnBackend
+from fixes.attention.base import AttentionLayer
+from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
 from fixes.benchmarks.common import BenchOptions, ShapeValue, shape_of
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.model.toy_attention_model import ToyModelConfig

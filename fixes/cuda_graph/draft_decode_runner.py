@@ -5,25 +5,59 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from fixes.attention.trtllm_mha_backend import (
-    AttentionBackendError,
-    TRTLLMHAAttnMultiStepDraftBackend,
-)
+from fixes.attention.base import AttentionBackend
 from fixes.cuda_graph.graph import CapturedGraph, capture, graph_memory_pool
+from fixes.errors import CudaGraphError
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import PADDING_PAGE, MHATokenToKVPool, ReqToTokenPool
-from fixes.model.toy_attention_model import ToyAttentionModel
 from prtoggle import detect
 
-__all__ = ["SEQ_LEN_FILL_VALUE", "DraftDecodeGraphRunner"]
+__all__ = [
+    "SEQ_LEN_FILL_VALUE",
+    "DraftDecodeGraphRunner",
+    "DraftDecodeModel",
+    "MultiStepDraftBackend",
+]
 
 logger = logging.getLogger(__name__)
 
 SEQ_LEN_FILL_VALUE = 1
 """Capture-time (and padded-row) sequence length, as sglang's runners use."""
+
+
+class DraftDecodeModel(Protocol):
+    """What the runner needs from the draft model: one forward of a batch through a backend."""
+
+    def forward(self, forward_batch: ForwardBatch, backend: AttentionBackend) -> torch.Tensor: ...
+
+
+class MultiStepDraftBackend(Protocol):
+    """What the runner needs from a multi-step draft backend: one backend per draft step."""
+
+    @property
+    def num_steps(self) -> int: ...
+
+    @property
+    def backends(self) -> Sequence[AttentionBackend]: ...
+
+    def init_cuda_graph_state(self, *, max_bs: int) -> None: ...
+
+    def init_forward_metadata_capture_cuda_graph(
+        self, *, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor
+    ) -> None: ...
+
+    def init_forward_metadata_replay_cuda_graph(
+        self,
+        *,
+        bs: int,
+        req_pool_indices: torch.Tensor,
+        seq_lens: torch.Tensor,
+        seq_lens_cpu: torch.Tensor,
+    ) -> None: ...
 
 
 @dataclass
@@ -43,14 +77,14 @@ class DraftDecodeGraphRunner:
     def __init__(
         self,
         *,
-        model: ToyAttentionModel,
-        draft_backend: TRTLLMHAAttnMultiStepDraftBackend,
+        model: DraftDecodeModel,
+        draft_backend: MultiStepDraftBackend,
         req_to_token_pool: ReqToTokenPool,
         token_to_kv_pool: MHATokenToKVPool,
         capture_batch_sizes: Sequence[int],
     ) -> None:
         if not capture_batch_sizes or min(capture_batch_sizes) < 1:
-            raise AttentionBackendError(
+            raise CudaGraphError(
                 f"capture_batch_sizes={list(capture_batch_sizes)}: expected a non-empty list "
                 "of batch sizes >= 1"
             )
@@ -91,13 +125,13 @@ class DraftDecodeGraphRunner:
         Returns `[num_steps, bs, hidden]` for the real requests (a copy).
         """
         if len(step_batches) != self.num_steps:
-            raise AttentionBackendError(
+            raise CudaGraphError(
                 f"replay got {len(step_batches)} step batches; expected num_steps={self.num_steps}"
             )
         real_bs = int(step_batches[0].seq_lens.shape[0])
         graph_bs = next((b for b in self.capture_batch_sizes if b >= real_bs), None)
         if graph_bs is None or not self.graphs:
-            raise AttentionBackendError(
+            raise CudaGraphError(
                 f"no captured draft decode graph fits bs={real_bs}; captured batch sizes: "
                 f"{sorted(self.graphs)} (call capture() first; check can_run(bs))"
             )

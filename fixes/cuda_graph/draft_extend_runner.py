@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import torch
 
 from fixes.cuda_graph.graph import CapturedGraph, capture, graph_memory_pool
+from fixes.errors import CudaGraphError
 from fixes.forward_batch import ForwardBatch, ForwardMode
 from fixes.model.draft_model import TinyDraftModel, next_step_input_ids
 from prtoggle import detect
-from prtoggle.errors import PrToggleError
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class DraftExtendCudaGraphRunner:
         buffers.select_index[:bs].copy_(select_index)
         buffers.req_pool_indices[:bs].copy_(forward_batch.req_pool_indices)
         if forward_batch.extend_seq_lens is None or forward_batch.extend_start_loc is None:
-            raise PrToggleError(
+            raise CudaGraphError(
                 "draft extend replay: forward_batch.extend_seq_lens and extend_start_loc "
                 "must be set (DRAFT_EXTEND_V2 batch); got None"
             )

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from prtoggle.errors import PrToggleError
+from fixes.errors import KernelContractError
 
 PROVIDERS = ("triton", "torch")
 
@@ -40,7 +40,7 @@ def generate_draft_decode_kv_indices(
     and raises IndexError only where the real kernel would leave the allocation.
     """
     if provider not in PROVIDERS:
-        raise PrToggleError(
+        raise KernelContractError(
             f"generate_draft_decode_kv_indices: provider {provider!r} is unknown: "
             f"expected one of {', '.join(PROVIDERS)}"
         )

@@ -6,8 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
+from fixes.errors import KernelContractError
 from fixes.kernels.draft_kv_indices import storage_tail_view
-from prtoggle.errors import PrToggleError
 
 PROVIDERS = ("triton", "torch")
 
@@ -35,7 +35,7 @@ def assign_hidden_states_pool(
     would touch memory outside the allocations.
     """
     if provider not in PROVIDERS:
-        raise PrToggleError(
+        raise KernelContractError(
             f"assign_hidden_states_pool: provider {provider!r} is unknown: "
             f"expected one of {', '.join(PROVIDERS)}"
         )

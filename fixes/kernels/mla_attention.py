@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from prtoggle.errors import PrToggleError
+from fixes.errors import KernelContractError
 
 PROVIDERS = ("torch", "flashinfer")
 FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024
@@ -143,7 +143,7 @@ def flashinfer_workspace(device: torch.device) -> torch.Tensor:
 def check_provider(provider: str) -> str:
     """Return `provider` if this module implements it, else raise naming the choices."""
     if provider not in PROVIDERS:
-        raise PrToggleError(
+        raise KernelContractError(
             f"MLA decode provider {provider!r} is unknown: expected one of {', '.join(PROVIDERS)}"
         )
     return provider

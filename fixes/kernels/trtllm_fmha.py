@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from prtoggle.errors import PrToggleError
+from fixes.errors import KernelContractError
 
 __all__ = [
     "PROVIDERS",
@@ -18,10 +18,6 @@ __all__ = [
 
 PROVIDERS: tuple[str, ...] = ("torch", "triton", "flashinfer")
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-class KernelContractError(PrToggleError):
-    """A kernel was called with inputs or a provider outside the TRT-LLM FMHA contract."""
 
 
 def default_provider(device: torch.device | str) -> str:

@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 
-from fixes.attention.trtllm_mha_metadata import AttentionLayer
+from fixes.attention.base import AttentionBackend, AttentionLayer
 from fixes.forward_batch import ForwardBatch
 
-__all__ = ["AttentionBackendLike", "ToyAttentionModel", "ToyModelConfig"]
-
-
-class AttentionBackendLike(Protocol):
-    """What the model needs from an attention backend."""
-
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        layer: AttentionLayer,
-        forward_batch: ForwardBatch,
-        *,
-        save_kv_cache: bool = True,
-    ) -> torch.Tensor: ...
+__all__ = ["ToyAttentionModel", "ToyModelConfig"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +74,7 @@ class ToyAttentionModel:
             for i in range(config.num_layers)
         ]
 
-    def forward(self, forward_batch: ForwardBatch, backend: AttentionBackendLike) -> torch.Tensor:
+    def forward(self, forward_batch: ForwardBatch, backend: AttentionBackend) -> torch.Tensor:
         """Hidden states `[num_tokens, hidden]` of the batch's new tokens, through `backend`."""
         hidden = self.embedding[forward_batch.input_ids.long()]
         for weights, layer in zip(self.layers, self.attention_layers, strict=True):

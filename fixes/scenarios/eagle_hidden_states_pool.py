@@ -6,13 +6,13 @@ import torch
 
 import prtoggle
 from fixes.cuda_graph.draft_extend_runner import build_draft_extend_graph_runner
+from fixes.errors import EngineUsageError
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from fixes.model.draft_model import draft_models, reference_draft_extend
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, run_scenario_main
 from fixes.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2, VerifyResult
 from prtoggle import detect
-from prtoggle.errors import PrToggleError
 
 NUM_STEPS = 3
 TOPK = 2
@@ -146,7 +146,7 @@ def _hidden_states_provider(options: ScenarioOptions, device: torch.device) -> s
     if options.provider is None:
         return "torch" if device.type == "cpu" else "triton"
     if options.provider not in ("torch", "triton"):
-        raise PrToggleError(
+        raise EngineUsageError(
             f"eagle_hidden_states_pool: --provider {options.provider!r} is not supported: "
             "expected torch or triton"
         )

@@ -9,12 +9,12 @@ import torch
 import prtoggle
 from fixes.attention.flashinfer_mla_backend import FlashInferMLAMultiStepDraftBackend
 from fixes.cuda_graph.graph import capture
+from fixes.errors import EngineUsageError
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.mla_attention import MLAShape
 from fixes.memory_pool import MLATokenToKVPool, PagedTokenAllocator, ReqToTokenPool
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, run_scenario_main
 from prtoggle import detect
-from prtoggle.errors import PrToggleError
 
 Queries = tuple[torch.Tensor, torch.Tensor]
 """Per attention step and (request, branch) row: the nope and rope parts of the query."""
@@ -77,14 +77,14 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
 def build_stack(*, device: torch.device, provider: str) -> MLADraftStack:
     """Two requests whose prefix and per-branch draft slots are spread over the pool."""
     if provider not in PROVIDERS:
-        raise PrToggleError(
+        raise EngineUsageError(
             f"mla_draft_kv_indices_width: --provider {provider!r} is unknown: expected one "
             f"of {', '.join(PROVIDERS)}"
         )
     kv_provider, attention_provider = PROVIDERS[provider]
     on_flashinfer = attention_provider == "flashinfer"
     if on_flashinfer and device.type != "cuda":
-        raise PrToggleError(
+        raise EngineUsageError(
             f"mla_draft_kv_indices_width: --provider flashinfer needs --device cuda, got "
             f"{device.type}; on CPU use torch or triton (TRITON_INTERPRET=1)"
         )

@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from fixes.dp_attention import DPAttentionError, MLPSyncResult, prepare_mlp_sync_batch
+from fixes.dp_attention import MLPSyncResult, prepare_mlp_sync_batch
+from fixes.errors import DPAttentionError
 from fixes.model.toy_requests import build_stack, random_tokens
 
 PROMPT_LENS_PER_RANK = ([3, 2], [1, 4, 2, 5])

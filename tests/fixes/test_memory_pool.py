@@ -7,11 +7,11 @@ import re
 import pytest
 import torch
 
+from fixes.errors import PoolExhaustedError
 from fixes.memory_pool import (
     PADDING_PAGE,
     MHATokenToKVPool,
     PagedTokenAllocator,
-    PoolExhaustedError,
     ReqToTokenPool,
     page_table,
 )

@@ -11,11 +11,11 @@ import torch
 
 import prtoggle
 from fixes.attention.trtllm_mha_backend import (
-    AttentionBackendError,
-    ForwardMetadata,
     TRTLLMHAAttnBackend,
     TRTLLMHAAttnMultiStepDraftBackend,
 )
+from fixes.attention.trtllm_mha_metadata import ForwardMetadata
+from fixes.errors import AttentionBackendError
 from fixes.forward_batch import (
     DraftDecodeInput,
     DraftExtendInput,

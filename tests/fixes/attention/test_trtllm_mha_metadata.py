@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fixes.attention import trtllm_mha_metadata
-from fixes.attention.trtllm_mha_metadata import ForwardMetadata, probe_metadata
+from fixes.attention.trtllm_mha_metadata import ForwardMetadata
 from prtoggle import detect
 from prtoggle.errors import OOBDetected
 
@@ -33,19 +33,15 @@ def test_probes_off_launch_no_torch_work(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("SGLANG_SPEC_OOB_DETECTION", raising=False)
 
     def forbidden(*args: object, **kwargs: object) -> None:
-        raise AssertionError("probe_metadata did tensor work with OOB detection off")
+        raise AssertionError("ForwardMetadata.probe did tensor work with OOB detection off")
 
     monkeypatch.setattr(trtllm_mha_metadata.torch, "diff", forbidden)
-    probe_metadata(
-        _metadata([0, 3]), site="t", min_kv_len=1, max_context_len=8, num_pages=8, page_size=4
-    )
+    _metadata([0, 3]).probe(site="t", min_kv_len=1, max_context_len=8, num_pages=8, page_size=4)
 
 
 def test_an_empty_kv_range_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLANG_SPEC_OOB_DETECTION", "1")
-    probe_metadata(
-        _metadata([0, 3]), site="t", min_kv_len=1, max_context_len=8, num_pages=8, page_size=4
-    )
+    _metadata([0, 3]).probe(site="t", min_kv_len=1, max_context_len=8, num_pages=8, page_size=4)
     with pytest.raises(OOBDetected) as caught:
         detect.check()
     assert caught.value.sites == ("t.cache_seq_lens",)

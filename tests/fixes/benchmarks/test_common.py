@@ -23,7 +23,7 @@ from fixes.benchmarks.common import (
     time_pair,
     torch_or_triton_provider,
 )
-from prtoggle.errors import PrToggleError
+from fixes.errors import EngineUsageError
 from prtoggle.toggle import active_reverts, is_reverted
 
 TOGGLED_PR = 21649
@@ -125,7 +125,7 @@ def test_make_result_takes_the_median_and_names_dtypes() -> None:
 
 
 def test_bad_options_are_refused_naming_the_value() -> None:
-    with pytest.raises(PrToggleError) as caught:
+    with pytest.raises(EngineUsageError) as caught:
         bench_device(BenchOptions(repeat=0))
     assert str(caught.value) == (
         "benchmark repeat must be >= 1 and warmup >= 0, got repeat 0 and warmup 2"
@@ -187,7 +187,7 @@ def test_module_entry_reports_an_error_as_its_last_line() -> None:
     )
     assert completed.returncode == 1
     assert completed.stderr.splitlines()[-1] == (
-        "PrToggleError: kv_indices_width_cost: --provider 'nope' is not supported: expected "
+        "EngineUsageError: kv_indices_width_cost: --provider 'nope' is not supported: expected "
         "torch or triton (the kv_indices kernel; attention is not timed)"
     )
 
@@ -199,7 +199,7 @@ def test_provider_defaults_to_torch_on_cpu_and_triton_on_cuda() -> None:
 
 
 def test_unsupported_provider_names_the_bench_the_choices_and_the_note() -> None:
-    with pytest.raises(PrToggleError) as info:
+    with pytest.raises(EngineUsageError) as info:
         torch_or_triton_provider(
             BenchOptions(provider="flashinfer"), bench="demo_cost", note=" (the demo kernel)"
         )

@@ -10,7 +10,7 @@ from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, p
 
 import prtoggle
 from fixes.benchmarks import kv_indices_width_cost as bench
-from prtoggle.errors import PrToggleError
+from fixes.errors import EngineUsageError
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +39,7 @@ def test_a_paired_run_reports_both_buffer_sizes() -> None:
 
 def test_a_shape_whose_narrow_rows_overflow_is_refused() -> None:
     shape = dataclasses.replace(bench.CPU_SHAPE, seq_len=40)
-    with pytest.raises(PrToggleError) as caught:
+    with pytest.raises(EngineUsageError) as caught:
         bench._require_narrow_rows_fit(shape)
     assert str(caught.value) == (
         "kv_indices_width_cost: rows need 352 entries, more than the reverted width "
@@ -48,7 +48,7 @@ def test_a_shape_whose_narrow_rows_overflow_is_refused() -> None:
 
 
 def test_an_attention_provider_is_refused_with_the_choices() -> None:
-    with pytest.raises(PrToggleError) as caught:
+    with pytest.raises(EngineUsageError) as caught:
         bench.measure(bench.BenchOptions(provider="flashinfer", repeat=1))
     assert str(caught.value) == (
         "kv_indices_width_cost: --provider 'flashinfer' is not supported: expected torch or "

@@ -9,11 +9,11 @@ import torch
 
 import prtoggle
 from fixes.attention.trtllm_mha_backend import (
-    AttentionBackendError,
     TRTLLMHAAttnBackend,
     TRTLLMHAAttnMultiStepDraftBackend,
 )
 from fixes.cuda_graph.draft_decode_runner import DraftDecodeGraphRunner
+from fixes.errors import CudaGraphError
 from fixes.memory_pool import PADDING_PAGE
 from fixes.model.toy_requests import ToyStack, build_stack, random_tokens
 from prtoggle.detect import clock, config, poison, witness
@@ -89,12 +89,12 @@ def test_replay_refuses_a_batch_larger_than_every_capture_and_a_wrong_step_count
     assert (runner.can_run(2), runner.can_run(3)) == (True, False)
     batches = stack.draft_decode_batches(requests, [[1, 2]] * 3, num_steps=NUM_STEPS)
     with pytest.raises(
-        AttentionBackendError,
+        CudaGraphError,
         match=re.escape("no captured draft decode graph fits bs=3; captured batch sizes: [2]"),
     ):
         runner.replay(batches)
     with pytest.raises(
-        AttentionBackendError, match=re.escape("replay got 1 step batches; expected num_steps=2")
+        CudaGraphError, match=re.escape("replay got 1 step batches; expected num_steps=2")
     ):
         runner.replay(batches[:1])
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fixes.errors import KernelContractError
 from fixes.kernels.draft_kv_indices import (
     draft_kv_indices_row_len,
     generate_draft_decode_kv_indices,
     storage_tail_view,
 )
-from prtoggle.errors import PrToggleError
 
 PROVIDERS = ["torch", "triton"]
 UNWRITTEN = -7
@@ -171,7 +171,7 @@ def test_torch_provider_raises_where_the_kernel_would_leave_the_allocation() -> 
 
 def test_unknown_provider_is_refused_with_the_choices() -> None:
     req_to_token, req_pool_indices, lens = make_inputs([3])
-    with pytest.raises(PrToggleError) as info:
+    with pytest.raises(KernelContractError) as info:
         generate_draft_decode_kv_indices(
             req_pool_indices=req_pool_indices,
             req_to_token=req_to_token,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fixes.errors import KernelContractError
 from fixes.kernels.hidden_states_pool import assign_hidden_states_pool
-from prtoggle.errors import PrToggleError
 
 PROVIDERS = ["torch", "triton"]
 
@@ -153,7 +153,7 @@ def test_torch_provider_raises_on_hidden_rows_outside_the_hidden_states() -> Non
 
 
 def test_unknown_provider_is_refused_with_the_choices() -> None:
-    with pytest.raises(PrToggleError) as info:
+    with pytest.raises(KernelContractError) as info:
         assign(
             torch.zeros(2, 2),
             torch.tensor([0]),

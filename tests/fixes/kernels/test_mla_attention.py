@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fixes.errors import KernelContractError
 from fixes.kernels.draft_kv_indices import storage_tail_view
 from fixes.kernels.mla_attention import (
     FlashInferMLADecode,
@@ -13,7 +14,6 @@ from fixes.kernels.mla_attention import (
     flashinfer_workspace,
     mla_paged_decode_torch,
 )
-from prtoggle.errors import PrToggleError
 
 
 def make_case(
@@ -108,7 +108,7 @@ def test_cpu_slot_outside_the_cache_raises() -> None:
 
 
 def test_unknown_provider_is_refused_with_the_choices() -> None:
-    with pytest.raises(PrToggleError) as info:
+    with pytest.raises(KernelContractError) as info:
         check_provider("triton")
     assert str(info.value) == (
         "MLA decode provider 'triton' is unknown: expected one of torch, flashinfer"

@@ -15,10 +15,10 @@ from scenario_process import (
     run_reverted,
 )
 
+from fixes.errors import EngineUsageError
 from fixes.scenarios.common import OUTCOME_PREFIX, ScenarioOptions, ScenarioOutcome
 from fixes.scenarios.mla_draft_kv_indices_width import run
 from prtoggle import detect
-from prtoggle.errors import PrToggleError
 from prtoggle.registry import default_registry
 
 PR = 27460
@@ -127,7 +127,7 @@ def test_on_cuda_reverted_without_detection_fails() -> None:
 
 
 def test_flashinfer_provider_on_cpu_is_refused_with_the_choices() -> None:
-    with pytest.raises(PrToggleError) as info:
+    with pytest.raises(EngineUsageError) as info:
         run(ScenarioOptions(provider="flashinfer"))
     assert str(info.value) == (
         "mla_draft_kv_indices_width: --provider flashinfer needs --device cuda, got cpu; on "
