@@ -13,11 +13,15 @@ __all__ = [
     "apply_patches_from_config",
     "is_reverted",
     "maybe_revert_pr_fix",
+    "patched_targets",
+    "pending_targets",
     "reverted",
 ]
 __version__ = "0.1.0"
 
-_TOGGLE_EXPORTS = frozenset({"is_reverted", "maybe_revert_pr_fix", "reverted"})
+_TOGGLE_EXPORTS = frozenset(
+    {"is_reverted", "maybe_revert_pr_fix", "patched_targets", "pending_targets", "reverted"}
+)
 _SOURCE_PATCHER_EXPORTS = frozenset({"CodePatcher", "apply_edits", "apply_patches_from_config"})
 
 

@@ -154,8 +154,9 @@ def _looks_like_registry(node: ast.Dict) -> bool:
 def _recipe(
     path: Path, key: ast.expr | None, value: ast.expr, strings: dict[str, str]
 ) -> SglangRecipe:
-    assert isinstance(key, ast.Constant)  # _looks_like_registry checked every key
-    pr = int(key.value)
+    if not isinstance(key, ast.Constant) or not isinstance(key.value, int):
+        raise SglangImportError(f"{path}: a registry key is not a PR number")
+    pr = key.value
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
         return SglangRecipe(pr=pr, text=value.value, line=value.lineno)
     if isinstance(value, ast.Name) and value.id in strings:
