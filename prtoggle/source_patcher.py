@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,8 +22,11 @@ RECIPE_KEYS = ("patches", "pr", "title", "url", "merged", "component", "symptom"
 """Top-level keys apply_patches_from_config accepts; all but `patches` are metadata, ignored."""
 _PATCH_KEYS = ("target", "edits", "preamble")
 _EDIT_KEYS = ("match", *EDIT_KINDS)
-_HANDLE_PR = 0
-"""The layer number a handle's edits carry in its own swapper (no registry PR involved)."""
+_SWAPPER = CodeSwapper()
+"""Every function this module patched (process-global, like prtoggle's reverts)."""
+_LOCK = threading.Lock()
+_LAYER_NUMBERS = itertools.count(1)
+"""Each applied patch is one layer of _SWAPPER, numbered in place of a PR number."""
 
 
 @dataclass(frozen=True)
@@ -51,28 +56,24 @@ class PatchSpec:
 
 @dataclass
 class PatchState:
-    """One patched function: `restore()` puts the original code object back exactly.
+    """One applied patch: `restore()` removes it; the last one off gives back the original code.
 
-    Restoring while a later patch of the same function is still on it is an error
-    (restore in reverse order, as CodePatcher does); a second restore does nothing.
+    Patches of one function stack (a later one edits the earlier one's result) and may be
+    restored in any order. A second restore does nothing.
     """
 
     target_fn: types.FunctionType
     original_code: types.CodeType
     target: str
-    _swapper: CodeSwapper = field(repr=False, default_factory=CodeSwapper)
-    _patched_code: types.CodeType | None = field(repr=False, default=None)
+    _layer: int = field(repr=False, default=0)
+    _active: bool = field(repr=False, default=False)
 
     def restore(self) -> None:
-        if self._patched_code is None:
-            return
-        if self.target_fn.__code__ is not self._patched_code:
-            raise PatchApplicationError(
-                f"{self.target}: its code changed after this patch was applied (another "
-                "patch is on top of it); restore that one first"
-            )
-        self._swapper.unpatch(self.target_fn, _HANDLE_PR)
-        self._patched_code = None
+        with _LOCK:
+            if not self._active:
+                return
+            _SWAPPER.unpatch(self.target_fn, self._layer)
+            self._active = False
 
 
 def apply_edits(*, source: str, edits: Iterable[Any]) -> str:
@@ -82,11 +83,10 @@ def apply_edits(*, source: str, edits: Iterable[Any]) -> str:
     Matching and errors are prtoggle's: lines compared whitespace-stripped, exactly one
     match, diagnostics with line numbers counted from 1.
     """
-    from prtoggle.patching import EditContext, edit_source
+    from prtoggle.patching import edit_text
 
     converted = [_as_edit(edit, index) for index, edit in enumerate(edits, start=1)]
-    context = EditContext(target="<source>", filename="<source>")
-    text = edit_source(source, converted, first_line=1, context=context).text
+    text = edit_text(source=source, edits=converted)
     return text if source.endswith("\n") or not text.endswith("\n") else text[:-1]
 
 
@@ -157,10 +157,13 @@ def _apply_specs(specs: list[PatchSpec]) -> list[PatchState]:
 def _patch_resolved(function: types.FunctionType, spec: PatchSpec) -> PatchState:
     edits = tuple(_as_edit(edit, index) for index, edit in enumerate(spec.edits, start=1))
     patch = Patch(target=spec.target, edits=edits, line=0, preamble=spec.preamble)
-    state = PatchState(target_fn=function, original_code=function.__code__, target=spec.target)
-    state._swapper.patch(function, EditLayer(pr=_HANDLE_PR, patch=patch, yaml_path=None))
-    state._patched_code = function.__code__
-    return state
+    with _LOCK:
+        layer = next(_LAYER_NUMBERS)
+        original = _SWAPPER.original_code(function)
+        _SWAPPER.patch(function, EditLayer(pr=layer, patch=patch, yaml_path=None))
+    return PatchState(
+        target_fn=function, original_code=original, target=spec.target, _layer=layer, _active=True
+    )
 
 
 def _restore_all(states: list[PatchState]) -> None:
