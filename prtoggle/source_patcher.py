@@ -15,10 +15,11 @@ import yaml
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
 from prtoggle.patching import CodeSwapper, EditLayer, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
+from prtoggle.recipe import _FIX_OPTIONAL
 
 logger = logging.getLogger(__name__)
 
-RECIPE_KEYS = ("patches", "pr", "title", "url", "merged", "component", "symptom", "expect")
+RECIPE_KEYS = ("patches", *_FIX_OPTIONAL)
 """Top-level keys apply_patches_from_config accepts; all but `patches` are metadata, ignored."""
 _PATCH_KEYS = ("target", "edits", "preamble")
 _EDIT_KEYS = ("match", *EDIT_KINDS)
