@@ -28,7 +28,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from prtoggle.child_process import CommandRun, run_command
+from prtoggle.child_process import (
+    CommandRun,
+    disown,
+    own_group,
+    raise_if_interrupted,
+    run_command,
+)
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import (
     DETECT_MODE_ENV,
@@ -178,6 +184,8 @@ class WarmWorker:
         except subprocess.TimeoutExpired:
             _kill_group(server.pid)
             server.wait()
+        finally:
+            disown(server.pid)
 
     @property
     def server_pid(self) -> int | None:
@@ -199,6 +207,8 @@ class WarmWorker:
             )
         finally:
             theirs.close()
+        server = self._server
+        own_group(server.pid, has_exited=lambda: server.poll() is not None)
         self._requests = mine
         return mine
 
@@ -210,6 +220,7 @@ class WarmWorker:
         timeout: float | None,
         cwd: str,
     ) -> CommandRun:
+        raise_if_interrupted()
         reply, out_read, err_read = self._send_request(invocation, env, cwd)
         pid: int | None = None
         try:
@@ -217,15 +228,19 @@ class WarmWorker:
             started = time.monotonic()  # the run's own time: the server's start-up is not in it
             with self._lock:
                 self._live.add(pid)
+            own_group(pid, has_exited=_read_from_proc)
+            raise_if_interrupted()
             deadline = None if timeout is None else started + timeout
             stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
             status = int(self._message(reply, "status"))
+            raise_if_interrupted()
         except BaseException:
             if pid is not None:
                 _kill_group(pid)
             raise
         finally:
             if pid is not None:
+                disown(pid)
                 with self._lock:
                     self._live.discard(pid)
             reply.close()
@@ -327,6 +342,11 @@ def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tup
                     selector.unregister(key.fd)
     stdout, stderr = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_fd, err_fd))
     return stdout, stderr, timed_out
+
+
+def _read_from_proc() -> bool:
+    """`own_group`'s has_exited for a run: not our child, so its liveness is read from /proc."""
+    return True
 
 
 def _differing_variables(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:

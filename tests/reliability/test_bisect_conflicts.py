@@ -114,5 +114,8 @@ def test_the_conflict_is_real_a_child_asked_for_both_cannot_start(
         timeout=120,
         check=False,
     )
-    assert done.returncode == 1
-    assert "PatchApplicationError: PR 91002 could not be reverted" in done.stderr
+    assert done.returncode == 78
+    assert done.stderr.startswith(
+        f"prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR {SECOND} could not be reverted "
+        f"when {MODULE} was imported, so it is not reverted at all: {MODULE}.answer: edit 1 of 1"
+    )
