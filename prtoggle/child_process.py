@@ -208,6 +208,15 @@ def own_group(pgid: int, *, has_exited: Callable[[], bool]) -> None:
     _OWNER.running[pgid] = has_exited
 
 
+def raise_if_interrupted() -> None:
+    """Raise Interrupted once a signal is ending the owned children.
+
+    For runners that start children by other means (the warm worker): call it before a
+    run starts and right after `own_group`, as `start_child` does.
+    """
+    _OWNER.raise_if_stopping()
+
+
 def disown(pgid: int) -> None:
     """Stop owning the process group `pgid` (after the caller reaped its leader)."""
     _OWNER.running.pop(pgid, None)
