@@ -11,6 +11,7 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    EXIT_STATUS_HELP,
     collection_option,
     echo_json,
     format_table,
@@ -40,7 +41,7 @@ Examples:
 """
 
 
-@click.command("check", epilog=_EPILOG)
+@click.command("check", epilog=EXIT_STATUS_HELP + _EPILOG)
 @click.option(
     "--source-root",
     "source_roots",

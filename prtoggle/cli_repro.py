@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING
@@ -17,12 +18,15 @@ from prtoggle.cli_support import (
     format_table,
     json_option,
     load_default_registry,
+    provider_option,
+    require_device,
     select_fixes_having,
 )
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
     from prtoggle.repro import ReproResult, ScenarioResult
+    from prtoggle.warm_worker import CommandRunner
 
 _VARIANTS = ("fixed", "reverted")
 
@@ -30,8 +34,11 @@ _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
 SGLANG_DEBUG_POISON=1; the reverted run also SGLANG_DEBUG_REVERT_PR=N.
 A fix reproduces when its fixed run is clean and its reverted run fails
-matching the fix's `expect` regex. Exit status 0 only if every selected fix
-reproduces.
+matching the fix's `expect` regex. SECONDS: the wall time of each run,
+fixed / reverted; the last line gives the command's wall time. Exit status 0
+only if every selected fix reproduces; 1 if one does not; 2 bad input
+(`--device cuda` without CUDA: before any child starts); 130/143 interrupted
+(running children are ended, queued runs never start).
 
 \b
 Examples:
@@ -45,7 +52,7 @@ Examples:
 @click.argument("prs", nargs=-1, type=int)
 @click.option("--all", "run_all", is_flag=True, help="Every fix that has a repro scenario.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--provider", default=None, help="Kernel provider: torch, triton, flashinfer.")
+@provider_option
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -60,6 +67,11 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @collection_option
 @json_option
 def repro_command(
@@ -71,24 +83,32 @@ def repro_command(
     provider: str | None,
     timeout: float,
     jobs: int | None,
+    cold: bool,
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
+    from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
+
+    started = time.monotonic()
     registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
+    require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
-    results = run_repros(
-        fixes,
-        device=device,
-        provider=provider,
-        timeout=timeout,
-        jobs=workers,
-        on_done=_print_progress,
-    )
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        results = run_repros(
+            fixes,
+            device=device,
+            provider=provider,
+            timeout=timeout,
+            jobs=workers,
+            on_done=_print_progress,
+            runner=runner,
+        )
     if as_json:
         echo_json([result.to_dict() for result in results])
     else:
-        _print_table(results)
+        _print_table(results, seconds=time.monotonic() - started)
     if not all(result.reproduced for result in results):
         sys.exit(EXIT_NEGATIVE)
 
@@ -101,11 +121,15 @@ def run_repros(
     timeout: float,
     jobs: int,
     on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
+    runner: CommandRunner | None = None,
 ) -> list[ReproResult]:
     """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
 
-    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes.
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
+    starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
+    anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
     """
+    from prtoggle.child_process import run_command
     from prtoggle.repro import ReproResult, run_scenario
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
@@ -116,9 +140,11 @@ def run_repros(
             device=device,
             provider=provider,
             timeout=timeout,
+            runner=runner or run_command,
         )
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         runs = {(fix.pr, variant): (fix, variant) for fix in fixes for variant in _VARIANTS}
         futures = {
             launch(fix, (fix.pr,) if variant == "reverted" else ()): key
@@ -130,6 +156,8 @@ def run_repros(
             results[key] = future.result()
             if on_done is not None:
                 on_done(*runs[key], results[key])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [
         ReproResult(
             pr=fix.pr,
@@ -151,14 +179,14 @@ def _print_progress(fix: Fix, variant: str, result: ScenarioResult) -> None:
     click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
 
 
-def _print_table(results: Sequence[ReproResult]) -> None:
+def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
     rows = [
         [
             str(result.pr),
             result.fixed.describe(),
             result.reverted.describe(),
             "yes" if result.reproduced else "NO",
-            f"{result.seconds:.1f}",
+            f"{result.fixed.seconds:.1f} / {result.reverted.seconds:.1f}",
         ]
         for result in results
     ]
@@ -168,7 +196,7 @@ def _print_table(results: Sequence[ReproResult]) -> None:
             click.echo("")
             click.echo(_explain(result))
     reproduced = sum(result.reproduced for result in results)
-    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced")
+    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced in {seconds:.1f} s")
 
 
 def _explain(result: ReproResult) -> str:
