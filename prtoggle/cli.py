@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from prtoggle.cli_bisect import bisect_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    EXIT_STATUS_HELP,
     PrToggleGroup,
     check_without_import,
     checks_per_fix,
@@ -27,8 +28,8 @@ from prtoggle.cli_support import (
     refuse_absent_packages,
     selected_fixes,
 )
-from prtoggle.errors import PatchApplicationError, RunnerError
-from prtoggle.protocol import shell_status
+from prtoggle.errors import PatchApplicationError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,14 +37,25 @@ if TYPE_CHECKING:
     from prtoggle.check import TargetCheck
     from prtoggle.registry import Fix, Registry
 
+_RUN_EXIT_HELP = f"""\b
+Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
+before starting it (unknown PR, a revert that does not apply, no such
+program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a child Python's start-up hook cannot apply a revert
+prtoggle could not check beforehand (its target package was not found);
+130/143 when prtoggle itself is interrupted (COMMAND's group is ended).
+
+"""
+
 CAPTURE_NOTE = (
     "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
 )
 
 _MAIN_EPILOG = """\b
-Exit status: 0 success; 1 the command ran and its answer is no (a check failed,
-a fix did not reproduce, bisect found no culprit); 2 bad input or a prtoggle
-error, printed as one `error: ...` line. `run` passes its command's status through.
+Exit status: 0 yes/success; 1 the command ran and its answer is no (a check
+failed, a fix did not reproduce, bisect found no culprit); 2 bad input or a
+prtoggle error, printed as one `error: ...` line (usage errors too); 130/143
+interrupted by SIGINT/SIGTERM (child processes ended). `run` passes its
+command's status through.
 
 \b
 Examples:
@@ -64,7 +76,8 @@ def cli() -> None:
 
 @cli.command(
     "list",
-    epilog="\b\nExamples:\n  prtoggle list\n  prtoggle list --collection fixes --json",
+    epilog=EXIT_STATUS_HELP
+    + "\b\nExamples:\n  prtoggle list\n  prtoggle list --collection fixes --json",
 )
 @collection_option
 @json_option
@@ -100,7 +113,8 @@ def list_command(collection: str | None, as_json: bool) -> None:
 
 @cli.command(
     "show",
-    epilog="\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 27460 --collection fixes --json",
+    epilog=EXIT_STATUS_HELP
+    + "\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 27460 --collection fixes --json",
 )
 @click.argument("pr", type=int)
 @collection_option
@@ -141,7 +155,7 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
 
 @cli.command(
     "check",
-    epilog="\b\nExamples:\n  prtoggle check\n  prtoggle check 26521 24856"
+    epilog=EXIT_STATUS_HELP + "\b\nExamples:\n  prtoggle check\n  prtoggle check 26521 24856"
     "\n  prtoggle check --source-root ../sglang/python --json",
 )
 @click.option(
@@ -183,7 +197,7 @@ def check_command(source_root: Path | None, as_json: bool, prs: tuple[int, ...])
 @cli.command(
     "run",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    epilog="\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
+    epilog=_RUN_EXIT_HELP + "\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
     "\n  prtoggle run -r 26521,24856 -- pytest -q tests/"
     "\n  prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
 )
@@ -202,14 +216,14 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 
     The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
     """
+    from prtoggle.child_process import run_in_foreground
     from prtoggle.toggle import child_env
 
     registry = load_default_registry()
     prs = parse_revert_options(reverts, registry)
-    _refuse_reverts_that_do_not_apply(registry, prs)
+    _refuse_reverts_that_do_not_apply(registry, prs, command=command)
     sys.stdout.flush()
-    status = _run_passing_through(list(command), env=child_env(prs))
-    sys.exit(status)
+    sys.exit(shell_status(run_in_foreground(list(command), env=child_env(prs))))
 
 
 cli.add_command(repro_command)
@@ -222,17 +236,24 @@ def main() -> None:
     cli(prog_name="prtoggle")
 
 
-def _refuse_reverts_that_do_not_apply(registry: Registry, prs: Sequence[int]) -> None:
-    """Fail before starting COMMAND when a revert is known not to apply to its sources.
+def _refuse_reverts_that_do_not_apply(
+    registry: Registry, prs: Sequence[int], *, command: Sequence[str]
+) -> None:
+    """Fail (status 2) before starting COMMAND when a revert is known not to apply.
 
-    Targets whose package this process cannot find without importing it (e.g. modules the
-    command finds through its own working directory) are left to the child, which then
-    refuses them at import.
+    The target packages are looked for as files on this process's path, then in the
+    working directory and the directory of a `.py` script in COMMAND (where a child Python
+    finds them). Targets not found there are left to the child's start-up hook, which
+    refuses them at import with status 78.
     """
+    search_path = _child_search_path(command)
     findable = [
-        fix for pr in prs for fix in registry.find(pr) if import_free_source_root(fix) is not None
+        fix
+        for pr in prs
+        for fix in registry.find(pr)
+        if import_free_source_root(fix, search_path=search_path) is not None
     ]
-    for pr, checks in check_without_import(registry, findable).items():
+    for pr, checks in check_without_import(registry, findable, search_path=search_path).items():
         failed = [check for check in checks if not check.ok]
         if failed:
             first = failed[0]
@@ -243,18 +264,10 @@ def _refuse_reverts_that_do_not_apply(registry: Registry, prs: Sequence[int]) ->
             )
 
 
-def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:
-    try:
-        process = subprocess.Popen(argv, env=env)
-    except OSError as exc:
-        raise RunnerError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
-    while True:
-        try:
-            returncode = process.wait()
-            break
-        except KeyboardInterrupt:  # the child got the same SIGINT; report how it ends
-            continue
-    return shell_status(returncode)
+def _child_search_path(command: Sequence[str]) -> list[str]:
+    """Where a child Python of COMMAND may find modules beyond this process's sys.path."""
+    scripts = [str(Path(arg).resolve().parent) for arg in command[1:] if arg.endswith(".py")]
+    return list(dict.fromkeys([os.getcwd(), *scripts]))
 
 
 def _print_metadata(fix: Fix) -> None:

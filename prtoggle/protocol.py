@@ -26,6 +26,10 @@ DETECTION_ENV: Mapping[str, str] = {
 }
 """Every detection switch on: set for both runs of `prtoggle repro`, so a failure has a name."""
 
+KERNEL_PROVIDERS = ("torch", "triton", "flashinfer")
+"""Values of `--provider` that scenario and benchmark modules accept (none: the device's
+default); a module that does not support one reports that as its failure."""
+
 OUTCOME_PREFIX = "prtoggle-outcome: "
 """Last stderr line of a scenario child: this prefix, then its outcome as one JSON object
 with `outcome` ("clean" or "failure"), `error`, `site` and `message`."""

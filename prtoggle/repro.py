@@ -142,10 +142,6 @@ class ReproResult:
     def reproduced(self) -> bool:
         return self.fixed.kind == "clean" and self.reverted_matches
 
-    @property
-    def seconds(self) -> float:
-        return self.fixed.seconds + self.reverted.seconds
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "pr": self.pr,
@@ -154,7 +150,6 @@ class ReproResult:
             "reproduced": self.reproduced,
             "fixed": self.fixed.to_dict(),
             "reverted": self.reverted.to_dict(),
-            "seconds": round(self.seconds, 3),
         }
 
 

@@ -253,8 +253,31 @@ def test_check_source_root_json(fake_project: FakeProject) -> None:
 
 def test_check_missing_source_root_is_a_usage_error(fake_project: FakeProject) -> None:
     result = invoke("check", "--source-root", "/no/such/dir")
-    assert result.exit_code == 2
-    assert "Directory '/no/such/dir' does not exist." in result.stderr
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: Invalid value for '--source-root': Directory '/no/such/dir' does not exist "
+        "(see `prtoggle check --help`)\n",
+    )
+
+
+def test_an_unknown_option_is_one_error_line_not_click_usage_text(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("list", "--bogus")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        "error: No such option '--bogus' (see `prtoggle list --help`)\n",
+    )
+
+
+def test_an_unknown_command_names_the_commands() -> None:
+    result = invoke("lsit")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: no command 'lsit': expected one of bench, bisect, check, list, repro, run, show "
+        "(see `prtoggle --help`)\n",
+    )
 
 
 def test_run_rejects_an_unknown_pr_before_starting(fake_project: FakeProject) -> None:
@@ -299,8 +322,34 @@ def test_run_names_a_missing_program(fake_project: FakeProject) -> None:
 
 def test_run_requires_a_command(fake_project: FakeProject) -> None:
     result = invoke("run", "-r", str(ANSWER_FIX))
-    assert result.exit_code == 2
-    assert "Missing argument 'COMMAND...'" in result.stderr
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: Missing argument 'COMMAND...' (see `prtoggle run --help`)\n",
+    )
+
+
+def test_run_checks_targets_found_in_the_working_directory_before_starting(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    # The target module is only in the working directory, where `python -c` finds it.
+    marker = tmp_path / "started"
+    env = {**fake_project.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    code = f"import {TARGET_MODULE}; open({str(marker)!r}, 'w').close()"
+    # -P: this prtoggle does not have its working directory on sys.path either
+    prtoggle_run = [sys.executable, "-P", "-m", "prtoggle", "run", "-r", str(BROKEN_FIX), "--"]
+    result = subprocess.run(
+        [*prtoggle_run, sys.executable, "-c", code],
+        env=env,
+        cwd=fake_project.source_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+    assert result.stderr.startswith(
+        f"error: PR {BROKEN_FIX} does not revert cleanly on the current code ({TARGET_MODULE}."
+    )
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("status", [0, 3, 125])
