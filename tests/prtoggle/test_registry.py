@@ -171,3 +171,16 @@ def test_unreadable_fix_file_is_reported(tmp_path: Path) -> None:
         f"{tmp_path / '905.yaml'}: cannot read fix file: [Errno 21] Is a directory: "
         f"'{tmp_path / '905.yaml'}'"
     )
+
+
+def test_shipped_collections_skip_files_hidden_and_private_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import prtoggle.registry
+
+    root = tmp_path / "_shipped_yaml"  # the wheel's copy of yaml/ (force-include)
+    for name in ("sglang", "fixes", ".git", "__pycache__"):
+        (root / name).mkdir(parents=True)
+    (root / "README.md").write_text("collections\n")
+    monkeypatch.setattr(prtoggle.registry, "shipped_yaml_dir", lambda: root)
+    assert shipped_collection_dirs() == (root / "fixes", root / "sglang")
