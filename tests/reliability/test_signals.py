@@ -90,7 +90,7 @@ def test_repro_ends_running_scenarios_and_never_starts_queued_ones(
     assert sleeping_project.started_children() == 2
 
 
-def test_a_second_ctrl_c_while_children_are_ending_prints_no_traceback(
+def test_more_ctrl_c_while_children_are_ending_print_no_traceback(
     sleeping_project: SleepingProject,
 ) -> None:
     env = sleeping_project.env(SLEEPER_IGNORES_SIGTERM="1")  # the grace then lasts 1 s
@@ -98,9 +98,9 @@ def test_a_second_ctrl_c_while_children_are_ending_prints_no_traceback(
     process = start_prtoggle(args, env=env)
     started(sleeping_project, 2, process)
     sent = time.monotonic()
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    process.send_signal(signal.SIGINT)
+    while process.poll() is None:  # Ctrl-C again and again until prtoggle is gone
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)
     stdout, stderr = process.communicate(timeout=30)
     assert (process.returncode, stdout, stderr) == (130, "", "interrupted by SIGINT\n")
     assert time.monotonic() - sent < LIMIT_S
