@@ -11,9 +11,10 @@ import click
 
 from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
+from prtoggle.cli_check import check_command
+from prtoggle.cli_coverage import coverage_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
-    EXIT_NEGATIVE,
     EXIT_STATUS_HELP,
     PrToggleGroup,
     check_without_import,
@@ -152,47 +153,6 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
 
 
 @cli.command(
-    "check",
-    epilog=EXIT_STATUS_HELP + "\b\nExamples:\n  prtoggle check\n  prtoggle check 26521 24856"
-    "\n  prtoggle check --source-root ../sglang/python --json",
-)
-@click.option(
-    "--source-root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Check the targets as files under DIR, without importing them.",
-)
-@json_option
-@click.argument("prs", nargs=-1, type=int)
-def check_command(source_root: Path | None, as_json: bool, prs: tuple[int, ...]) -> None:
-    """Check that every revert of the given PRs (default: all) applies cleanly.
-
-    Without --source-root the target modules are imported and checked as loaded.
-    Exit status 1 when any target fails, with its diagnostic.
-    """
-    from prtoggle.check import check_fixes
-
-    registry = load_default_registry()
-    selected = selected_fixes(registry, prs)
-    checks = check_fixes(
-        registry=registry, source_root=source_root, prs=[fix.pr for fix in selected]
-    )
-    failed = [check for check in checks if not check.ok]
-    if as_json:
-        echo_json([_check_record(check) for check in checks])
-    else:
-        for check in checks:
-            status = "ok" if check.ok else f"FAILED: {check.message}"
-            click.echo(f"{check.pr}  {check.target}: {status}")
-        click.echo(
-            f"{len(checks) - len(failed)} of {len(checks)} targets of "
-            f"{len(selected)} fixes revert cleanly"
-        )
-    if failed:
-        sys.exit(EXIT_NEGATIVE)
-
-
-@cli.command(
     "run",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
     epilog=_RUN_EXIT_HELP + "\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
@@ -224,9 +184,11 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
     sys.exit(shell_status(run_in_foreground(list(command), env=child_env(prs))))
 
 
+cli.add_command(check_command)
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
+cli.add_command(coverage_command)
 
 
 def main() -> None:
@@ -303,7 +265,3 @@ def _list_record(fix: Fix, checks: list[TargetCheck]) -> dict[str, Any]:
     record["applies"] = None if absent else all(check.ok for check in checks)
     record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
     return record
-
-
-def _check_record(check: TargetCheck) -> dict[str, Any]:
-    return {"pr": check.pr, "target": check.target, "ok": check.ok, "message": check.message}

@@ -26,6 +26,7 @@ from prtoggle.cli_support import (
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
     from prtoggle.repro import ReproResult, ScenarioResult
+    from prtoggle.warm_worker import CommandRunner
 
 _VARIANTS = ("fixed", "reverted")
 
@@ -66,6 +67,11 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @collection_option
 @json_option
 def repro_command(
@@ -77,22 +83,28 @@ def repro_command(
     provider: str | None,
     timeout: float,
     jobs: int | None,
+    cold: bool,
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
+    from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
+
     started = time.monotonic()
     registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
     require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
-    results = run_repros(
-        fixes,
-        device=device,
-        provider=provider,
-        timeout=timeout,
-        jobs=workers,
-        on_done=_print_progress,
-    )
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        results = run_repros(
+            fixes,
+            device=device,
+            provider=provider,
+            timeout=timeout,
+            jobs=workers,
+            on_done=_print_progress,
+            runner=runner,
+        )
     if as_json:
         echo_json([result.to_dict() for result in results])
     else:
@@ -109,12 +121,15 @@ def run_repros(
     timeout: float,
     jobs: int,
     on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
+    runner: CommandRunner | None = None,
 ) -> list[ReproResult]:
     """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
 
-    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes. When
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
+    starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
     anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
     """
+    from prtoggle.child_process import run_command
     from prtoggle.repro import ReproResult, run_scenario
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
@@ -125,6 +140,7 @@ def run_repros(
             device=device,
             provider=provider,
             timeout=timeout,
+            runner=runner or run_command,
         )
 
     pool = ThreadPoolExecutor(max_workers=jobs)

@@ -200,10 +200,10 @@ def import_free_source_root(fix: Fix, *, search_path: Sequence[str] = ()) -> Pat
 def check_without_import(
     registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
 ) -> dict[int, list[TargetCheck]]:
-    """check_fixes for each fix against the source files of its package, per PR.
+    """check_fix for each fix against the source files of its package, per PR.
 
     The checks of a PR's fixes in several collections are listed together. A fix whose
-    package cannot be found gives one failed check per target saying so.
+    package cannot be found is `absent` on every target.
     """
     results: dict[int, list[TargetCheck]] = {}
     for fix, checks in checks_per_fix(registry, fixes, search_path=search_path).items():
@@ -214,9 +214,11 @@ def check_without_import(
 def checks_per_fix(
     registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
 ) -> dict[Fix, list[TargetCheck]]:
-    """check_fixes for each fix, in its own collection, against its package's files."""
-    from prtoggle.check import TargetCheck, check_fixes
+    """check_fix for each fix against its package's files (absent when not found)."""
+    from prtoggle.check import TargetCheck, check_fix
+    from prtoggle.patching.source_files import open_source_tree
 
+    del registry  # each fix carries its collection and targets
     results: dict[Fix, list[TargetCheck]] = {}
     for fix in fixes:
         root = import_free_source_root(fix, search_path=search_path)
@@ -227,12 +229,13 @@ def checks_per_fix(
                     target=patch.target,
                     ok=False,
                     message=f"package of {patch.target} not found on sys.path",
+                    status="absent",
+                    collection=fix.collection,
                 )
                 for patch in fix.patches
             ]
             continue
-        scope = registry.in_collection(fix.collection)
-        results[fix] = check_fixes(registry=scope, source_root=root, prs=[fix.pr])
+        results[fix] = check_fix(fix, tree=open_source_tree(root))
     return results
 
 

@@ -1,69 +1,44 @@
 """Revert fixes at run time: env parsing, all-or-nothing apply/restore, deferred apply on import.
 
-Reverts are process-global: every thread sees the reverted code, and a PR stays reverted
-while anything holds it (apply_revert/SGLANG_DEBUG_REVERT_PR until restore, and every open
-`reverted()` block, counted per PR). A PR number covers the fix of that number in every
-collection.
+Reverts are process-global: every thread sees the reverted code. A PR stays reverted while
+anything holds it: apply_revert / SGLANG_DEBUG_REVERT_PR until restore(), and every open
+`reverted()` block, counted per PR across threads. A PR number covers its fix in every
+collection. The bookkeeping lives in prtoggle.revert_state.
 """
 
 from __future__ import annotations
 
-import logging
+import atexit
 import os
 import re
 import sys
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import FunctionType, TracebackType
+from types import TracebackType
 
-from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRError
-from prtoggle.patching.import_hook import ModuleLoadedFinder
-from prtoggle.patching.swap import CodeSwapper, EditLayer
-from prtoggle.patching.targets import PendingTarget, resolve_loaded
-from prtoggle.protocol import REVERT_ENV
-from prtoggle.registry import Fix, Patch, Registry, default_registry
-
-logger = logging.getLogger(__name__)
+from prtoggle import revert_state
+from prtoggle.errors import RevertSpecError, UnknownPRError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.registry import Registry, default_registry
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
-
-
-@dataclass
-class _ActiveFix:
-    """One collection's fix of a PR in force: targets patched now, targets still pending."""
-
-    fix: Fix
-    patched: list[tuple[str, FunctionType]] = field(default_factory=list)
-    pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
-
-
-@dataclass
-class _Revert:
-    """A PR in force: its fix in each collection, and who holds it."""
-
-    pr: int
-    fixes: list[_ActiveFix]
-    pinned: bool = False  # held by apply_revert / SGLANG_DEBUG_REVERT_PR until restore()
-    blocks: int = 0  # open reverted() blocks
-
-
-_LOCK = threading.RLock()
-_ACTIVE: dict[int, _Revert] = {}
-_SWAPPER = CodeSwapper()
-
-
-@dataclass
-class _Watch:
-    """Top-level packages of pending targets; replaced whole so readers need no lock."""
-
-    packages: frozenset[str] = frozenset()
-
-
-_WATCH = _Watch()
-_THREAD = threading.local()  # .depth: how deep this thread is inside toggle's lock
+__all__ = [
+    "BOOTSTRAP_DIR",
+    "BOOTSTRAP_FAILURE_EXIT_CODE",
+    "REVERT_ENV",
+    "RevertedBlock",
+    "active_reverts",
+    "apply_revert",
+    "child_env",
+    "guard_child_process",
+    "is_reverted",
+    "maybe_revert_pr_fix",
+    "parse_revert_spec",
+    "patched_targets",
+    "pending_targets",
+    "restore",
+    "reverted",
+]
 
 
 def parse_revert_spec(
@@ -106,16 +81,16 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
         return ()
     registry = default_registry()
     prs = parse_revert_spec(value, registered=registry.prs())
-    with _locked():
+    with revert_state.locked():
         taken: list[int] = []
         try:
             for pr in prs:
-                if pr not in _ACTIVE or not _ACTIVE[pr].pinned:
-                    apply_revert(pr, registry=registry)
+                if not revert_state.is_pinned(pr):
+                    revert_state.hold(pr, registry, pin=True)
                     taken.append(pr)
         except BaseException:
             for pr in reversed(taken):
-                restore(pr)
+                revert_state.release(pr, pin=True)
             raise
     return prs
 
@@ -130,7 +105,7 @@ def reverted(*prs: int, registry: Registry | None = None) -> RevertedBlock:
 
 
 class RevertedBlock:
-    """What reverted() returns; a plain object, so a block open at exit leaves no noise."""
+    """What reverted() returns: a plain object, so a block still open at exit is silent."""
 
     def __init__(self, *prs: int, registry: Registry | None = None) -> None:
         self._prs = prs
@@ -138,16 +113,15 @@ class RevertedBlock:
         self._held: list[int] = []
 
     def __enter__(self) -> tuple[int, ...]:
-        with _locked():
+        with revert_state.locked():
             held: list[int] = []
             try:
-                for pr in self._prs:
-                    if pr not in held:
-                        _hold_block(pr, self._registry)
-                        held.append(pr)
+                for pr in dict.fromkeys(self._prs):
+                    revert_state.hold(pr, self._registry, pin=False)
+                    held.append(pr)
             except BaseException:
                 for pr in reversed(held):
-                    _release_block(pr)
+                    revert_state.release(pr, pin=False)
                 raise
             self._held = held
         return self._prs
@@ -157,81 +131,65 @@ class RevertedBlock:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        _finalizing: object = sys.is_finalizing,
     ) -> None:
-        with _locked():
+        if callable(_finalizing) and _finalizing():
+            return  # interpreter shutdown: nothing left to run reverted
+        with revert_state.locked():
             held, self._held = self._held, []
             for pr in reversed(held):
-                _release_block(pr)
+                revert_state.release(pr, pin=False)
 
 
 def is_reverted(pr: int) -> bool:
-    """True when `pr` is in force in this process: patched now or patched on import.
+    """True when `pr` is in force in this process: patched now, or patched on import.
 
-    patched_targets() and pending_targets() tell which targets are patched already.
+    patched_targets() / pending_targets() tell which of its targets are patched already.
     """
-    with _locked():
-        return pr in _ACTIVE
+    with revert_state.locked():
+        return pr in revert_state.held_prs()
 
 
 def patched_targets(pr: int) -> tuple[str, ...]:
     """The targets of `pr` (every collection) whose code is swapped now; () if not in force."""
-    with _locked():
-        revert = _ACTIVE.get(pr)
-        if revert is None:
-            return ()
-        return tuple(target for active in revert.fixes for target, _ in active.patched)
+    with revert_state.locked():
+        return revert_state.targets_of(pr)[0]
 
 
 def pending_targets(pr: int) -> tuple[str, ...]:
     """The targets of `pr` in force but waiting for their module to finish importing."""
-    with _locked():
-        revert = _ACTIVE.get(pr)
-        if revert is None:
-            return ()
-        return tuple(target for active in revert.fixes for target in active.pending)
+    with revert_state.locked():
+        return revert_state.targets_of(pr)[1]
 
 
 def active_reverts() -> tuple[int, ...]:
-    """PRs in force: fully patched, or with targets waiting for a module's import."""
-    with _locked():
-        return tuple(sorted(_ACTIVE))
+    """PRs in force: patched, or with targets waiting for their module's import."""
+    with revert_state.locked():
+        return revert_state.held_prs()
 
 
 def apply_revert(pr: int, *, registry: Registry | None = None) -> None:
-    """Revert `pr` until restore(pr): every collection's fix, all targets or none."""
-    with _locked():
-        revert = _ACTIVE.get(pr) or _activate(pr, registry)
-        revert.pinned = True
+    """Revert `pr` until restore(pr): every collection's fix, all targets or none. Idempotent."""
+    with revert_state.locked():
+        revert_state.hold(pr, registry, pin=True)
 
 
 def restore(pr: int) -> None:
     """Release apply_revert's hold; the code goes back once no reverted() block holds it."""
-    with _locked():
-        revert = _ACTIVE.get(pr)
-        if revert is None:
-            return
-        revert.pinned = False
-        if revert.blocks == 0:
-            _deactivate(revert)
+    with revert_state.locked():
+        revert_state.release(pr, pin=True)
 
 
-def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
-    """Pending targets whose module has been imported all the same (should never happen).
+def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> None:
+    """Make this process (a `prtoggle run` child) strict about its requested reverts.
 
-    Used at a reverting child's exit to report any requested revert that never landed.
+    A deferred revert that fails when its module is imported prints one
+    `prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ...` line on stderr and ends the
+    process with `exit_status`. At exit, any requested revert whose module was imported
+    but which never applied is reported on stderr, one line per PR.
     """
-    with _locked():
-        found: dict[int, tuple[str, ...]] = {}
-        for pr, revert in _ACTIVE.items():
-            late = tuple(
-                target
-                for active in revert.fixes
-                for target in active.pending
-                if _holder_is_ready(target)
-            )
-            if late:
-                found[pr] = late
-        return found
+    revert_state.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
+    atexit.register(_report_unapplied_at_exit)
 
 
 def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -249,200 +207,14 @@ def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> d
     return env
 
 
-def _hold_block(pr: int, registry: Registry | None) -> None:
-    revert = _ACTIVE.get(pr) or _activate(pr, registry)
-    revert.blocks += 1
-
-
-def _release_block(pr: int) -> None:
-    revert = _ACTIVE.get(pr)
-    if revert is None:
-        return
-    revert.blocks -= 1
-    if revert.blocks <= 0 and not revert.pinned:
-        _deactivate(revert)
-
-
-def _activate(pr: int, registry: Registry | None) -> _Revert:
-    fixes = (registry or default_registry()).find(pr)
-    revert = _Revert(pr=pr, fixes=[_ActiveFix(fix=fix) for fix in fixes])
-    try:
-        for active in revert.fixes:
-            for patch in active.fix.patches:
-                _patch_or_wait(active, patch.target, finished=None)
-    except BaseException:
-        _unpatch_all(revert)
-        raise
-    _ACTIVE[pr] = revert
-    _update_watch()
-    pending = sorted({m for a in revert.fixes for m in a.pending.values()})
-    if pending:
-        logger.info("PR %d: waiting for import of %s", pr, ", ".join(pending))
-    return revert
-
-
-def _deactivate(revert: _Revert) -> None:
-    _unpatch_all(revert)
-    _ACTIVE.pop(revert.pr, None)
-    _update_watch()
-
-
-def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> None:
-    """Patch `target` if its module has finished importing, else record it as pending."""
-    waiting_for = _pending_module(target, finished=finished)
-    if waiting_for is not None:
-        active.pending[target] = waiting_for
-        return
-    resolved = resolve_loaded(target)
-    if isinstance(resolved, PendingTarget):
-        active.pending[target] = resolved.module
-        return
-    layer = EditLayer(
-        pr=active.fix.pr, patch=_patch_for(active.fix, target), yaml_path=str(active.fix.path)
-    )
-    _SWAPPER.patch(resolved.function, layer)
-    active.patched.append((target, resolved.function))
-    active.pending.pop(target, None)
-
-
-def _unpatch_all(revert: _Revert) -> None:
-    for active in reversed(revert.fixes):
-        while active.patched:
-            _target, function = active.patched[-1]
-            _SWAPPER.unpatch(function, active.fix.pr)
-            active.patched.pop()
-
-
-def _patch_for(fix: Fix, target: str) -> Patch:
-    return next(patch for patch in fix.patches if patch.target == target)
-
-
-def _holder(target: str) -> tuple[str, object] | None:
-    """The longest prefix of `target` that is in sys.modules, and that module."""
-    parts = target.split(".")
-    for index in range(len(parts) - 1, 0, -1):
-        name = ".".join(parts[:index])
-        module = sys.modules.get(name)
-        if module is not None:
-            return name, module
-    return None
-
-
-def _is_initialising(module: object) -> bool:
-    """Whether importlib is still executing `module` (its body has not finished)."""
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
-
-
-def _pending_module(target: str, *, finished: str | None) -> str | None:
-    """The module `target` still waits for, or None when its holder module is complete.
-
-    A module another import is still executing (import cycles, half-initialised parents)
-    is not complete, except `finished`, whose body has just run.
-    """
-    holder = _holder(target)
-    if holder is None:
-        return None  # resolve_loaded decides: pending top-level package, or an error
-    name, module = holder
-    if name != finished and _is_initialising(module):
-        return name
-    return None
-
-
-def _holder_is_ready(target: str) -> bool:
-    """Whether `target` could be resolved now: its holder module is complete and has it."""
-    if _pending_module(target, finished=None) is not None or _holder(target) is None:
-        return False
-    try:
-        return not isinstance(resolve_loaded(target), PendingTarget)
-    except PatchApplicationError:
-        return True
-
-
-def _retry_pending(*, finished: str | None) -> None:
-    """Patch every pending target whose module is complete now (caller holds _LOCK).
-
-    A fix that cannot be applied is restored in every collection and the error raised:
-    at import time the importing statement sees it.
-    """
-    if getattr(_THREAD, "retrying", False):
-        return
-    _THREAD.retrying = True
-    try:
-        for pr, revert in list(_ACTIVE.items()):
-            if not any(active.pending for active in revert.fixes):
-                continue
-            try:
-                for active in revert.fixes:
-                    for target in list(active.pending):
-                        _patch_or_wait(active, target, finished=finished)
-            except PatchApplicationError as exc:
-                _deactivate(revert)
-                where = f"when {finished} was imported" if finished else "on import"
-                raise PatchApplicationError(
-                    f"PR {pr} could not be reverted {where}, so it is not reverted at all: {exc}"
-                ) from exc
-            if not any(active.pending for active in revert.fixes):
-                logger.info("PR %d reverted (after import of %s)", pr, finished or "a module")
-    finally:
-        _THREAD.retrying = False
-    _update_watch()
-
-
-def _update_watch() -> None:
-    """Watch imports under the top-level packages of pending targets (none: no hook)."""
-    packages = {
-        target.split(".", 1)[0]
-        for revert in _ACTIVE.values()
-        for active in revert.fixes
-        for target in active.pending
-    }
-    _WATCH.packages = frozenset(packages)
-    if packages:
-        _FINDER.install()
-    else:
-        _FINDER.uninstall()
-
-
-def _is_watched(module: str) -> bool:
-    return module.split(".", 1)[0] in _WATCH.packages
-
-
-def _on_module_loaded(module: str) -> None:
-    with _locked():
-        _retry_pending(finished=module)
-
-
-def _on_import_requested(module: str) -> None:
-    """A new import is starting: a module may have completed since; patch what is ready.
-
-    Skipped inside toggle's own work (resolving asks the finders too) and while another
-    thread holds the lock (it is applying or restoring, and retries itself).
-    """
-    if getattr(_THREAD, "depth", 0) or not _LOCK.acquire(blocking=False):
-        return
-    try:
-        _THREAD.depth = 1
-        _retry_pending(finished=None)
-    finally:
-        _THREAD.depth = 0
-        _LOCK.release()
-
-
-@contextmanager
-def _locked() -> Iterator[None]:
-    """Hold the toggle lock, marking this thread as inside toggle (see _on_import_requested)."""
-    with _LOCK:
-        _THREAD.depth = getattr(_THREAD, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            _THREAD.depth -= 1
+def _report_unapplied_at_exit() -> None:
+    for pr, targets in sorted(revert_state.unapplied_imported_targets().items()):
+        sys.stderr.write(
+            f"prtoggle: PR {pr} was requested but never reverted: {', '.join(targets)} "
+            "imported and not patched\n"
+        )
+    sys.stderr.flush()
 
 
 def _registered_text(registered: Sequence[int]) -> str:
     return ", ".join(str(pr) for pr in sorted(set(registered))) if registered else "(none)"
-
-
-_FINDER = ModuleLoadedFinder(
-    is_watched=_is_watched, on_loaded=_on_module_loaded, on_requested=_on_import_requested
-)

@@ -18,6 +18,7 @@ from fixes.model.toy_requests import build_stack, random_tokens
 from fixes.scenarios.common import (
     ScenarioOptions,
     ScenarioOutcome,
+    auto_instrumented,
     failure_from_exception,
     run_scenario_main,
 )
@@ -77,7 +78,8 @@ def _rank_main(task: _RankTask, results: Any) -> None:
         for pr in task.reverts:
             toggle.apply_revert(pr)
         detect.reset()
-        outcome = _rank_forward(task)
+        with auto_instrumented():  # --auto-detect reaches the spawned ranks too
+            outcome = _rank_forward(task)
     except Exception as exc:  # reported to the parent, never hidden
         traceback.print_exc()
         outcome = failure_from_exception(exc)

@@ -2,12 +2,14 @@
 
 `prtoggle.toggle.child_env` puts this directory first on PYTHONPATH. The hook first
 runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is not
-empty, reverts the named fixes (targets not imported yet are patched on import). A
-revert request that cannot be honoured (bad value, unknown PR, broken registry, an edit
-that does not apply) prints one `prtoggle:` line on stderr and exits with status 78
+empty, reverts the named fixes (targets not imported yet are patched as soon as their
+module has finished importing). A revert request that cannot be honoured (bad value,
+unknown PR, broken registry, an edit that does not apply, now or when its module is
+imported) prints one `prtoggle:` line on stderr and exits with status 78
 (prtoggle.protocol.BOOTSTRAP_FAILURE_EXIT_CODE): the child never runs silently unreverted.
-It reads prtoggle/protocol.py (a few constants) as a file and imports prtoggle only when
-a revert is asked for.
+At exit, a requested revert whose module was imported but which never applied is reported
+on stderr, one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
+imports prtoggle (the copy this hook belongs to) only when a revert is asked for.
 """
 
 from __future__ import annotations
@@ -38,13 +40,11 @@ def _apply_reverts() -> None:
     if not os.environ.get(protocol.REVERT_ENV, "").strip():
         return
     try:
-        import prtoggle  # noqa: F401
-    except ImportError:
-        sys.path.append(str(_HERE.parent.parent))
-    try:
+        _import_own_prtoggle()
         from prtoggle.errors import PrToggleError
-        from prtoggle.toggle import maybe_revert_pr_fix
+        from prtoggle.toggle import guard_child_process, maybe_revert_pr_fix
 
+        guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
         maybe_revert_pr_fix()
     except (PrToggleError, ImportError) as exc:
         sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
@@ -61,6 +61,29 @@ def _load_protocol() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _import_own_prtoggle() -> None:
+    """Import the prtoggle this bootstrap belongs to, whatever else sys.path holds.
+
+    Another (older) prtoggle on the path would not match this bootstrap; the package is
+    loaded from the directory above this one, without changing sys.path.
+    """
+    if "prtoggle" in sys.modules:
+        return
+    package_dir = _HERE.parent
+    spec = importlib.util.spec_from_file_location(
+        "prtoggle", package_dir / "__init__.py", submodule_search_locations=[str(package_dir)]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load prtoggle from {package_dir}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["prtoggle"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["prtoggle"]
+        raise
 
 
 def _resolved(entry: str) -> Path | None:

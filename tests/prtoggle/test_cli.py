@@ -156,7 +156,7 @@ def test_check_reports_each_target_and_fails_on_a_broken_revert(
     lines = result.output.splitlines()
     assert f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok" in lines
     [broken] = [line for line in lines if line.startswith(str(BROKEN_FIX))]
-    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: FAILED: ")
+    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: STALE: ")
     assert lines[-1] == "4 of 5 targets of 5 fixes revert cleanly"
 
 
@@ -183,7 +183,7 @@ def test_check_missing_source_root_is_a_usage_error(fake_project: FakeProject) -
     result = invoke("check", "--source-root", "/no/such/dir")
     assert (result.exit_code, result.stderr) == (
         2,
-        "error: Invalid value for '--source-root': Directory '/no/such/dir' does not exist "
+        "error: Invalid value for '--source-root': Path '/no/such/dir' does not exist "
         "(see `prtoggle check --help`)\n",
     )
 
@@ -203,8 +203,8 @@ def test_an_unknown_command_names_the_commands() -> None:
     result = invoke("lsit")
     assert (result.exit_code, result.stderr) == (
         2,
-        "error: no command 'lsit': expected one of bench, bisect, check, list, repro, run, show "
-        "(see `prtoggle --help`)\n",
+        "error: no command 'lsit': expected one of bench, bisect, check, coverage, list, repro, "
+        "run, show (see `prtoggle --help`)\n",
     )
 
 

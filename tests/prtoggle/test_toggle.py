@@ -218,6 +218,70 @@ def test_concurrent_apply_and_restore_end_consistent(
     assert app.area.__code__ is original
 
 
+def test_overlapping_blocks_in_two_threads_keep_the_fix_until_the_last_leaves(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    app = modules.load("app", APP_MODULE)
+    registry = registry_with(tmp_path)
+    b_entered, a_left, b_may_leave = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def thread_a() -> None:
+        with toggle.reverted(911, registry=registry):
+            b_entered.wait(10)
+        a_left.set()
+
+    def thread_b() -> None:
+        with toggle.reverted(911, registry=registry):
+            b_entered.set()
+            a_left.wait(10)
+            seen["after A left"] = app.area(2, 3)
+            b_may_leave.wait(10)
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    threads[0].start()
+    threads[1].start()
+    a_left.wait(10)
+    threads[0].join(10)
+    assert toggle.is_reverted(911)
+    b_may_leave.set()
+    threads[1].join(10)
+    assert seen == {"after A left": 5}
+    assert (toggle.is_reverted(911), app.area(2, 3)) == (False, 6)
+
+
+def test_apply_revert_and_a_block_hold_the_fix_independently(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    app = modules.load("app", APP_MODULE)
+    registry = registry_with(tmp_path)
+    with toggle.reverted(911, registry=registry):
+        toggle.apply_revert(911, registry=registry)
+    assert app.area(2, 3) == 5
+    with toggle.reverted(911, registry=registry):
+        toggle.restore(911)
+        assert app.area(2, 3) == 5
+    assert (toggle.active_reverts(), app.area(2, 3)) == ((), 6)
+
+
+def test_a_pr_in_two_collections_reverts_both_and_restores_both(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    app = modules.load("app", APP_MODULE)
+    write_fix(tmp_path / "engine", 911, TWO_TARGET_FIX.format(pr=911, second="app.Shape.sides"))
+    write_fix(
+        tmp_path / "sglang",
+        911,
+        "patches:\n  - target: absent_engine.srt.f\n    edits:\n      - match: a\n",
+    )
+    registry = load_registry(dirs=[tmp_path / "engine", tmp_path / "sglang"])
+    with toggle.reverted(911, registry=registry):
+        assert (app.area(2, 3), toggle.is_reverted(911)) == (5, True)
+        assert toggle.patched_targets(911) == ("app.area", "app.Shape.sides")
+        assert toggle.pending_targets(911) == ("absent_engine.srt.f",)
+    assert (app.area(2, 3), toggle.active_reverts()) == (6, ())
+
+
 def test_child_env_puts_the_bootstrap_first_and_sets_the_revert_list() -> None:
     env = toggle.child_env([911, 912], base={"PYTHONPATH": "/a", "KEEP": "1"})
     assert env == {
@@ -361,3 +425,13 @@ def test_module_type_is_plain_after_lazy_patching(modules: ModuleFactory, tmp_pa
 
     assert isinstance(app, types.ModuleType)
     assert type(app.__spec__.loader).__name__ == "SourceFileLoader"
+
+
+def test_the_package_exports_the_revert_state_queries() -> None:
+    import prtoggle
+
+    assert (prtoggle.patched_targets, prtoggle.pending_targets) == (
+        toggle.patched_targets,
+        toggle.pending_targets,
+    )
+    assert set(prtoggle.__all__) >= {"is_reverted", "patched_targets", "pending_targets"}
