@@ -34,7 +34,8 @@ def test_a_paired_run_reports_both_buffer_sizes() -> None:
     result = bench.measure(paired(27460))
     assert_paired(result, name="kv_indices_width_cost", pr=27460)
     assert result.extras == {"cuda_graph_kv_indices_bytes": 8192}
-    assert result.reverted_extras == {"cuda_graph_kv_indices_bytes": 4096}
+    assert result.reverted is not None
+    assert result.reverted.extras == {"cuda_graph_kv_indices_bytes": 4096}
 
 
 def test_a_shape_whose_narrow_rows_overflow_is_refused() -> None:
