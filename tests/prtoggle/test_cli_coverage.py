@@ -73,7 +73,15 @@ def test_json_lists_each_fix_with_its_guarding_tests_and_the_plain_failures(
     suite = write_suite(tmp_path)
     result = CliRunner().invoke(
         cli,
-        ["coverage", "-r", f"{ANSWER_FIX},{HARMLESS_FIX}", "--json", "--", *pytest_command(suite)],
+        [
+            "coverage",
+            "--cold",
+            "-r",
+            f"{ANSWER_FIX},{HARMLESS_FIX}",
+            "--json",
+            "--",
+            *pytest_command(suite),
+        ],
     )
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
