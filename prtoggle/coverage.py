@@ -149,8 +149,12 @@ def run_coverage(
             runs[run.prs] = run
             if on_run is not None:
                 on_run(run)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        # Do not wait here for runs in flight: the caller ends them (the signal handler
+        # ends plain children; closing a warm worker kills the runs it forked).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     plain = runs[()]
     if plain.error is not None:
         raise RunnerError(f"the plain run of {' '.join(command)!r} wrote no report: {plain.error}")
