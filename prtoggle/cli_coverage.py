@@ -108,6 +108,11 @@ def coverage_command(
     from prtoggle.coverage import run_coverage
     from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
 
+    if html_path is not None and not html_path.resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{html_path}: its directory {html_path.resolve().parent} does not exist",
+            param_hint="--html",
+        )
     registry = load_default_registry()
     fixes = _selected(registry, revert_specs, run_all=run_all, collection=collection)
     # torch, triton, pytest imported once; not the fixes' modules: a conftest may set

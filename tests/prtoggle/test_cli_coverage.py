@@ -201,3 +201,12 @@ def _is_running(pid: int) -> bool:
         return False
     state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     return state not in ("Z", "X")
+
+
+def test_an_html_file_in_a_missing_directory_is_refused_before_any_run(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    target = tmp_path / "missing" / "coverage.html"
+    result = CliRunner().invoke(cli, ["coverage", "--html", str(target), "--", "false"])
+    assert result.exit_code == 2
+    assert f"{target}: its directory {target.parent} does not exist" in result.output
