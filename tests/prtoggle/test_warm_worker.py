@@ -37,7 +37,7 @@ from prtoggle import toggle
 from prtoggle.detect import clock, config, witness
 
 config.set_mode("record")
-witness.default_registry().slot_for("nan", "dirty.site")
+witness.witness_tables().slot_for("nan", "dirty.site")
 clock._CLOCK.phases.append("replay")
 clock._CLOCK.step = 7
 signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -75,7 +75,7 @@ print(json.dumps({
     "session_leader": os.getsid(0) == os.getpid(),
     "mode": detect.current_mode(),
     "nan_detection": detect.nan_detection_enabled(),
-    "sites": sorted(map(list, witness.default_registry().site_names().values())),
+    "sites": sorted(map(list, witness.witness_tables().site_names().values())),
     "phase": detect.current_phase(),
     "step": detect.current_step(),
     "stdin": sys.stdin.read(),
