@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+from prtoggle.protocol import DETECTION_ENV
 from prtoggle.registry import default_registry
 
 CHILD = """
@@ -37,12 +38,6 @@ t3 = time.perf_counter()
 print(json.dumps({"imports": t1 - t0, "first run": t2 - t1, "warm run": t3 - t2,
                   "outcome": [first.outcome, second.outcome]}))
 """
-
-DETECTION_ENV = {
-    "SGLANG_SPEC_NAN_DETECTION": "1",
-    "SGLANG_SPEC_OOB_DETECTION": "1",
-    "SGLANG_DEBUG_POISON": "1",
-}
 
 
 def main() -> None:

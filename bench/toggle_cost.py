@@ -91,7 +91,7 @@ def _untouched_code_identity() -> bool:
     }
     registry = default_registry()
     with toggle.reverted(*registry.prs()):
-        targeted = {p.target.rsplit(".", 1)[-1] for f in registry.fixes.values() for p in f.patches}
+        targeted = {p.target.rsplit(".", 1)[-1] for f in registry.fixes for p in f.patches}
         return all(
             vars(backend)[name].__code__ is code
             for name, code in untouched.items()

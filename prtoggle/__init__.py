@@ -10,11 +10,15 @@ __all__ = [
     "PrToggleError",
     "is_reverted",
     "maybe_revert_pr_fix",
+    "patched_targets",
+    "pending_targets",
     "reverted",
 ]
 __version__ = "0.1.0"
 
-_TOGGLE_EXPORTS = frozenset({"is_reverted", "maybe_revert_pr_fix", "reverted"})
+_TOGGLE_EXPORTS = frozenset(
+    {"is_reverted", "maybe_revert_pr_fix", "patched_targets", "pending_targets", "reverted"}
+)
 
 
 def __getattr__(name: str) -> Any:

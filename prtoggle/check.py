@@ -3,26 +3,48 @@
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FunctionType
+from typing import Literal
 
-from prtoggle.errors import PrToggleError
-from prtoggle.patching.swap import EditLayer, build_code, edited_source
+from prtoggle.errors import EditMatchError, PrToggleError, TargetResolutionError
+from prtoggle.patching.source_files import SourceTree, open_source_tree
+from prtoggle.patching.source_tree import find_in_source_tree
+from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
 from prtoggle.patching.targets import FunctionSource, function_source, import_target
 from prtoggle.registry import Fix, Patch, Registry
 
 DIFF_CONTEXT_LINES = 3
+CHECK_STATUSES = ("ok", "stale", "absent", "error")
+CheckStatus = Literal["ok", "stale", "absent", "error"]
 
 
 @dataclass(frozen=True)
 class TargetCheck:
-    """Whether one target of one fix applies exactly and compiles; `message` when not."""
+    """Whether one target of one fix reverts cleanly; `message` says why when not.
+
+    `status`: ok (applies, compiles, takes effect), stale (a match is not found once, or
+    the target's module or function is gone: the code moved on), absent (the target's
+    top-level package is not installed, or not in the checked tree), error (anything
+    else: the edit is refused or does not compile, the module fails to import, ...).
+    `source` is the checked tree or archive, None for the imported modules.
+    """
 
     pr: int
     target: str
     ok: bool
     message: str
+    status: CheckStatus = "ok"
+    collection: str = ""
+    source: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Stale or error; absent is not a failure unless the caller is strict."""
+        return self.status in ("stale", "error")
 
 
 @dataclass(frozen=True)
@@ -56,34 +78,56 @@ class TargetDiff:
 
 
 def check_fixes(
-    *, registry: Registry, source_root: Path | None = None, prs: Sequence[int] | None = None
+    *,
+    registry: Registry,
+    source_root: Path | SourceTree | None = None,
+    prs: Sequence[int] | None = None,
 ) -> list[TargetCheck]:
-    """For every target of every fix (or of `prs`): edits apply exactly once and compile.
+    """check_fix for every fix of `registry` (or of `prs`, in every collection), in PR order."""
+    fixes = [
+        fix for pr in (prs if prs is not None else registry.prs()) for fix in registry.find(pr)
+    ]
+    tree = _open(source_root)
+    return [check for fix in fixes for check in check_fix(fix, tree=tree)]
 
-    Nothing is patched: the edited code is compiled, never swapped in. With
-    `source_root`, targets are found in files under it by module path and AST, without
-    importing; otherwise their modules are imported.
+
+def check_fix(fix: Fix, *, tree: SourceTree | None = None) -> list[TargetCheck]:
+    """For every target of `fix`: its edits apply exactly once, compile and take effect.
+
+    Nothing is patched: the edited code is compiled, never swapped in. With `tree`,
+    targets are found in its files by module path and AST, without importing; otherwise
+    their modules are imported. A target whose top-level package is missing is absent.
     """
     results = []
-    for pr in prs if prs is not None else registry.prs():
-        fix = registry.get(pr)
-        for patch in fix.patches:
-            try:
-                source = _target_source(patch.target, source_root=source_root)
-                build_code(source, [_layer(fix, patch)])
-            except PrToggleError as exc:
-                results.append(TargetCheck(pr=pr, target=patch.target, ok=False, message=str(exc)))
-                continue
-            results.append(TargetCheck(pr=pr, target=patch.target, ok=True, message=""))
+    for patch in fix.patches:
+        status, message = _check_target(fix, patch, tree=tree)
+        results.append(
+            TargetCheck(
+                pr=fix.pr,
+                target=patch.target,
+                ok=status == "ok",
+                message=message,
+                status=status,
+                collection=fix.collection,
+                source=tree.label if tree is not None else None,
+            )
+        )
     return results
 
 
-def fix_diffs(fix: Fix, *, source_root: Path | None = None) -> list[TargetDiff]:
-    """One TargetDiff per target of `fix`; raises the first PrToggleError met."""
+def fix_diffs(fix: Fix, *, source_root: Path | SourceTree | None = None) -> list[TargetDiff]:
+    """One TargetDiff per target of `fix`; raises the first PrToggleError met.
+
+    An edit that cannot take effect (a decorator line, a default not evaluable in the
+    module) is refused here as at apply time, so `show` never shows a diff that a revert
+    would not carry out.
+    """
+    tree = _open(source_root)
     diffs = []
     for patch in fix.patches:
-        source = _target_source(patch.target, source_root=source_root)
-        edited = edited_source(source, [_layer(fix, patch)])
+        source, function = _target_source(patch.target, tree=tree)
+        build_replacement(source, [_layer(fix, patch)], function=function)
+        edited = apply_layers(source, [_layer(fix, patch)])
         diffs.append(
             TargetDiff(
                 pr=fix.pr,
@@ -97,12 +141,51 @@ def fix_diffs(fix: Fix, *, source_root: Path | None = None) -> list[TargetDiff]:
     return diffs
 
 
-def _target_source(target: str, *, source_root: Path | None) -> FunctionSource:
-    if source_root is not None:
-        from prtoggle.patching.source_tree import find_in_source_tree
+def _check_target(fix: Fix, patch: Patch, *, tree: SourceTree | None) -> tuple[CheckStatus, str]:
+    top = patch.target.split(".", 1)[0]
+    if tree is not None and not tree.has_package(top):
+        return "absent", f"package {top} is not in {tree.label}"
+    if tree is None and not _installed(top):
+        return "absent", f"package {top} is not installed"
+    try:
+        source, function = _target_source(patch.target, tree=tree)
+        build_replacement(source, [_layer(fix, patch)], function=function)
+    except PrToggleError as exc:
+        return _failure_status(exc), str(exc)
+    return "ok", ""
 
-        return find_in_source_tree(target, source_root=source_root)
-    return function_source(import_target(target).function, target=target)
+
+def _failure_status(exc: PrToggleError) -> CheckStatus:
+    """stale when the code moved on (no match, no such function or module), else error."""
+    if isinstance(exc, EditMatchError):
+        return "stale"
+    if isinstance(exc, TargetResolutionError) and (
+        exc.__cause__ is None or isinstance(exc.__cause__, AttributeError)
+    ):
+        return "stale"
+    return "error"
+
+
+def _installed(top: str) -> bool:
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _open(source_root: Path | SourceTree | None) -> SourceTree | None:
+    if source_root is None or isinstance(source_root, SourceTree):
+        return source_root
+    return open_source_tree(source_root)
+
+
+def _target_source(
+    target: str, *, tree: SourceTree | None
+) -> tuple[FunctionSource, FunctionType | None]:
+    if tree is not None:
+        return find_in_source_tree(target, source_root=tree), None
+    function = import_target(target).function
+    return function_source(function, target=target), function
 
 
 def _layer(fix: Fix, patch: Patch) -> EditLayer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,11 +11,14 @@ import click
 
 from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
+from prtoggle.cli_check import check_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
-    EXIT_NEGATIVE,
+    EXIT_STATUS_HELP,
     PrToggleGroup,
     check_without_import,
+    checks_per_fix,
+    collection_option,
     echo_json,
     format_table,
     import_free_source_root,
@@ -24,7 +27,8 @@ from prtoggle.cli_support import (
     parse_revert_options,
     selected_fixes,
 )
-from prtoggle.errors import PatchApplicationError, RunnerError
+from prtoggle.errors import PatchApplicationError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,14 +36,25 @@ if TYPE_CHECKING:
     from prtoggle.check import TargetCheck
     from prtoggle.registry import Fix, Registry
 
+_RUN_EXIT_HELP = f"""\b
+Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
+before starting it (unknown PR, a revert that does not apply, no such
+program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a child Python's start-up hook cannot apply a revert
+prtoggle could not check beforehand (its target package was not found);
+130/143 when prtoggle itself is interrupted (COMMAND's group is ended).
+
+"""
+
 CAPTURE_NOTE = (
     "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
 )
 
 _MAIN_EPILOG = """\b
-Exit status: 0 success; 1 the command ran and its answer is no (a check failed,
-a fix did not reproduce, bisect found no culprit); 2 bad input or a prtoggle
-error, printed as one `error: ...` line. `run` passes its command's status through.
+Exit status: 0 yes/success; 1 the command ran and its answer is no (a check
+failed, a fix did not reproduce, bisect found no culprit); 2 bad input or a
+prtoggle error, printed as one `error: ...` line (usage errors too); 130/143
+interrupted by SIGINT/SIGTERM (child processes ended). `run` passes its
+command's status through.
 
 \b
 Examples:
@@ -60,46 +75,57 @@ def cli() -> None:
 
 @cli.command(
     "list",
-    epilog="\b\nExamples:\n  prtoggle list\n  prtoggle list --json",
+    epilog=EXIT_STATUS_HELP
+    + "\b\nExamples:\n  prtoggle list\n  prtoggle list --collection fixes --json",
 )
+@collection_option
 @json_option
-def list_command(as_json: bool) -> None:
-    """List the registered fixes and whether each revert applies to the current code.
+def list_command(collection: str | None, as_json: bool) -> None:
+    """List the registered fixes of every collection and whether each revert applies.
 
-    The sources are read as files: nothing is imported (torch neither).
+    The sources are read as files: nothing is imported (torch neither). APPLIES is
+    `absent` when the fix's package is not installed here.
     """
-    registry = load_default_registry()
+    registry = load_default_registry(collection=collection)
     fixes = selected_fixes(registry, ())
-    checks = check_without_import(registry, fixes)
-    records = [_list_record(fix, checks[fix.pr]) for fix in fixes]
+    checks = checks_per_fix(registry, fixes)
+    records = [_list_record(fix, checks[fix]) for fix in fixes]
     if as_json:
         echo_json(records)
         return
+    applies = {True: "yes", False: "NO", None: "absent"}
     rows = [
         [
             str(r["pr"]),
+            r["collection"],
             r["merged"] or "-",
             r["component"] or "-",
             r["symptom"] or "-",
-            "yes" if r["applies"] else "NO",
-            r["title"],
+            applies[r["applies"]],
+            r["title"] or "-",
         ]
         for r in records
     ]
-    click.echo(format_table(["PR", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"], rows))
+    headers = ["PR", "COLLECTION", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
+    click.echo(format_table(headers, rows))
 
 
 @cli.command(
     "show",
-    epilog="\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 26521 --json",
+    epilog=EXIT_STATUS_HELP
+    + "\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 27460 --collection fixes --json",
 )
 @click.argument("pr", type=int)
+@collection_option
 @json_option
-def show_command(pr: int, as_json: bool) -> None:
-    """Show fix PR: its metadata and a unified diff, fixed -> reverted, per target."""
+def show_command(pr: int, collection: str | None, as_json: bool) -> None:
+    """Show fix PR: its metadata and a unified diff, fixed -> reverted, per target.
+
+    A PR number registered in several collections needs --collection (the error lists them).
+    """
     from prtoggle.check import fix_diffs
 
-    fix = load_default_registry().get(pr)
+    fix = load_default_registry(collection=collection).get(pr)
     try:
         diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
     except PatchApplicationError:
@@ -126,50 +152,9 @@ def show_command(pr: int, as_json: bool) -> None:
 
 
 @cli.command(
-    "check",
-    epilog="\b\nExamples:\n  prtoggle check\n  prtoggle check 26521 24856"
-    "\n  prtoggle check --source-root ../sglang/python --json",
-)
-@click.option(
-    "--source-root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Check the targets as files under DIR, without importing them.",
-)
-@json_option
-@click.argument("prs", nargs=-1, type=int)
-def check_command(source_root: Path | None, as_json: bool, prs: tuple[int, ...]) -> None:
-    """Check that every revert of the given PRs (default: all) applies cleanly.
-
-    Without --source-root the target modules are imported and checked as loaded.
-    Exit status 1 when any target fails, with its diagnostic.
-    """
-    from prtoggle.check import check_fixes
-
-    registry = load_default_registry()
-    selected = selected_fixes(registry, prs)
-    checks = check_fixes(
-        registry=registry, source_root=source_root, prs=[fix.pr for fix in selected]
-    )
-    failed = [check for check in checks if not check.ok]
-    if as_json:
-        echo_json([_check_record(check) for check in checks])
-    else:
-        for check in checks:
-            status = "ok" if check.ok else f"FAILED: {check.message}"
-            click.echo(f"{check.pr}  {check.target}: {status}")
-        click.echo(
-            f"{len(checks) - len(failed)} of {len(checks)} targets of "
-            f"{len(selected)} fixes revert cleanly"
-        )
-    if failed:
-        sys.exit(EXIT_NEGATIVE)
-
-
-@cli.command(
     "run",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    epilog="\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
+    epilog=_RUN_EXIT_HELP + "\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
     "\n  prtoggle run -r 26521,24856 -- pytest -q tests/"
     "\n  prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
 )
@@ -188,16 +173,17 @@ def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 
     The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
     """
+    from prtoggle.child_process import run_in_foreground
     from prtoggle.toggle import child_env
 
     registry = load_default_registry()
     prs = parse_revert_options(reverts, registry)
-    _refuse_reverts_that_do_not_apply(registry, prs)
+    _refuse_reverts_that_do_not_apply(registry, prs, command=command)
     sys.stdout.flush()
-    status = _run_passing_through(list(command), env=child_env(prs))
-    sys.exit(status)
+    sys.exit(shell_status(run_in_foreground(list(command), env=child_env(prs))))
 
 
+cli.add_command(check_command)
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
@@ -208,17 +194,24 @@ def main() -> None:
     cli(prog_name="prtoggle")
 
 
-def _refuse_reverts_that_do_not_apply(registry: Registry, prs: Sequence[int]) -> None:
-    """Fail before starting COMMAND when a revert is known not to apply to its sources.
+def _refuse_reverts_that_do_not_apply(
+    registry: Registry, prs: Sequence[int], *, command: Sequence[str]
+) -> None:
+    """Fail (status 2) before starting COMMAND when a revert is known not to apply.
 
-    Targets whose package this process cannot find without importing it (e.g. modules the
-    command finds through its own working directory) are left to the child, which then
-    refuses them at import.
+    The target packages are looked for as files on this process's path, then in the
+    working directory and the directory of a `.py` script in COMMAND (where a child Python
+    finds them). Targets not found there are left to the child's start-up hook, which
+    refuses them at import with status 78.
     """
+    search_path = _child_search_path(command)
     findable = [
-        fix for fix in (registry.get(pr) for pr in prs) if import_free_source_root(fix) is not None
+        fix
+        for pr in prs
+        for fix in registry.find(pr)
+        if import_free_source_root(fix, search_path=search_path) is not None
     ]
-    for pr, checks in check_without_import(registry, findable).items():
+    for pr, checks in check_without_import(registry, findable, search_path=search_path).items():
         failed = [check for check in checks if not check.ok]
         if failed:
             first = failed[0]
@@ -229,22 +222,14 @@ def _refuse_reverts_that_do_not_apply(registry: Registry, prs: Sequence[int]) ->
             )
 
 
-def _run_passing_through(argv: list[str], *, env: dict[str, str]) -> int:
-    try:
-        process = subprocess.Popen(argv, env=env)
-    except OSError as exc:
-        raise RunnerError(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
-    while True:
-        try:
-            returncode = process.wait()
-            break
-        except KeyboardInterrupt:  # the child got the same SIGINT; report how it ends
-            continue
-    return 128 - returncode if returncode < 0 else returncode
+def _child_search_path(command: Sequence[str]) -> list[str]:
+    """Where a child Python of COMMAND may find modules beyond this process's sys.path."""
+    scripts = [str(Path(arg).resolve().parent) for arg in command[1:] if arg.endswith(".py")]
+    return list(dict.fromkeys([os.getcwd(), *scripts]))
 
 
 def _print_metadata(fix: Fix) -> None:
-    click.echo(f"PR {fix.pr}: {fix.title}")
+    click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
     for key, value in _fix_metadata(fix).items():
         if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
             click.echo(f"  {key + ':':<11}{value}")
@@ -256,6 +241,7 @@ def _print_metadata(fix: Fix) -> None:
 def _fix_metadata(fix: Fix) -> dict[str, Any]:
     return {
         "pr": fix.pr,
+        "collection": fix.collection,
         "title": fix.title,
         "url": fix.url,
         "merged": fix.merged.isoformat() if fix.merged else None,
@@ -271,11 +257,9 @@ def _fix_metadata(fix: Fix) -> dict[str, Any]:
 
 
 def _list_record(fix: Fix, checks: list[TargetCheck]) -> dict[str, Any]:
+    """`applies` is None when the fix's package is not installed (absent)."""
     record = _fix_metadata(fix)
-    record["applies"] = all(check.ok for check in checks)
+    absent = import_free_source_root(fix) is None
+    record["applies"] = None if absent else all(check.ok for check in checks)
     record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
     return record
-
-
-def _check_record(check: TargetCheck) -> dict[str, Any]:
-    return {"pr": check.pr, "target": check.target, "ok": check.ok, "message": check.message}

@@ -14,6 +14,8 @@ from prtoggle.cli_support import (
     format_table,
     json_option,
     load_default_registry,
+    provider_option,
+    require_device,
     select_fixes_having,
 )
 
@@ -33,7 +35,9 @@ per-pair reverted/fixed ratios; IQR = their interquartile range (a ratio
 within about IQR of 1.0 is noise); FIX COST = how much longer the fixed code
 takes (negative: the fix is faster). A variant that fails is reported with
 its error, not as a number (a reverted path that raises still leaves the
-fixed median). Exit status 0 only if every selected fix was measured both ways.
+fixed median). Exit status 0 only if every selected fix was measured both
+ways; 1 if one was not; 2 bad input (`--device cuda` without CUDA: before any
+child starts); 130/143 interrupted (the running child is ended).
 
 \b
 Examples:
@@ -47,7 +51,7 @@ Examples:
 @click.argument("prs", nargs=-1, type=int)
 @click.option("--all", "run_all", is_flag=True, help="Every fix that has a benchmark.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--provider", default=None, help="Kernel provider: torch, triton, flashinfer.")
+@provider_option
 @click.option(
     "--repeat",
     type=click.IntRange(min=1),
@@ -78,6 +82,7 @@ def bench_command(
 
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
+    require_device(device)
     costs = []
     for fix in fixes:
         cost = measure_fix_cost(
@@ -173,6 +178,6 @@ def _details(cost: FixCost) -> str:
 
 
 def _tail(run: BenchRun) -> str:
-    from prtoggle.runner import output_tail
+    from prtoggle.child_process import output_tail
 
     return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

@@ -21,7 +21,7 @@ from prtoggle.cli_support import (
 )
 
 if TYPE_CHECKING:
-    from prtoggle.runner import CommandRun, ExitClass
+    from prtoggle.child_process import CommandRun, ExitClass
 
 _EPILOG = """\b
 COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
@@ -155,7 +155,8 @@ def _command_oracle(
     counts: Mapping[str, Verdict],
     on_run: Callable[[RunRecord], None],
 ) -> Callable[[tuple[int, ...]], Verdict]:
-    from prtoggle.runner import REVERT_ENV, classify_exit, run_command
+    from prtoggle.child_process import classify_exit, run_command
+    from prtoggle.protocol import REVERT_ENV
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
 
@@ -188,7 +189,7 @@ def _env_for(reverted: Sequence[int], base: dict[str, str]) -> dict[str, str]:
 
 
 def _note(run: CommandRun, exit_class: ExitClass) -> str:
-    from prtoggle.runner import last_exception
+    from prtoggle.child_process import last_exception
 
     if exit_class == "timeout":
         return f"killed after {run.timeout:g} s"

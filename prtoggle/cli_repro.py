@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING
@@ -12,16 +13,19 @@ import click
 
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
+    collection_option,
     echo_json,
     format_table,
     json_option,
     load_default_registry,
+    provider_option,
+    require_device,
     select_fixes_having,
 )
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
-    from prtoggle.runner import ReproResult, ScenarioResult
+    from prtoggle.repro import ReproResult, ScenarioResult
 
 _VARIANTS = ("fixed", "reverted")
 
@@ -29,8 +33,11 @@ _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
 SGLANG_DEBUG_POISON=1; the reverted run also SGLANG_DEBUG_REVERT_PR=N.
 A fix reproduces when its fixed run is clean and its reverted run fails
-matching the fix's `expect` regex. Exit status 0 only if every selected fix
-reproduces.
+matching the fix's `expect` regex. SECONDS: the wall time of each run,
+fixed / reverted; the last line gives the command's wall time. Exit status 0
+only if every selected fix reproduces; 1 if one does not; 2 bad input
+(`--device cuda` without CUDA: before any child starts); 130/143 interrupted
+(running children are ended, queued runs never start).
 
 \b
 Examples:
@@ -44,7 +51,7 @@ Examples:
 @click.argument("prs", nargs=-1, type=int)
 @click.option("--all", "run_all", is_flag=True, help="Every fix that has a repro scenario.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--provider", default=None, help="Kernel provider: torch, triton, flashinfer.")
+@provider_option
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -59,10 +66,12 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@collection_option
 @json_option
 def repro_command(
     *,
     prs: tuple[int, ...],
+    collection: str | None,
     run_all: bool,
     device: str,
     provider: str | None,
@@ -71,8 +80,10 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    registry = load_default_registry()
+    started = time.monotonic()
+    registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
+    require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
     results = run_repros(
         fixes,
@@ -85,7 +96,7 @@ def repro_command(
     if as_json:
         echo_json([result.to_dict() for result in results])
     else:
-        _print_table(results)
+        _print_table(results, seconds=time.monotonic() - started)
     if not all(result.reproduced for result in results):
         sys.exit(EXIT_NEGATIVE)
 
@@ -101,9 +112,10 @@ def run_repros(
 ) -> list[ReproResult]:
     """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
 
-    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes.
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes. When
+    anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
     """
-    from prtoggle.runner import ReproResult, run_scenario
+    from prtoggle.repro import ReproResult, run_scenario
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
         return pool.submit(
@@ -115,7 +127,8 @@ def run_repros(
             timeout=timeout,
         )
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         runs = {(fix.pr, variant): (fix, variant) for fix in fixes for variant in _VARIANTS}
         futures = {
             launch(fix, (fix.pr,) if variant == "reverted" else ()): key
@@ -127,6 +140,8 @@ def run_repros(
             results[key] = future.result()
             if on_done is not None:
                 on_done(*runs[key], results[key])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [
         ReproResult(
             pr=fix.pr,
@@ -148,14 +163,14 @@ def _print_progress(fix: Fix, variant: str, result: ScenarioResult) -> None:
     click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
 
 
-def _print_table(results: Sequence[ReproResult]) -> None:
+def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
     rows = [
         [
             str(result.pr),
             result.fixed.describe(),
             result.reverted.describe(),
             "yes" if result.reproduced else "NO",
-            f"{result.seconds:.1f}",
+            f"{result.fixed.seconds:.1f} / {result.reverted.seconds:.1f}",
         ]
         for result in results
     ]
@@ -165,11 +180,11 @@ def _print_table(results: Sequence[ReproResult]) -> None:
             click.echo("")
             click.echo(_explain(result))
     reproduced = sum(result.reproduced for result in results)
-    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced")
+    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced in {seconds:.1f} s")
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runner import output_tail
+    from prtoggle.child_process import output_tail
 
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":

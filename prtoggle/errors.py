@@ -23,6 +23,10 @@ class PatchApplicationError(PrToggleError):
     """An edit does not apply to its target (no match, several matches, bad result)."""
 
 
+class EditMatchError(PatchApplicationError):
+    """An edit's match is not found exactly once in its target's source (the code moved on)."""
+
+
 class TargetResolutionError(PatchApplicationError):
     """A patch target names a module or attribute that does not exist."""
 

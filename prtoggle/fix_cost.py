@@ -8,35 +8,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from prtoggle.child_process import CommandRun, last_exception, run_command
 from prtoggle.errors import RunnerError
-from prtoggle.runner import (
+from prtoggle.protocol import (
+    BENCH_RESULT_KEYS,
     BOOTSTRAP_FAILURE_PREFIX,
     DETECTION_ENV,
-    CommandRun,
-    last_exception,
-    run_command,
-    scenario_command,
+    module_command,
 )
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
 
 BenchKind = Literal["ok", "failure", "timeout"]
-
-RESULT_KEYS = (
-    "name",
-    "timed",
-    "unit",
-    "median",
-    "samples",
-    "shape",
-    "reverted",
-    "pr",
-    "reverted_samples",
-    "reverted_in_force",
-    "reverted_error",
-)
-"""Keys every benchmark's `--json` object has (fixes/benchmarks/common.py BenchResult)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +161,7 @@ def bench_command(
 ) -> list[str]:
     """`python -m <module> --device D [--provider P] --repeat K --pr N --json`."""
     return [
-        *scenario_command(module, device=device, provider=provider),
+        *module_command(module, device=device, provider=provider),
         "--repeat",
         str(repeat),
         "--pr",
@@ -258,20 +242,20 @@ def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:
     if not lines:
         raise RunnerError(
             f"benchmark {module}: exited 0 but printed nothing; expected one "
-            f"JSON object with {', '.join(RESULT_KEYS)}"
+            f"JSON object with {', '.join(BENCH_RESULT_KEYS)}"
         )
     try:
         data = json.loads(lines[-1])
     except json.JSONDecodeError as exc:
         raise RunnerError(
             f"benchmark {module}: last output line {lines[-1][:200]!r} is not "
-            f"JSON: {exc}; expected one object with {', '.join(RESULT_KEYS)}"
+            f"JSON: {exc}; expected one object with {', '.join(BENCH_RESULT_KEYS)}"
         ) from exc
-    missing = [key for key in RESULT_KEYS if not isinstance(data, dict) or key not in data]
+    missing = [key for key in BENCH_RESULT_KEYS if not isinstance(data, dict) or key not in data]
     if missing:
         raise RunnerError(
             f"benchmark {module}: result {lines[-1][:200]!r} lacks "
-            f"{', '.join(missing)}; expected keys {', '.join(RESULT_KEYS)}"
+            f"{', '.join(missing)}; expected keys {', '.join(BENCH_RESULT_KEYS)}"
         )
     if not isinstance(data["median"], int | float) or isinstance(data["median"], bool):
         raise RunnerError(f"benchmark {module}: 'median' must be a number, got {data['median']!r}")

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from prtoggle.errors import PrToggleError
+from prtoggle.protocol import REVERT_ENV
 
 MARKER = "guards_pr"
-REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
 RESULT_FILE_ENV = "PRTOGGLE_PYTEST_RESULT"
 """Set for the child of a subprocess variant: where its plugin writes each test's outcome."""
 
@@ -292,7 +292,8 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
     from prtoggle.registry import default_registry
 
     try:
-        fix = default_registry().get(pr)
+        fixes = default_registry().find(pr)  # one per collection holding PR
+        fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
     except PrToggleError as exc:
         raise _collect_error(where, str(exc)) from exc
     expect = kwargs.get("expect", fix.expect)
@@ -315,7 +316,7 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
 
 def _run_in_child(variant: RevertedFunction) -> str | None:
     """Run the plain test in a child pytest with the fix reverted; its failure text or None."""
-    from prtoggle.runner import output_tail, run_command
+    from prtoggle.child_process import output_tail, run_command
     from prtoggle.toggle import child_env
 
     config = variant.config

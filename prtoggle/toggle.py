@@ -1,42 +1,44 @@
-"""Revert fixes at run time: env parsing, all-or-nothing apply/restore, lazy apply at import."""
+"""Revert fixes at run time: env parsing, all-or-nothing apply/restore, deferred apply on import.
+
+Reverts are process-global: every thread sees the reverted code. A PR stays reverted while
+anything holds it: apply_revert / SGLANG_DEBUG_REVERT_PR until restore(), and every open
+`reverted()` block, counted per PR across threads. A PR number covers its fix in every
+collection. The bookkeeping lives in prtoggle.revert_state.
+"""
 
 from __future__ import annotations
 
-import logging
+import atexit
 import os
 import re
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import FunctionType
+from types import TracebackType
 
-from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRError
-from prtoggle.patching.import_hook import ModuleLoadedFinder
-from prtoggle.patching.swap import CodeSwapper, EditLayer
-from prtoggle.patching.targets import PendingTarget, resolve_loaded
-from prtoggle.registry import Fix, Patch, Registry, default_registry
+from prtoggle import revert_state
+from prtoggle.errors import RevertSpecError, UnknownPRError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.registry import Registry, default_registry
 
-logger = logging.getLogger(__name__)
-
-REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
-BOOTSTRAP_FAILURE_EXIT_CODE = 78  # EX_CONFIG: the child's revert request cannot be honoured
-
-
-@dataclass
-class _ActiveFix:
-    """A fix in force: targets patched now, and targets waiting for their module's import."""
-
-    fix: Fix
-    patched: list[tuple[str, FunctionType]] = field(default_factory=list)
-    waiting: dict[str, str] = field(default_factory=dict)  # target -> module awaited
-
-
-_LOCK = threading.RLock()
-_ACTIVE: dict[int, _ActiveFix] = {}
-_SWAPPER = CodeSwapper()
+__all__ = [
+    "BOOTSTRAP_DIR",
+    "BOOTSTRAP_FAILURE_EXIT_CODE",
+    "REVERT_ENV",
+    "RevertedBlock",
+    "active_reverts",
+    "apply_revert",
+    "child_env",
+    "guard_child_process",
+    "is_reverted",
+    "maybe_revert_pr_fix",
+    "parse_revert_spec",
+    "patched_targets",
+    "pending_targets",
+    "restore",
+    "reverted",
+]
 
 
 def parse_revert_spec(
@@ -48,7 +50,7 @@ def parse_revert_spec(
     if not text:
         return ()
     if text.lower() == "all":
-        return tuple(sorted(registered))
+        return tuple(sorted(set(registered)))
     prs: list[int] = []
     for token in re.split(r"\s*,\s*|\s+", text):
         if not token.isdigit():
@@ -70,81 +72,124 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
     """Revert the fixes SGLANG_DEBUG_REVERT_PR names; returns them. Idempotent.
 
     The returned PRs are in force: patched now, or (for targets whose module is not
-    imported yet) patched when that module is imported. If one PR fails, the PRs this
-    call applied are restored before the error propagates.
+    imported yet) patched as soon as that module has finished importing. Any failure
+    raises (a PrToggleError) after restoring what this call applied: a program that asked
+    for a revert never runs silently unreverted.
     """
     value = os.environ.get(REVERT_ENV, "")
     if not value.strip():
         return ()
     registry = default_registry()
     prs = parse_revert_spec(value, registered=registry.prs())
-    with _LOCK:
-        _apply_all(prs, registry=registry)
+    with revert_state.locked():
+        taken: list[int] = []
+        try:
+            for pr in prs:
+                if not revert_state.is_pinned(pr):
+                    revert_state.hold(pr, registry, pin=True)
+                    taken.append(pr)
+        except BaseException:
+            for pr in reversed(taken):
+                revert_state.release(pr, pin=True)
+            raise
     return prs
 
 
-@contextmanager
-def reverted(*prs: int, registry: Registry | None = None) -> Iterator[tuple[int, ...]]:
-    """Revert `prs` inside the block; restore on exit those this block applied (nestable)."""
-    with _LOCK:
-        applied = _apply_all(prs, registry=registry)
-    try:
-        yield prs
-    finally:
-        with _LOCK:
-            for pr in reversed(applied):
-                restore(pr)
+def reverted(*prs: int, registry: Registry | None = None) -> RevertedBlock:
+    """Context manager: `prs` are reverted inside the block (in every collection).
+
+    Blocks are counted per PR, across threads: a PR stays reverted until the last block
+    holding it leaves (and while apply_revert holds it). Entering is all-or-nothing.
+    """
+    return RevertedBlock(*prs, registry=registry)
+
+
+class RevertedBlock:
+    """What reverted() returns: a plain object, so a block still open at exit is silent."""
+
+    def __init__(self, *prs: int, registry: Registry | None = None) -> None:
+        self._prs = prs
+        self._registry = registry
+        self._held: list[int] = []
+
+    def __enter__(self) -> tuple[int, ...]:
+        with revert_state.locked():
+            held: list[int] = []
+            try:
+                for pr in dict.fromkeys(self._prs):
+                    revert_state.hold(pr, self._registry, pin=False)
+                    held.append(pr)
+            except BaseException:
+                for pr in reversed(held):
+                    revert_state.release(pr, pin=False)
+                raise
+            self._held = held
+        return self._prs
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        _finalizing: object = sys.is_finalizing,
+    ) -> None:
+        if callable(_finalizing) and _finalizing():
+            return  # interpreter shutdown: nothing left to run reverted
+        with revert_state.locked():
+            held, self._held = self._held, []
+            for pr in reversed(held):
+                revert_state.release(pr, pin=False)
 
 
 def is_reverted(pr: int) -> bool:
-    """True when every target of `pr` is patched now (none still waits for an import)."""
-    with _LOCK:
-        active = _ACTIVE.get(pr)
-        return active is not None and not active.waiting
+    """True when `pr` is in force in this process: patched now, or patched on import.
+
+    patched_targets() / pending_targets() tell which of its targets are patched already.
+    """
+    with revert_state.locked():
+        return pr in revert_state.held_prs()
+
+
+def patched_targets(pr: int) -> tuple[str, ...]:
+    """The targets of `pr` (every collection) whose code is swapped now; () if not in force."""
+    with revert_state.locked():
+        return revert_state.targets_of(pr)[0]
+
+
+def pending_targets(pr: int) -> tuple[str, ...]:
+    """The targets of `pr` in force but waiting for their module to finish importing."""
+    with revert_state.locked():
+        return revert_state.targets_of(pr)[1]
 
 
 def active_reverts() -> tuple[int, ...]:
-    """PRs in force: fully patched, or waiting for a target module's import."""
-    with _LOCK:
-        return tuple(sorted(_ACTIVE))
+    """PRs in force: patched, or with targets waiting for their module's import."""
+    with revert_state.locked():
+        return revert_state.held_prs()
 
 
 def apply_revert(pr: int, *, registry: Registry | None = None) -> None:
-    """Revert one fix: all its loaded targets are patched or none are. No-op if in force."""
-    with _LOCK:
-        if pr in _ACTIVE:
-            return
-        fix = (registry or default_registry()).get(pr)
-        active = _ActiveFix(fix=fix)
-        try:
-            for patch in fix.patches:
-                _patch_or_wait(active, patch.target)
-        except BaseException:
-            _unpatch_all(active)
-            raise
-        _ACTIVE[pr] = active
-        if active.waiting:
-            _FINDER.install()
-            logger.info(
-                "PR %d: waiting for import of %s",
-                pr,
-                ", ".join(sorted(set(active.waiting.values()))),
-            )
+    """Revert `pr` until restore(pr): every collection's fix, all targets or none. Idempotent."""
+    with revert_state.locked():
+        revert_state.hold(pr, registry, pin=True)
 
 
 def restore(pr: int) -> None:
-    """Put back the original code of every target of `pr`. No-op if not in force."""
-    with _LOCK:
-        active = _ACTIVE.pop(pr, None)
-        if active is None:
-            return
-        try:
-            _unpatch_all(active)
-        except BaseException:
-            _ACTIVE[pr] = active
-            raise
-        if not any(other.waiting for other in _ACTIVE.values()):
-            _FINDER.uninstall()
+    """Release apply_revert's hold; the code goes back once no reverted() block holds it."""
+    with revert_state.locked():
+        revert_state.release(pr, pin=True)
+
+
+def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> None:
+    """Make this process (a `prtoggle run` child) strict about its requested reverts.
+
+    A deferred revert that fails when its module is imported prints one
+    `prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ...` line on stderr and ends the
+    process with `exit_status`. At exit, any requested revert whose module was imported
+    but which never applied is reported on stderr, one line per PR.
+    """
+    revert_state.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
+    atexit.register(_report_unapplied_at_exit)
 
 
 def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -162,68 +207,14 @@ def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> d
     return env
 
 
-def _apply_all(prs: Sequence[int], *, registry: Registry | None) -> list[int]:
-    applied: list[int] = []
-    try:
-        for pr in prs:
-            if pr not in _ACTIVE:
-                apply_revert(pr, registry=registry)
-                applied.append(pr)
-    except BaseException:
-        for pr in reversed(applied):
-            restore(pr)
-        raise
-    return applied
-
-
-def _patch_or_wait(active: _ActiveFix, target: str) -> None:
-    resolved = resolve_loaded(target)
-    if isinstance(resolved, PendingTarget):
-        active.waiting[target] = resolved.module
-        return
-    layer = EditLayer(
-        pr=active.fix.pr, patch=_patch_for(active.fix, target), yaml_path=str(active.fix.path)
-    )
-    _SWAPPER.patch(resolved.function, layer)
-    active.patched.append((target, resolved.function))
-    active.waiting.pop(target, None)
-
-
-def _unpatch_all(active: _ActiveFix) -> None:
-    while active.patched:
-        _target, function = active.patched[-1]
-        _SWAPPER.unpatch(function, active.fix.pr)
-        active.patched.pop()
-
-
-def _patch_for(fix: Fix, target: str) -> Patch:
-    return next(patch for patch in fix.patches if patch.target == target)
-
-
-def _is_watched(module: str) -> bool:
-    return any(module in active.waiting.values() for active in list(_ACTIVE.values()))
-
-
-def _on_module_loaded(module: str) -> None:
-    with _LOCK:
-        for pr, active in list(_ACTIVE.items()):
-            targets = [t for t, waited in active.waiting.items() if waited == module]
-            try:
-                for target in targets:
-                    _patch_or_wait(active, target)
-            except PatchApplicationError as exc:
-                _unpatch_all(active)
-                del _ACTIVE[pr]
-                raise PatchApplicationError(
-                    f"PR {pr} could not be reverted when {module} was imported, so it is not "
-                    f"reverted at all: {exc}"
-                ) from exc
-            if not active.waiting:
-                logger.info("PR %d reverted (after import of %s)", pr, module)
+def _report_unapplied_at_exit() -> None:
+    for pr, targets in sorted(revert_state.unapplied_imported_targets().items()):
+        sys.stderr.write(
+            f"prtoggle: PR {pr} was requested but never reverted: {', '.join(targets)} "
+            "imported and not patched\n"
+        )
+    sys.stderr.flush()
 
 
 def _registered_text(registered: Sequence[int]) -> str:
-    return ", ".join(str(pr) for pr in sorted(registered)) if registered else "(none)"
-
-
-_FINDER = ModuleLoadedFinder(is_watched=_is_watched, on_loaded=_on_module_loaded)
+    return ", ".join(str(pr) for pr in sorted(set(registered))) if registered else "(none)"

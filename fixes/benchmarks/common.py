@@ -17,7 +17,7 @@ import torch
 
 import prtoggle
 from fixes.errors import EngineUsageError
-from prtoggle.toggle import active_reverts, is_reverted
+from prtoggle.toggle import active_reverts, patched_targets
 
 __all__ = [
     "BenchOptions",
@@ -310,7 +310,7 @@ class _Pairing:
             self.samples.append(1000.0 * seconds / calls)
 
     def in_force(self) -> list[int]:
-        """PRs fully patched during every reverted sample."""
+        """PRs with patched code during every reverted sample."""
         if not self.seen_in_force:
             return []
         return sorted(set.intersection(*self.seen_in_force))
@@ -320,7 +320,7 @@ class _Pairing:
             return None
         try:
             with prtoggle.reverted(self.pr):
-                self.seen_in_force.append({pr for pr in active_reverts() if is_reverted(pr)})
+                self.seen_in_force.append({pr for pr in active_reverts() if patched_targets(pr)})
                 return action()
         except Exception as exc:  # the reverted code path failed: reported, not raised
             self.error = f"{type(exc).__name__}: {exc}"

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-OUTCOME_PREFIX = "prtoggle-outcome: "
-"""Last stderr line of a scenario process: this prefix, then the outcome as JSON."""
+from prtoggle.protocol import OUTCOME_PREFIX  # last stderr line: this prefix, outcome as JSON
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,14 @@
 
 `prtoggle.toggle.child_env` puts this directory first on PYTHONPATH. The hook first
 runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is not
-empty, reverts the named fixes (targets not imported yet are patched on import). A
-revert request that cannot be honoured (bad value, unknown PR, broken registry, an edit
-that does not apply) prints one `prtoggle:` line on stderr and exits with status 78:
-the child never runs silently unreverted.
+empty, reverts the named fixes (targets not imported yet are patched as soon as their
+module has finished importing). A revert request that cannot be honoured (bad value,
+unknown PR, broken registry, an edit that does not apply, now or when its module is
+imported) prints one `prtoggle:` line on stderr and exits with status 78
+(prtoggle.protocol.BOOTSTRAP_FAILURE_EXIT_CODE): the child never runs silently unreverted.
+At exit, a requested revert whose module was imported but which never applied is reported
+on stderr, one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
+imports prtoggle (the copy this hook belongs to) only when a revert is asked for.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 _HERE = Path(__file__).resolve().parent
-_EXIT_CODE = 78  # prtoggle.toggle.BOOTSTRAP_FAILURE_EXIT_CODE
 
 
 def _chain_to_shadowed_sitecustomize() -> None:
@@ -32,21 +36,54 @@ def _chain_to_shadowed_sitecustomize() -> None:
 
 
 def _apply_reverts() -> None:
-    if not os.environ.get("SGLANG_DEBUG_REVERT_PR", "").strip():
+    protocol = _load_protocol()
+    if not os.environ.get(protocol.REVERT_ENV, "").strip():
         return
     try:
-        import prtoggle  # noqa: F401
-    except ImportError:
-        sys.path.append(str(_HERE.parent.parent))
-    try:
+        _import_own_prtoggle()
         from prtoggle.errors import PrToggleError
-        from prtoggle.toggle import maybe_revert_pr_fix
+        from prtoggle.toggle import guard_child_process, maybe_revert_pr_fix
 
+        guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
         maybe_revert_pr_fix()
     except (PrToggleError, ImportError) as exc:
-        sys.stderr.write(f"prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: {exc}\n")
+        sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
         sys.stderr.flush()
-        os._exit(_EXIT_CODE)
+        os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+
+
+def _load_protocol() -> ModuleType:
+    """prtoggle/protocol.py of this copy, loaded as a file: no package import, no torch."""
+    spec = importlib.util.spec_from_file_location(
+        "_prtoggle_bootstrap_protocol", _HERE.parent / "protocol.py"
+    )
+    assert spec is not None and spec.loader is not None  # a .py path always has a loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import_own_prtoggle() -> None:
+    """Import the prtoggle this bootstrap belongs to, whatever else sys.path holds.
+
+    Another (older) prtoggle on the path would not match this bootstrap; the package is
+    loaded from the directory above this one, without changing sys.path.
+    """
+    if "prtoggle" in sys.modules:
+        return
+    package_dir = _HERE.parent
+    spec = importlib.util.spec_from_file_location(
+        "prtoggle", package_dir / "__init__.py", submodule_search_locations=[str(package_dir)]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load prtoggle from {package_dir}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["prtoggle"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["prtoggle"]
+        raise
 
 
 def _resolved(entry: str) -> Path | None:

@@ -6,11 +6,8 @@ import os
 from dataclasses import dataclass
 
 from prtoggle.errors import DetectUsageError
-
-NAN_DETECTION_ENV = "SGLANG_SPEC_NAN_DETECTION"
-OOB_DETECTION_ENV = "SGLANG_SPEC_OOB_DETECTION"
-POISON_ENV = "SGLANG_DEBUG_POISON"
-MODE_ENV = "PRTOGGLE_DETECT_MODE"
+from prtoggle.protocol import DETECT_MODE_ENV as MODE_ENV
+from prtoggle.protocol import NAN_DETECTION_ENV, OOB_DETECTION_ENV, POISON_ENV
 
 MODES = ("raise", "warn", "record")
 DEFAULT_MODE = "raise"

@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 from prtoggle.patching.compiler import FunctionShape, compile_function
-from prtoggle.patching.editor import EditContext, EditedSource, SourceLine, edit_source
-from prtoggle.patching.swap import CodeSwapper, EditLayer, build_code, edited_source
+from prtoggle.patching.definition import DefinitionValues
+from prtoggle.patching.editor import (
+    EditContext,
+    NumberedSource,
+    SourceLine,
+    edit_numbered,
+    edit_text,
+    insert_preamble,
+    number_lines,
+)
+from prtoggle.patching.swap import (
+    CodeSwapper,
+    EditLayer,
+    Replacement,
+    apply_layers,
+    build_replacement,
+)
 from prtoggle.patching.targets import (
     FunctionSource,
     PendingTarget,
@@ -17,22 +32,27 @@ from prtoggle.patching.types import Edit, EditKind, Patch
 
 __all__ = [
     "CodeSwapper",
+    "DefinitionValues",
     "Edit",
     "EditContext",
     "EditKind",
     "EditLayer",
-    "EditedSource",
     "FunctionShape",
     "FunctionSource",
+    "NumberedSource",
     "Patch",
     "PendingTarget",
+    "Replacement",
     "ResolvedTarget",
     "SourceLine",
-    "build_code",
+    "apply_layers",
+    "build_replacement",
     "compile_function",
-    "edit_source",
-    "edited_source",
+    "edit_numbered",
+    "edit_text",
     "function_source",
     "import_target",
+    "insert_preamble",
+    "number_lines",
     "resolve_loaded",
 ]

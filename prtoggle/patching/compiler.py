@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import CodeType
 
 from prtoggle.errors import PatchApplicationError, UnsupportedTargetError
-from prtoggle.patching.editor import EditedSource
+from prtoggle.patching.editor import NumberedSource
 
 FUTURE_FLAGS_MASK = 0
 for _feature in __future__.all_feature_names:
@@ -35,16 +35,16 @@ class FunctionShape:
 
 
 def compile_function(
-    edited: EditedSource, *, shape: FunctionShape, filename: str, target: str
+    edited: NumberedSource, *, shape: FunctionShape, filename: str, target: str
 ) -> CodeType:
     """Compile the one function definition in `edited` as the function `shape` describes.
 
     The definition is compiled inside a synthetic class named like the original's class
     (mangling, `__class__`) inside a synthetic function that binds the original free
     variables, so `co_freevars` match and the code can be swapped in. Every AST position
-    is mapped to the real file line of its source line (see EditedSource); nothing is run.
+    is mapped to the real file line of its source line (see NumberedSource); nothing is run.
     """
-    definition = _parse_definition(edited, shape=shape, filename=filename, target=target)
+    definition = parse_definition(edited, shape=shape, filename=filename, target=target)
     module = ast.Module(body=_wrap(definition, shape), type_ignores=[])
     try:
         module_code = compile(module, filename, "exec", flags=shape.future_flags, dont_inherit=True)
@@ -66,9 +66,10 @@ def compile_function(
     return code
 
 
-def _parse_definition(
-    edited: EditedSource, *, shape: FunctionShape, filename: str, target: str
+def parse_definition(
+    edited: NumberedSource, *, shape: FunctionShape, filename: str, target: str
 ) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The one definition of `shape.name` in `edited`, every position at its real file line."""
     text = edited.text
     origins = edited.origins
     indented = bool(text) and text[0] in " \t"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prtoggle.errors import PatchApplicationError
+from prtoggle.errors import EditMatchError, PatchApplicationError
 from prtoggle.patching.types import Edit
 
 NEAREST_WINDOW_COUNT = 3
@@ -22,8 +23,8 @@ class SourceLine:
 
 
 @dataclass(frozen=True)
-class EditedSource:
-    """Source text after edits, with the real file line of every line.
+class NumberedSource:
+    """Source text whose every line carries the real file line it is attributed to.
 
     Unchanged lines keep their own line number. Lines an edit inserts are attributed
     to the first line of the edit's match, so a traceback through them points at the
@@ -50,32 +51,29 @@ class EditContext:
     yaml_path: str | None = None
 
 
-def source_lines(source: str, *, first_line: int) -> tuple[SourceLine, ...]:
-    """Split source into lines numbered from `first_line` (the line of its first line)."""
-    return tuple(
-        SourceLine(text=text, origin=first_line + index)
-        for index, text in enumerate(source.splitlines())
+def number_lines(source: str, *, first_line: int) -> NumberedSource:
+    """Number the lines of `source` from `first_line` (the file line of its first line)."""
+    return NumberedSource(
+        lines=tuple(
+            SourceLine(text=text, origin=first_line + index)
+            for index, text in enumerate(source.splitlines())
+        )
     )
 
 
-def edit_source(
-    source: str, edits: Sequence[Edit], *, first_line: int, context: EditContext
-) -> EditedSource:
-    """Apply `edits` in order to `source` (whose first line is file line `first_line`).
+def edit_numbered(
+    source: NumberedSource, edits: Sequence[Edit], *, context: EditContext
+) -> NumberedSource:
+    """Apply `edits` in order to numbered source; later edits see earlier results.
 
     Every edit's match must occur exactly once, comparing whitespace-stripped lines with
-    blank lines ignored on both sides; otherwise PatchApplicationError shows the match
-    and the nearest (or every matching) window with real file line numbers.
+    blank lines ignored on both sides. When that finds several windows but the match as
+    written (blank lines included, as sglang compares) occurs exactly once, that one is
+    used, so matching is never stricter than sglang's. Otherwise EditMatchError shows the
+    match and the nearest (or every matching) window with real file line numbers. An edit
+    whose text is blank deletes the matched lines, whatever its kind (sglang's rule).
     """
-    lines = source_lines(source, first_line=first_line)
-    return edit_lines(lines, edits, context=context)
-
-
-def edit_lines(
-    lines: Sequence[SourceLine], edits: Sequence[Edit], *, context: EditContext
-) -> EditedSource:
-    """Apply `edits` in order to already numbered lines (see edit_source)."""
-    current = list(lines)
+    current = list(source.lines)
     for index, edit in enumerate(edits, start=1):
         current = _apply_edit(
             current,
@@ -83,7 +81,50 @@ def edit_lines(
             label=_edit_label(context, index, len(edits), edit),
             filename=context.filename,
         )
-    return EditedSource(lines=tuple(current))
+    return NumberedSource(lines=tuple(current))
+
+
+def edit_text(*, source: str, edits: Sequence[Edit], context: EditContext | None = None) -> str:
+    """Text in, edited text out: the edits of `edit_numbered` on plain source text.
+
+    The shape of sglang's `apply_edits(source=..., edits=...)`; diagnostics count lines
+    from 1 and name `<source>` unless `context` says where the text comes from.
+    """
+    where = context or EditContext(target="<source>", filename="<source>")
+    return edit_numbered(number_lines(source, first_line=1), edits, context=where).text
+
+
+def insert_preamble(
+    source: NumberedSource, preamble: str, *, context: EditContext
+) -> NumberedSource:
+    """Insert `preamble` at the top of the function body, after its docstring (if any).
+
+    The text is dedented and indented like the body's statements; its lines take the file
+    line of the statement they precede (of the docstring's last line when nothing follows
+    it). A blank preamble changes nothing.
+    """
+    if not preamble.strip():
+        return source
+    body, offset = _definition_body(source, context=context)
+    lines = list(source.lines)
+    first = body[0]
+    if _is_docstring(first) and len(body) == 1:
+        index = (first.end_lineno or first.lineno) - offset
+        origin = lines[index - 1].origin
+    else:
+        anchor = body[1] if _is_docstring(first) else first
+        index = anchor.lineno - 1 - offset
+        origin = lines[index].origin
+    start = lines[first.lineno - 1 - offset].text
+    if first.col_offset != _indent_width(start):
+        raise PatchApplicationError(
+            f"{context.target}: preamble{_preamble_where(context)}: the function body starts "
+            f"on its def line ({context.filename}:{lines[first.lineno - 1 - offset].origin}); "
+            "expected the body on lines of its own"
+        )
+    indent = start[: first.col_offset]
+    new = [SourceLine(text=text, origin=origin) for text in reindent(preamble, indent)]
+    return NumberedSource(lines=tuple([*lines[:index], *new, *lines[index:]]))
 
 
 def match_lines(match: str) -> tuple[str, ...]:
@@ -102,25 +143,27 @@ def _apply_edit(
 ) -> list[SourceLine]:
     wanted = match_lines(edit.match)
     if not wanted:
-        raise PatchApplicationError(
-            f"{label}: the match has no non-blank line; expected code to match"
-        )
+        raise EditMatchError(f"{label}: the match has no non-blank line; expected code to match")
     nonblank = [i for i, line in enumerate(lines) if line.text.strip()]
     starts = [
         k
         for k in range(len(nonblank) - len(wanted) + 1)
         if all(lines[nonblank[k + j]].text.strip() == wanted[j] for j in range(len(wanted)))
     ]
-    if len(starts) != 1:
-        raise PatchApplicationError(
-            _mismatch_message(lines, nonblank, wanted, starts, label=label, filename=filename)
-        )
-    first = nonblank[starts[0]]
-    last = nonblank[starts[0] + len(wanted) - 1]
+    if len(starts) == 1:
+        first = nonblank[starts[0]]
+        last = nonblank[starts[0] + len(wanted) - 1]
+    else:
+        as_written = _windows_as_written(lines, edit.match) if starts else []
+        if len(as_written) != 1:
+            raise EditMatchError(
+                _mismatch_message(lines, nonblank, wanted, starts, label=label, filename=filename)
+            )
+        first, last = as_written[0]
     anchor = lines[first]
-    indent = anchor.text[: len(anchor.text) - len(anchor.text.lstrip())]
+    indent = anchor.text[: _indent_width(anchor.text)]
     new = [SourceLine(text=text, origin=anchor.origin) for text in reindent(edit.text, indent)]
-    if edit.kind == "replacement":
+    if edit.kind == "replacement" or not any(line.text.strip() for line in new):
         if not any(line.text.strip() for line in new):
             new = []
         return [*lines[:first], *new, *lines[last + 1 :]]
@@ -128,6 +171,18 @@ def _apply_edit(
         return [*lines[:first], *new, *lines[first:]]
     appended = [SourceLine(text=line.text, origin=lines[last].origin) for line in new]
     return [*lines[: last + 1], *appended, *lines[last + 1 :]]
+
+
+def _windows_as_written(lines: Sequence[SourceLine], match: str) -> list[tuple[int, int]]:
+    """Where the match occurs as sglang looks: stripped lines, blank lines kept, contiguous."""
+    wanted = [line.strip() for line in match.strip().splitlines()]
+    have = [line.text.strip() for line in lines]
+    size = len(wanted)
+    return [
+        (start, start + size - 1)
+        for start in range(len(have) - size + 1)
+        if have[start : start + size] == wanted
+    ]
 
 
 def _edit_label(context: EditContext, index: int, count: int, edit: Edit) -> str:
@@ -182,3 +237,40 @@ def _nearest_windows(
         scored.append((sum(ratios) / len(wanted), start))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [(start, score) for score, start in scored[:NEAREST_WINDOW_COUNT]]
+
+
+def _definition_body(source: NumberedSource, *, context: EditContext) -> tuple[list[ast.stmt], int]:
+    """The body statements of the one definition in `source`, and the line offset to apply."""
+    text = source.text
+    indented = bool(text) and text[0] in " \t"
+    try:
+        tree = ast.parse(f"if 1:\n{text}" if indented else text)
+    except SyntaxError as exc:
+        raise PatchApplicationError(
+            f"{context.target}: preamble{_preamble_where(context)}: the edited source does "
+            f"not parse ({exc.msg}), so the top of the function body cannot be found"
+        ) from exc
+    body = tree.body[0].body if indented and tree.body else tree.body  # type: ignore[attr-defined]
+    definition = body[0] if body else None
+    if not isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef):
+        raise PatchApplicationError(
+            f"{context.target}: preamble{_preamble_where(context)}: the source is not a "
+            "function definition"
+        )
+    return list(definition.body), 1 if indented else 0
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _indent_width(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def _preamble_where(context: EditContext) -> str:
+    return f" ({context.yaml_path})" if context.yaml_path else ""

@@ -13,19 +13,29 @@ from typing import Any
 class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
     """Wraps the loader of watched modules so `on_loaded(name)` runs right after exec_module.
 
-    `is_watched` and `on_loaded` are called without any lock held by this class; the
-    finder itself never imports anything.
+    `on_requested(name)`, when given, runs at the start of every import that reaches the
+    finders while it is installed (whether watched or not): a chance to act on modules that
+    finished importing without passing through a wrapped loader (import cycles). The
+    callbacks are called without any lock held by this class; the finder itself never
+    imports anything.
     """
 
     def __init__(
-        self, *, is_watched: Callable[[str], bool], on_loaded: Callable[[str], None]
+        self,
+        *,
+        is_watched: Callable[[str], bool],
+        on_loaded: Callable[[str], None],
+        on_requested: Callable[[str], None] | None = None,
     ) -> None:
         self._is_watched = is_watched
         self._on_loaded = on_loaded
+        self._on_requested = on_requested
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
+        if self._on_requested is not None:
+            self._on_requested(fullname)
         if not self._is_watched(fullname):
             return None
         spec = _find_with_others(self, fullname, path, target)
@@ -35,7 +45,10 @@ class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
         return spec
 
     def install(self) -> None:
-        if self not in sys.meta_path:
+        """Put the finder first on sys.meta_path (again, if another finder went before it)."""
+        if sys.meta_path[:1] != [self]:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
             sys.meta_path.insert(0, self)
 
     def uninstall(self) -> None:

@@ -4,27 +4,80 @@ from __future__ import annotations
 import __future__
 
 import ast
+import inspect
 from pathlib import Path
 
 from prtoggle.errors import TargetResolutionError
 from prtoggle.patching.compiler import FunctionShape
+from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
 from prtoggle.patching.targets import FunctionSource
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SKIPPED_DECORATORS = ("setter", "deleter", "overload")
 
 
-def find_in_source_tree(target: str, *, source_root: Path) -> FunctionSource:
-    """Locate `a.b.C.f` as `a/b.py` (or `a/b/__init__.py`) under `source_root`, then C.f."""
-    path, names = _module_file(target, source_root=source_root)
-    text = path.read_text(encoding="utf-8")
+def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> FunctionSource:
+    """Locate `a.b.C.f` as `a/b.py` (or `a/b/__init__.py`) under `source_root`, then C.f.
+
+    `source_root` is a directory, a wheel or an sdist (see source_files). The text is
+    what `inspect.getsource` gives for the live function: from the first decorator line,
+    the block `inspect.getblock` finds, so a static check edits what the runtime edits.
+    """
+    tree = source_root if isinstance(source_root, SourceTree) else open_source_tree(source_root)
+    found, names = _module_file(target, tree=tree)
     try:
-        tree = ast.parse(text, filename=str(path))
+        module = ast.parse(found.text, filename=found.name)
     except SyntaxError as exc:
         raise TargetResolutionError(
-            f"{target}: {path}:{exc.lineno} does not parse: {exc.msg}"
+            f"{target}: {found.name}:{exc.lineno} does not parse: {exc.msg}"
         ) from exc
-    body: list[ast.stmt] = tree.body
+    node, class_name = _walk(module, names, target=target, filename=found.name)
+    first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+    lines = found.text.splitlines(keepends=True)
+    block = inspect.getblock(lines[first - 1 :])
+    shape = FunctionShape(
+        name=node.name, class_name=class_name, freevars=None, future_flags=_future_flags(module)
+    )
+    return FunctionSource(
+        filename=found.name,
+        first_line=first,
+        text="".join(block),
+        shape=shape,
+        module_names=module_level_names(module),
+    )
+
+
+def module_level_names(module: ast.Module) -> frozenset[str] | None:
+    """Names the module binds at its top level (None: a star import makes them unknown)."""
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(module.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return None
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, _DEFINITIONS):
+            names.add(node.name)
+        else:
+            names.update(
+                child.id
+                for child in ast.walk(node)
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)
+            )
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                pending.extend(
+                    child for child in getattr(node, field, []) if isinstance(child, ast.stmt)
+                )
+            for handler in getattr(node, "handlers", []):
+                pending.extend(handler.body)
+    return frozenset(names)
+
+
+def _walk(
+    module: ast.Module, names: list[str], *, target: str, filename: str
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]:
+    body: list[ast.stmt] = module.body
     node: ast.stmt | None = None
     class_name: str | None = None
     for depth, name in enumerate(names):
@@ -32,37 +85,33 @@ def find_in_source_tree(target: str, *, source_root: Path) -> FunctionSource:
         if node is None:
             where = ".".join(names[:depth]) or "the module"
             raise TargetResolutionError(
-                f"{target}: {path} has no definition of {name!r} in {where}"
+                f"{target}: {filename} has no definition of {name!r} in {where}"
             )
         if depth < len(names) - 1:
             if not isinstance(node, ast.ClassDef):
                 raise TargetResolutionError(
-                    f"{target}: {path}:{node.lineno}: {name} is not a class, so it cannot "
+                    f"{target}: {filename}:{node.lineno}: {name} is not a class, so it cannot "
                     f"hold {names[depth + 1]!r}"
                 )
             class_name = node.name
             body = node.body
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        raise TargetResolutionError(f"{target}: {path}: {names[-1]} is a class, not a function")
-    first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-    lines = text.splitlines(keepends=True)[first - 1 : node.end_lineno]
-    shape = FunctionShape(
-        name=node.name, class_name=class_name, freevars=None, future_flags=_future_flags(tree)
-    )
-    return FunctionSource(filename=str(path), first_line=first, text="".join(lines), shape=shape)
+        raise TargetResolutionError(f"{target}: {filename}: {names[-1]} is a class, not a function")
+    return node, class_name
 
 
-def _module_file(target: str, *, source_root: Path) -> tuple[Path, list[str]]:
+def _module_file(target: str, *, tree: SourceTree) -> tuple[SourceFile, list[str]]:
     parts = target.split(".")
     looked: list[str] = []
     for index in range(len(parts) - 1, 0, -1):
-        base = source_root.joinpath(*parts[:index])
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            looked.append(str(candidate))
-            if candidate.is_file():
-                return candidate, parts[index:]
+        base = "/".join(parts[:index])
+        for relative in (f"{base}.py", f"{base}/__init__.py"):
+            looked.append(tree.looked_for(relative))
+            found = tree.read(relative)
+            if found is not None:
+                return found, parts[index:]
     raise TargetResolutionError(
-        f"{target}: no module file for it under {source_root}; looked for {', '.join(looked)}"
+        f"{target}: no module file for it under {tree.label}; looked for {', '.join(looked)}"
     )
 
 

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 
 from prtoggle.errors import PatchApplicationError
-from prtoggle.patching.compiler import compile_function
-from prtoggle.patching.editor import EditContext, EditedSource, edit_lines, source_lines
+from prtoggle.patching.compiler import compile_function, parse_definition
+from prtoggle.patching.definition import (
+    DefinitionValues,
+    ExpressionScope,
+    GlobalsScope,
+    ModuleNamesScope,
+    changed_values,
+    current_values,
+    refuse_decorator_change,
+)
+from prtoggle.patching.editor import (
+    EditContext,
+    NumberedSource,
+    edit_numbered,
+    insert_preamble,
+    number_lines,
+)
 from prtoggle.patching.targets import FunctionSource, function_source
 from prtoggle.patching.types import Patch
 
@@ -25,37 +41,87 @@ class EditLayer:
     yaml_path: str | None
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """What a revert puts on a function: its code and, when the def line changed, its values."""
+
+    code: CodeType
+    values: DefinitionValues | None
+
+
 @dataclass
 class PatchedFunction:
-    """A function whose code is currently swapped, with its original code and source."""
+    """A function whose code is currently swapped, with its original code, values and source."""
 
     function: FunctionType
     original_code: CodeType
+    original_values: DefinitionValues
     source: FunctionSource
     layers: list[EditLayer] = field(default_factory=list)
+    values_swapped: bool = False
 
 
-def edited_source(source: FunctionSource, layers: Sequence[EditLayer]) -> EditedSource:
-    """Apply every layer's edits, in order, to the function's source as its file has it."""
-    current = EditedSource(lines=source_lines(source.text, first_line=source.first_line))
+def apply_layers(source: FunctionSource, layers: Sequence[EditLayer]) -> NumberedSource:
+    """Apply every layer's edits and preamble, in order, to the function's source text."""
+    current = number_lines(source.text, first_line=source.first_line)
     for layer in layers:
-        context = EditContext(
-            target=layer.patch.target, filename=source.filename, yaml_path=layer.yaml_path
-        )
-        current = edit_lines(current.lines, layer.patch.edits, context=context)
+        context = _context(source, layer)
+        current = edit_numbered(current, layer.patch.edits, context=context)
+        current = insert_preamble(current, layer.patch.preamble, context=context)
     return current
 
 
-def build_code(source: FunctionSource, layers: Sequence[EditLayer]) -> CodeType:
-    """Edit and compile; nothing is swapped."""
+def build_replacement(
+    source: FunctionSource,
+    layers: Sequence[EditLayer],
+    *,
+    function: FunctionType | None = None,
+    originals: DefinitionValues | None = None,
+) -> Replacement:
+    """Edit and compile; nothing is swapped.
+
+    With a live `function`, new defaults and annotations are evaluated in its globals
+    (unchanged ones keep `originals`, by default the function's own); without one, the
+    names they read must be bound at the top of the module (`source.module_names`).
+    Edits of decorator lines are refused: they cannot take effect through a code swap.
+    """
     target = layers[-1].patch.target if layers else source.shape.name
-    return compile_function(
-        edited_source(source, layers), shape=source.shape, filename=source.filename, target=target
+    shape, filename = source.shape, source.filename
+    edited = apply_layers(source, layers)
+    code = compile_function(edited, shape=shape, filename=filename, target=target)
+    original_def = _definition(number_lines(source.text, first_line=source.first_line), source)
+    edited_def = _definition(edited, source)
+    try:
+        refuse_decorator_change(original_def, edited_def, label=target)
+    except PatchApplicationError:
+        _refuse_first_decorator_change(source, layers, original_def)
+        raise
+    label = _label(source, layers[-1]) if layers else target
+    if function is not None and originals is None:
+        originals = current_values(function)
+    values = changed_values(
+        original_def,
+        edited_def,
+        originals=originals,
+        scope=_scope(source, function, label=label),
+        class_name=shape.class_name,
+        future_flags=shape.future_flags,
     )
+    if values is not None and function is not None and "__signature__" in vars(function):
+        raise PatchApplicationError(
+            f"{label}: the edit changes the signature of {function.__qualname__}, which has an "
+            "explicit __signature__ that a code swap cannot keep consistent"
+        )
+    return Replacement(code=code, values=values)
 
 
 class CodeSwapper:
-    """Owns every swapped function; callers serialise access (toggle holds a lock)."""
+    """Owns every swapped function; callers serialise access (toggle holds a lock).
+
+    Defaults, keyword defaults and annotations are set right after `__code__` when an
+    edit changes the def line; a call racing with that toggle may see one without the
+    other. Restoring the last layer puts back the original objects themselves.
+    """
 
     def __init__(self) -> None:
         self._patched: dict[int, PatchedFunction] = {}
@@ -66,36 +132,47 @@ class CodeSwapper:
         if state is None:
             source = function_source(function, target=layer.patch.target)
             state = PatchedFunction(
-                function=function, original_code=function.__code__, source=source
+                function=function,
+                original_code=function.__code__,
+                original_values=current_values(function),
+                source=source,
             )
         if any(existing.pr == layer.pr for existing in state.layers):
             raise PatchApplicationError(
                 f"{layer.patch.target}: PR {layer.pr} already edits this function"
             )
-        code = build_code(state.source, [*state.layers, layer])
-        function.__code__ = code
+        replacement = build_replacement(
+            state.source,
+            [*state.layers, layer],
+            function=function,
+            originals=state.original_values,
+        )
+        _install(state, replacement)
         state.layers.append(layer)
         self._patched[id(function)] = state
         logger.debug("patched %s for PR %d", layer.patch.target, layer.pr)
 
     def unpatch(self, function: FunctionType, pr: int) -> None:
-        """Remove the layer of `pr`; with no layer left the original code object returns."""
+        """Remove the layer of `pr`; with no layer left the original objects return."""
         state = self._patched.get(id(function))
         if state is None or all(layer.pr != pr for layer in state.layers):
             return
         remaining = [layer for layer in state.layers if layer.pr != pr]
         if not remaining:
-            function.__code__ = state.original_code
+            _install(state, Replacement(code=state.original_code, values=None))
             del self._patched[id(function)]
             return
         try:
-            function.__code__ = build_code(state.source, remaining)
+            replacement = build_replacement(
+                state.source, remaining, function=function, originals=state.original_values
+            )
         except PatchApplicationError as exc:
             others = ", ".join(str(layer.pr) for layer in remaining)
             raise PatchApplicationError(
                 f"cannot restore PR {pr} on {state.function.__qualname__} while PRs {others} "
                 f"stay reverted: their edits need PR {pr}'s edits ({exc}); restore them first"
             ) from exc
+        _install(state, replacement)
         state.layers = remaining
 
     def original_code(self, function: FunctionType) -> CodeType:
@@ -104,3 +181,56 @@ class CodeSwapper:
 
     def is_patched(self, function: FunctionType) -> bool:
         return id(function) in self._patched
+
+
+def _install(state: PatchedFunction, replacement: Replacement) -> None:
+    function = state.function
+    function.__code__ = replacement.code
+    if replacement.values is None and not state.values_swapped:
+        return
+    values = replacement.values or state.original_values
+    function.__defaults__ = values.defaults
+    function.__kwdefaults__ = values.kwdefaults
+    function.__annotations__ = values.annotations
+    state.values_swapped = replacement.values is not None
+
+
+def _definition(
+    numbered: NumberedSource, source: FunctionSource
+) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    return parse_definition(
+        numbered, shape=source.shape, filename=source.filename, target=source.shape.name
+    )
+
+
+def _refuse_first_decorator_change(
+    source: FunctionSource,
+    layers: Sequence[EditLayer],
+    original_def: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> None:
+    """Raise naming the first layer whose edits change the decorators (file:line, PR)."""
+    for count in range(1, len(layers) + 1):
+        try:
+            edited_def = _definition(apply_layers(source, layers[:count]), source)
+        except PatchApplicationError:
+            continue
+        refuse_decorator_change(original_def, edited_def, label=_label(source, layers[count - 1]))
+
+
+def _label(source: FunctionSource, layer: EditLayer) -> str:
+    where = (
+        f"{layer.yaml_path}:{layer.patch.line}" if layer.yaml_path else f"line {layer.patch.line}"
+    )
+    return f"{where}: PR {layer.pr}: {layer.patch.target} ({source.filename}:{source.first_line})"
+
+
+def _scope(source: FunctionSource, function: FunctionType | None, *, label: str) -> ExpressionScope:
+    if function is not None:
+        return GlobalsScope(namespace=function.__globals__, label=label)
+    return ModuleNamesScope(names=source.module_names, label=label)
+
+
+def _context(source: FunctionSource, layer: EditLayer) -> EditContext:
+    return EditContext(
+        target=layer.patch.target, filename=source.filename, yaml_path=layer.yaml_path
+    )

@@ -7,6 +7,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import linecache
 import logging
 import sys
 import types
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from prtoggle.errors import TargetResolutionError, UnsupportedTargetError
 from prtoggle.patching.compiler import FUTURE_FLAGS_MASK, FunctionShape
+from prtoggle.patching.freshness import refuse_stale_source
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +32,17 @@ _C_CALLABLES = (
 
 @dataclass(frozen=True)
 class FunctionSource:
-    """The source text of one function definition and where it lives in its file."""
+    """The source text of one function definition and where it lives in its file.
+
+    `text` is what `inspect.getsource` gives (decorators included). `module_names`, for
+    sources read without importing, are the names the module binds at its top level.
+    """
 
     filename: str
     first_line: int
     text: str
     shape: FunctionShape
+    module_names: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,15 +106,21 @@ def import_target(target: str) -> ResolvedTarget:
 
 
 def function_source(function: types.FunctionType, *, target: str) -> FunctionSource:
-    """The source of a live function as its file has it (decorators included)."""
+    """The source of a live function as its file has it (decorators included).
+
+    Refused when the file no longer holds the code that is running (see freshness).
+    """
     code = function.__code__
     try:
         lines, first_line = inspect.getsourcelines(function)
+        filename = inspect.getsourcefile(function) or code.co_filename
     except (OSError, TypeError) as exc:
         raise UnsupportedTargetError(
             f"{target}: the source of {function.__qualname__} is unavailable ({exc}); only "
             "functions defined in a Python source file can be patched"
         ) from exc
+    file_text = "".join(linecache.getlines(filename, function.__globals__))
+    refuse_stale_source(function, filename=filename, text=file_text, target=target)
     qualparts = function.__qualname__.split(".")
     class_name = qualparts[-2] if len(qualparts) > 1 and qualparts[-2] != "<locals>" else None
     shape = FunctionShape(

@@ -21,8 +21,12 @@ class Edit:
 
 @dataclass(frozen=True)
 class Patch:
-    """The edits of one target function, applied in order."""
+    """The edits of one target function, applied in order.
+
+    `preamble` (sglang's key) is text inserted at the top of the body, after the docstring.
+    """
 
     target: str
     edits: tuple[Edit, ...]
     line: int
+    preamble: str = ""

@@ -8,11 +8,13 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
 
 import pytest
 
 from prtoggle import registry, toggle
+from prtoggle.patching.swap import EditLayer
+from prtoggle.patching.targets import ResolvedTarget, resolve_loaded
 from prtoggle.patching.types import Edit, Patch
 
 
@@ -80,3 +82,15 @@ def make_patch(target: str, *edits: tuple[str, str, str]) -> Patch:
         ),
         line=1,
     )
+
+
+def edit_layer(target: str, *edits: tuple[str, str, str], pr: int = 1) -> EditLayer:
+    """PR `pr`'s layer of (match, kind, text) edits on `target`, from `/reg/<pr>.yaml`."""
+    return EditLayer(pr=pr, patch=make_patch(target, *edits), yaml_path=f"/reg/{pr}.yaml")
+
+
+def loaded_function(target: str) -> FunctionType:
+    """The function `target` names in an already imported module."""
+    resolved = resolve_loaded(target)
+    assert isinstance(resolved, ResolvedTarget), f"{target} is not loaded"
+    return resolved.function

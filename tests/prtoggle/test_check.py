@@ -80,12 +80,16 @@ def test_check_reports_each_target_and_patches_nothing(
     assert module.Backend().forward(1) == 1 and module.Backend().width == 8
     yaml_path = tmp_path / "reg" / "922.yaml"
     assert checks == [
-        TargetCheck(pr=921, target="app.core.Backend.forward", ok=True, message=""),
-        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message=""),
+        TargetCheck(
+            pr=921, target="app.core.Backend.forward", ok=True, message="", collection="reg"
+        ),
+        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message="", collection="reg"),
         TargetCheck(
             pr=922,
             target="app.core.helper",
             ok=False,
+            collection="reg",
+            status="stale",
             message=(
                 f"app.core.helper: edit 1 of 1 ({yaml_path}:6) matched 0 times in "
                 f"{path}:21-22; expected exactly 1.\n"
@@ -102,6 +106,8 @@ def test_check_reports_each_target_and_patches_nothing(
             pr=922,
             target="app.core.Backend.forward",
             ok=False,
+            collection="reg",
+            status="error",
             message=(
                 f"app.core.Backend.forward: the edited source does not compile: invalid "
                 f"syntax at {path}:18 (edited line 6 of 6: 'return v +')"
@@ -117,8 +123,8 @@ def test_check_of_a_source_tree_never_imports_it(tmp_path: Path) -> None:
     (root / "app" / "core" / "__init__.py").write_text(APP_MODULE)
     checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
     assert checks == [
-        TargetCheck(pr=921, target="app.core.Backend.forward", ok=True, message=""),
-        TargetCheck(pr=921, target="app.core.Backend.width", ok=True, message=""),
+        TargetCheck(pr=921, target=target, ok=True, message="", collection="reg", source=str(root))
+        for target in ("app.core.Backend.forward", "app.core.Backend.width")
     ]
     assert "app" not in sys.modules
 
@@ -135,8 +141,9 @@ def test_check_of_a_source_tree_names_the_missing_file_or_definition(tmp_path: P
         "in Backend",
     ]
     empty = tmp_path / "empty"
-    empty.mkdir()
+    (empty / "app").mkdir(parents=True)
     missing = check_fixes(registry=registry_for(tmp_path), source_root=empty, prs=[921])
+    assert missing[0].status == "stale"
     assert missing[0].message == (
         f"app.core.Backend.forward: no module file for it under {empty}; looked for "
         f"{empty / 'app' / 'core' / 'Backend.py'}, "
@@ -144,6 +151,16 @@ def test_check_of_a_source_tree_names_the_missing_file_or_definition(tmp_path: P
         f"{empty / 'app' / 'core' / '__init__.py'}, {empty / 'app.py'}, "
         f"{empty / 'app' / '__init__.py'}"
     )
+
+
+def test_a_target_whose_package_is_not_in_the_tree_is_absent_not_failed(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    checks = check_fixes(registry=registry_for(tmp_path), source_root=empty, prs=[921])
+    assert [(c.status, c.ok, c.failed, c.message) for c in checks] == [
+        ("absent", False, False, f"package app is not in {empty}"),
+        ("absent", False, False, f"package app is not in {empty}"),
+    ]
 
 
 def test_diff_hunks_carry_real_file_line_numbers(tmp_path: Path) -> None:
@@ -192,7 +209,7 @@ def test_diff_of_an_imported_module_matches_the_source_tree_diff(
 def test_every_shipped_fix_applies_to_the_fixes_tree_without_importing_it() -> None:
     from prtoggle.registry import shipped_yaml_dir
 
-    registry = load_registry(dirs=[shipped_yaml_dir()])
+    registry = load_registry(dirs=[shipped_yaml_dir() / "fixes"])
     assert registry.prs(), f"no fix YAML in {shipped_yaml_dir()}"
     checks = check_fixes(registry=registry, source_root=shipped_yaml_dir().parent)
     assert [check for check in checks if not check.ok] == []

@@ -36,9 +36,18 @@ def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeP
     result = invoke("list")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["PR", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
+    assert lines[0].split() == [
+        "PR",
+        "COLLECTION",
+        "MERGED",
+        "COMPONENT",
+        "SYMPTOM",
+        "APPLIES",
+        "TITLE",
+    ]
     assert lines[1].split() == [
         str(ANSWER_FIX),
+        "registry",
         "2026-03-01",
         TARGET_MODULE,
         "wrong-output",
@@ -47,8 +56,9 @@ def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeP
         "fix",
         str(ANSWER_FIX),
     ]
-    assert lines[2].split()[:5] == [
+    assert lines[2].split()[:6] == [
         str(BROKEN_FIX),
+        "registry",
         "2026-01-01",
         TARGET_MODULE,
         "wrong-output",
@@ -70,6 +80,7 @@ def test_list_json_carries_metadata_and_problems(fake_project: FakeProject) -> N
     ]
     answer = records[ANSWER_FIX]
     assert (answer["applies"], answer["problems"], answer["merged"]) == (True, [], "2026-03-01")
+    assert answer["collection"] == "registry"
     assert answer["repro"] == "prtoggle_fake_scenario"
     assert answer["targets"] == [f"{TARGET_MODULE}.answer"]
     broken = records[BROKEN_FIX]
@@ -145,7 +156,7 @@ def test_check_reports_each_target_and_fails_on_a_broken_revert(
     lines = result.output.splitlines()
     assert f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok" in lines
     [broken] = [line for line in lines if line.startswith(str(BROKEN_FIX))]
-    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: FAILED: ")
+    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: STALE: ")
     assert lines[-1] == "4 of 5 targets of 5 fixes revert cleanly"
 
 
@@ -170,8 +181,31 @@ def test_check_source_root_json(fake_project: FakeProject) -> None:
 
 def test_check_missing_source_root_is_a_usage_error(fake_project: FakeProject) -> None:
     result = invoke("check", "--source-root", "/no/such/dir")
-    assert result.exit_code == 2
-    assert "Directory '/no/such/dir' does not exist." in result.stderr
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: Invalid value for '--source-root': Path '/no/such/dir' does not exist "
+        "(see `prtoggle check --help`)\n",
+    )
+
+
+def test_an_unknown_option_is_one_error_line_not_click_usage_text(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("list", "--bogus")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        "error: No such option '--bogus' (see `prtoggle list --help`)\n",
+    )
+
+
+def test_an_unknown_command_names_the_commands() -> None:
+    result = invoke("lsit")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: no command 'lsit': expected one of bench, bisect, check, list, repro, run, show "
+        "(see `prtoggle --help`)\n",
+    )
 
 
 def test_run_rejects_an_unknown_pr_before_starting(fake_project: FakeProject) -> None:
@@ -216,8 +250,34 @@ def test_run_names_a_missing_program(fake_project: FakeProject) -> None:
 
 def test_run_requires_a_command(fake_project: FakeProject) -> None:
     result = invoke("run", "-r", str(ANSWER_FIX))
-    assert result.exit_code == 2
-    assert "Missing argument 'COMMAND...'" in result.stderr
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: Missing argument 'COMMAND...' (see `prtoggle run --help`)\n",
+    )
+
+
+def test_run_checks_targets_found_in_the_working_directory_before_starting(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    # The target module is only in the working directory, where `python -c` finds it.
+    marker = tmp_path / "started"
+    env = {**fake_project.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    code = f"import {TARGET_MODULE}; open({str(marker)!r}, 'w').close()"
+    # -P: this prtoggle does not have its working directory on sys.path either
+    prtoggle_run = [sys.executable, "-P", "-m", "prtoggle", "run", "-r", str(BROKEN_FIX), "--"]
+    result = subprocess.run(
+        [*prtoggle_run, sys.executable, "-c", code],
+        env=env,
+        cwd=fake_project.source_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+    assert result.stderr.startswith(
+        f"error: PR {BROKEN_FIX} does not revert cleanly on the current code ({TARGET_MODULE}."
+    )
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("status", [0, 3, 125])

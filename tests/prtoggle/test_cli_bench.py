@@ -143,28 +143,39 @@ def test_an_unknown_pr_is_an_error_listing_the_registered_prs(
     assert f"{BENCH_FIX}, {FAILING_BENCH_FIX} (registry directories: " in result.stderr
 
 
+SEE_HELP = " (see `prtoggle bench --help`)\n"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (
             (),
-            f"Error: expected PR numbers or --all; fixes with a benchmark: {BENCH_FIX}, "
+            f"error: expected PR numbers or --all; fixes with a benchmark: {BENCH_FIX}, "
             f"{FAILING_BENCH_FIX}",
         ),
-        (("--all", str(BENCH_FIX)), "Error: give PR numbers or --all, not both"),
-        ((str(ANSWER_FIX),), f"Error: PR {ANSWER_FIX} has no benchmark (no `bench:` in "),
+        (("--all", str(BENCH_FIX)), "error: give PR numbers or --all, not both"),
         (
             ("--repeat", "0", "--all"),
-            "Error: Invalid value for '--repeat': 0 is not in the range x>=1.",
+            "error: Invalid value for '--repeat': 0 is not in the range x>=1",
         ),
     ],
 )
-def test_bad_selections_are_usage_errors(
+def test_bad_selections_are_one_line_usage_errors(
     bench_project: FakeProject, args: tuple[str, ...], message: str
 ) -> None:
     result = bench(*args)
-    assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1].startswith(message)
+    assert (result.exit_code, result.stderr) == (2, message + SEE_HELP)
+
+
+def test_a_fix_without_benchmark_is_a_one_line_usage_error(bench_project: FakeProject) -> None:
+    result = bench(str(ANSWER_FIX))
+    path = bench_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: PR {ANSWER_FIX} has no benchmark (no `bench:` in {path}); fixes with a "
+        f"benchmark: {BENCH_FIX}, {FAILING_BENCH_FIX}" + SEE_HELP,
+    )
 
 
 def test_help_shows_examples_and_the_main_help_lists_bench() -> None:

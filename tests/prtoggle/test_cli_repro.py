@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from cli_fakes import (
@@ -44,7 +45,8 @@ def test_repro_runs_fixed_and_reverted_and_reports_reproduced(fake_project: Fake
     assert lines[0].split() == ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
     assert lines[1].split()[:5] == [str(ANSWER_FIX), "clean", "WrongAnswer", "at", "fake.answer"]
     assert lines[1].split()[5] == "yes"
-    assert lines[-1] == "1 of 1 fixes reproduced"
+    assert re.fullmatch(r"\d+\.\d / \d+\.\d", lines[1].split("yes", 1)[1].strip())
+    assert re.fullmatch(r"1 of 1 fixes reproduced in \d+\.\d s", lines[-1])
     progress = sorted(line.split(" (")[0] for line in result.stderr.splitlines())
     assert progress == [
         f"PR {ANSWER_FIX} fixed: clean",
@@ -84,7 +86,7 @@ def test_a_failure_not_matching_expect_is_not_reproduced(fake_project: FakeProje
         result.output
     )
     assert "  expected a failure matching 'NaNDetected'" in result.output
-    assert result.stdout.splitlines()[-1] == "0 of 1 fixes reproduced"
+    assert result.stdout.splitlines()[-1].startswith("0 of 1 fixes reproduced in ")
 
 
 def test_a_revert_that_changes_nothing_is_not_reproduced(fake_project: FakeProject) -> None:
@@ -105,24 +107,34 @@ def test_a_revert_that_changes_nothing_is_not_reproduced(fake_project: FakeProje
     assert records[SILENT_FIX]["reverted"]["outcome"] == "clean"
 
 
+SEE_HELP = " (see `prtoggle repro --help`)\n"
+
+
 def test_repro_needs_prs_or_all(fake_project: FakeProject) -> None:
     result = repro()
-    assert result.exit_code == 2
-    assert f"Error: expected PR numbers or --all; fixes with a repro scenario: {ANSWER_FIX}" in (
-        result.stderr
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: expected PR numbers or --all; fixes with a repro scenario: {ANSWER_FIX}"
+        + SEE_HELP,
     )
 
 
 def test_repro_refuses_a_fix_without_scenario(fake_project: FakeProject) -> None:
     result = repro(str(FIRST_HALF_FIX))
-    assert result.exit_code == 2
-    assert f"Error: PR {FIRST_HALF_FIX} has no repro scenario (no `repro:` in " in result.stderr
+    path = fake_project.registry_dir / f"{FIRST_HALF_FIX}.yaml"
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: PR {FIRST_HALF_FIX} has no repro scenario (no `repro:` in {path}); "
+        f"fixes with a repro scenario: {ANSWER_FIX}" + SEE_HELP,
+    )
 
 
 def test_repro_refuses_prs_and_all_together(fake_project: FakeProject) -> None:
     result = repro("--all", str(ANSWER_FIX))
-    assert result.exit_code == 2
-    assert "Error: give PR numbers or --all, not both" in result.stderr
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: give PR numbers or --all, not both" + SEE_HELP,
+    )
 
 
 def test_repro_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None:

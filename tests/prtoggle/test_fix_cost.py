@@ -16,6 +16,7 @@ from bench_fakes import (
 )
 from cli_fakes import ANSWER_FIX, FakeProject, fake_project
 
+from prtoggle.child_process import CommandRun
 from prtoggle.errors import RunnerError
 from prtoggle.fix_cost import (
     FixCost,
@@ -25,7 +26,6 @@ from prtoggle.fix_cost import (
     measure_fix_cost,
 )
 from prtoggle.registry import default_registry, load_registry, shipped_yaml_dir
-from prtoggle.runner import CommandRun
 
 __all__ = ["fake_project"]
 
@@ -238,8 +238,8 @@ def test_a_fix_without_a_benchmark_is_an_error(bench_project: FakeProject) -> No
 
 
 def test_every_shipped_fix_names_an_importable_benchmark() -> None:
-    registry = load_registry(dirs=[shipped_yaml_dir()])
-    benches = {pr: fix.bench for pr, fix in registry.fixes.items()}
+    registry = load_registry(dirs=[shipped_yaml_dir() / "fixes"])
+    benches = {fix.pr: fix.bench for fix in registry.fixes}
     assert benches == {
         21649: "fixes.benchmarks.dp_batch_size_cost",
         22832: "fixes.benchmarks.hidden_states_pool_cost",

@@ -3,13 +3,20 @@
 from __future__ import annotations
 import __future__
 
+import ast
+import inspect
+import io
+import tarfile
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from prtoggle.errors import TargetResolutionError
 from prtoggle.patching.compiler import FunctionShape
-from prtoggle.patching.source_tree import find_in_source_tree
+from prtoggle.patching.source_files import open_source_tree
+from prtoggle.patching.source_tree import find_in_source_tree, module_level_names
 
 TREE_MODULE = """\
 from __future__ import annotations
@@ -87,3 +94,97 @@ def test_a_file_that_does_not_parse_is_reported_with_its_line(tmp_path: Path) ->
     with pytest.raises(TargetResolutionError) as caught:
         find_in_source_tree("bad.f", source_root=tmp_path)
     assert str(caught.value) == f"bad.f: {tmp_path / 'bad.py'}:2 does not parse: invalid syntax"
+
+
+TRAILING_COMMENT_MODULE = """\
+import functools
+
+
+@functools.lru_cache(maxsize=None)
+def cached(x):
+    if x:
+        return 1
+        # an indented comment after the last statement
+    return 0
+    # another, at body level
+
+# at column 0: not part of the function
+def after():
+    pass
+"""
+
+
+def test_the_static_text_is_exactly_what_inspect_getsource_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "trailing.py").write_text(TRAILING_COMMENT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import trailing  # type: ignore[import-not-found]
+
+    static = find_in_source_tree("trailing.cached", source_root=tmp_path)
+    assert static.text == inspect.getsource(trailing.cached.__wrapped__)
+    assert static.text.endswith("    # another, at body level\n")
+    assert static.first_line == 4
+
+
+def test_module_level_names_cover_imports_definitions_and_assignments() -> None:
+    tree = ast.parse(
+        "import os.path\nfrom a import b as c\nX = 1\nif X:\n    Y: int = 2\n"
+        "try:\n    import z\nexcept ImportError:\n    z = None\ndef f(): pass\nclass K: pass\n"
+    )
+    assert module_level_names(tree) == frozenset({"os", "c", "X", "Y", "z", "f", "K"})
+    assert module_level_names(ast.parse("from m import *\n")) is None
+
+
+def make_wheel(path: Path) -> Path:
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("pkg/__init__.py", "")
+        wheel.writestr("pkg/mod.py", TREE_MODULE)
+        wheel.writestr("pkg-1.0.dist-info/METADATA", "Name: pkg\n")
+    return path
+
+
+def make_sdist(path: Path) -> Path:
+    with tarfile.open(path, "w:gz") as sdist:
+        for name, text in (
+            ("pkg-1.0/python/pkg/__init__.py", ""),
+            ("pkg-1.0/python/pkg/mod.py", TREE_MODULE),
+        ):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            sdist.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("archive", "member"),
+    [
+        (lambda p: make_wheel(p / "pkg-1.0-py3-none-any.whl"), "pkg/mod.py"),
+        (lambda p: make_sdist(p / "pkg-1.0.tar.gz"), "pkg-1.0/python/pkg/mod.py"),
+    ],
+)
+def test_wheels_and_sdists_are_read_in_place(
+    tmp_path: Path, archive: Callable[[Path], Path], member: str
+) -> None:
+    path = archive(tmp_path)
+    source = find_in_source_tree("pkg.mod.plain", source_root=path)
+    assert (source.filename, source.first_line, source.text) == (
+        f"{path}!{member}",
+        23,
+        "def plain():\n    return 0\n",
+    )
+    tree = open_source_tree(path)
+    assert (tree.has_package("pkg"), tree.has_package("other")) == (True, False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing extracted
+
+
+def test_a_file_that_is_no_archive_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("x")
+    with pytest.raises(TargetResolutionError) as caught:
+        open_source_tree(path)
+    assert str(caught.value) == (
+        f"--source-root {path}: expected a directory, a wheel (.whl) or an sdist "
+        "(.tar.gz, .tgz, .tar)"
+    )

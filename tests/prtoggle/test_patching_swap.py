@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from types import FunctionType
+from dataclasses import replace
 
 import pytest
-from revert_fixtures import ModuleFactory, make_patch, modules_fixture  # noqa: F401
+from revert_fixtures import (  # noqa: F401
+    ModuleFactory,
+    edit_layer,
+    loaded_function,
+    make_patch,
+    modules_fixture,
+)
 
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.swap import CodeSwapper, EditLayer
-from prtoggle.patching.targets import ResolvedTarget, resolve_loaded
 
 KINDS_MODULE = """\
 import functools
@@ -84,16 +89,6 @@ def scaled(a, factor=3, *, offset=0):
 """
 
 
-def layer(target: str, *edits: tuple[str, str, str], pr: int = 1) -> EditLayer:
-    return EditLayer(pr=pr, patch=make_patch(target, *edits), yaml_path=f"/reg/{pr}.yaml")
-
-
-def function(target: str) -> FunctionType:
-    resolved = resolve_loaded(target)
-    assert isinstance(resolved, ResolvedTarget)
-    return resolved.function
-
-
 @pytest.mark.parametrize(
     ("target", "edit", "call", "expected"),
     [
@@ -150,10 +145,10 @@ def test_every_target_kind_is_patched_and_restored_to_the_identical_code(
 ) -> None:
     fixed, reverted = expected
     module = modules.load("kinds", KINDS_MODULE)
-    target_function = function(target)
+    target_function = loaded_function(target)
     original = target_function.__code__
     swapper = CodeSwapper()
-    swapper.patch(target_function, layer(target, edit))
+    swapper.patch(target_function, edit_layer(target, edit))
     assert call(module) == reverted  # type: ignore[operator]
     swapper.unpatch(target_function, 1)
     assert target_function.__code__ is original
@@ -164,7 +159,7 @@ def test_closure_function_keeps_its_cells(modules: ModuleFactory) -> None:
     module = modules.load("kinds", KINDS_MODULE)
     add = module.make_adder(10)
     CodeSwapper().patch(
-        add, layer("kinds.make_adder.add", ("return a + k", "replacement", "return a + 2 * k"))
+        add, edit_layer("kinds.make_adder.add", ("return a + k", "replacement", "return a + 2 * k"))
     )
     assert add(1) == 21
     assert add.__code__.co_freevars == ("k",)
@@ -175,7 +170,7 @@ def test_method_with_both_super_and_a_closure_keeps_both_cells(modules: ModuleFa
     local = module.make_class("?")
     CodeSwapper().patch(
         local.greet,
-        layer(
+        edit_layer(
             "kinds.make_class.Local.greet",
             ("return super().greet() + k", "replacement", "return super().greet() + k + k"),
         ),
@@ -184,11 +179,16 @@ def test_method_with_both_super_and_a_closure_keeps_both_cells(modules: ModuleFa
     assert local.greet.__code__.co_freevars == ("__class__", "k")
 
 
-def test_defaults_and_kwdefaults_stay_those_of_the_original(modules: ModuleFactory) -> None:
+def test_default_edits_take_effect_and_restore_puts_back_the_original_objects(
+    modules: ModuleFactory,
+) -> None:
     module = modules.load("kinds", KINDS_MODULE)
-    CodeSwapper().patch(
-        function("kinds.scaled"),
-        layer(
+    target = loaded_function("kinds.scaled")
+    originals = (target.__code__, target.__defaults__, target.__kwdefaults__)
+    swapper = CodeSwapper()
+    swapper.patch(
+        target,
+        edit_layer(
             "kinds.scaled",
             (
                 "def scaled(a, factor=3, *, offset=0):",
@@ -197,23 +197,30 @@ def test_defaults_and_kwdefaults_stay_those_of_the_original(modules: ModuleFacto
             ),
         ),
     )
+    assert module.scaled(1) == 37
+    assert module.scaled.__defaults__ == (30,)
+    assert module.scaled.__kwdefaults__ == {"offset": 7}
+    swapper.unpatch(target, 1)
     assert module.scaled(1) == 3
-    assert module.scaled.__defaults__ == (3,)
-    assert module.scaled.__kwdefaults__ == {"offset": 0}
+    assert target.__code__ is originals[0]
+    assert target.__defaults__ is originals[1]
+    assert target.__kwdefaults__ is originals[2]
 
 
 def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
     modules: ModuleFactory,
 ) -> None:
     module = modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     original = target.__code__
     swapper = CodeSwapper()
     swapper.patch(
-        target, layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = a + 1"), pr=1)
+        target,
+        edit_layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = a + 1"), pr=1),
     )
     swapper.patch(
-        target, layer("kinds.scaled", ("return a * factor + offset", "append", "return 0"), pr=2)
+        target,
+        edit_layer("kinds.scaled", ("return a * factor + offset", "append", "return 0"), pr=2),
     )
     assert module.scaled(1) == 6
     swapper.unpatch(target, 1)
@@ -224,16 +231,16 @@ def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
 
 def test_restoring_a_fix_another_fix_builds_on_is_refused(modules: ModuleFactory) -> None:
     modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     swapper = CodeSwapper()
     swapper.patch(
         target,
-        layer(
+        edit_layer(
             "kinds.scaled", ("return a * factor + offset", "replacement", "return a * factor"), pr=1
         ),
     )
     swapper.patch(
-        target, layer("kinds.scaled", ("return a * factor", "replacement", "return a"), pr=2)
+        target, edit_layer("kinds.scaled", ("return a * factor", "replacement", "return a"), pr=2)
     )
     with pytest.raises(PatchApplicationError) as caught:
         swapper.unpatch(target, 1)
@@ -247,20 +254,43 @@ def test_restoring_a_fix_another_fix_builds_on_is_refused(modules: ModuleFactory
 
 def test_a_failing_edit_leaves_the_function_untouched(modules: ModuleFactory) -> None:
     modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     original = target.__code__
     swapper = CodeSwapper()
     with pytest.raises(PatchApplicationError):
-        swapper.patch(target, layer("kinds.scaled", ("no such line", "replacement", "")))
+        swapper.patch(target, edit_layer("kinds.scaled", ("no such line", "replacement", "")))
     assert target.__code__ is original
     assert not swapper.is_patched(target)
 
 
 def test_the_same_pr_cannot_edit_a_function_twice(modules: ModuleFactory) -> None:
     modules.load("kinds", KINDS_MODULE)
-    target = function("kinds.scaled")
+    target = loaded_function("kinds.scaled")
     swapper = CodeSwapper()
-    swapper.patch(target, layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = 0")))
+    swapper.patch(
+        target, edit_layer("kinds.scaled", ("return a * factor + offset", "prepend", "a = 0"))
+    )
     with pytest.raises(PatchApplicationError) as caught:
-        swapper.patch(target, layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
+        swapper.patch(target, edit_layer("kinds.scaled", ("a = 0", "replacement", "a = 1")))
     assert str(caught.value) == "kinds.scaled: PR 1 already edits this function"
+
+
+def test_a_patch_preamble_runs_at_the_top_of_the_body_after_the_docstring(
+    modules: ModuleFactory,
+) -> None:
+    module = modules.load(
+        "documented",
+        'def halve(x):\n    """Half of x."""\n    return x / 2\n',
+    )
+    target = loaded_function("documented.halve")
+    original = target.__code__
+    patch = replace(
+        make_patch("documented.halve", ("return x / 2", "replacement", "return x // 2")),
+        preamble="x = x + 1\n",
+    )
+    swapper = CodeSwapper()
+    swapper.patch(target, EditLayer(pr=5, patch=patch, yaml_path="/reg/5.yaml"))
+    assert module.halve(5) == 3  # (5 + 1) // 2; without the preamble 5 // 2 == 2
+    assert module.halve.__doc__ == "Half of x."
+    swapper.unpatch(target, 5)
+    assert target.__code__ is original and module.halve(4) == 2.0

@@ -11,11 +11,13 @@ from revert_fixtures import clean_toggle_state, write_fix  # noqa: F401
 
 from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.registry import (
+    MAX_RECIPE_BYTES,
     Edit,
     Patch,
     default_registry,
     load_fix,
     load_registry,
+    shipped_collection_dirs,
     shipped_yaml_dir,
 )
 
@@ -120,6 +122,44 @@ def test_edit_kinds_follow_sglang_defaults(tmp_path: Path) -> None:
     ]
 
 
+def test_a_file_of_sglang_text_alone_takes_its_pr_from_the_file_name(tmp_path: Path) -> None:
+    path = write_fix(
+        tmp_path / "sglang",
+        27460,
+        """\
+        patches:
+          - target: app.f
+            preamble: |
+              import math
+            edits:
+              - match: a = 1
+                prepend:
+        """,
+    )
+    fix = load_fix(path)
+    assert (fix.pr, fix.title, fix.collection, fix.label) == (27460, "", "sglang", "sglang/27460")
+    assert fix.patches[0].preamble == "import math\n"
+    assert [(e.kind, e.text) for e in fix.patches[0].edits] == [("replacement", "")]
+
+
+@pytest.mark.parametrize("kind", ["prepend", "append"])
+def test_an_edit_whose_only_kind_is_empty_deletes_the_matched_lines(
+    tmp_path: Path, kind: str
+) -> None:
+    body = f"patches:\n  - target: app.f\n    edits:\n      - match: a = 1\n        {kind}: ''\n"
+    edit = load_fix(write_fix(tmp_path, 902, body)).patches[0].edits[0]
+    assert (edit.kind, edit.text) == ("replacement", "")
+
+
+def test_recipe_module_key_examples_name_real_modules() -> None:
+    import importlib.util
+
+    from prtoggle.recipe import _MODULE_KEY_EXAMPLES
+
+    for key, module in _MODULE_KEY_EXAMPLES.items():
+        assert importlib.util.find_spec(module) is not None, (key, module)
+
+
 def error_for(tmp_path: Path, body: str) -> str:
     path = write_fix(tmp_path, 903, body)
     with pytest.raises(RegistryError) as caught:
@@ -127,6 +167,7 @@ def error_for(tmp_path: Path, body: str) -> str:
     return str(caught.value).replace(str(path), "F")
 
 
+ONE_EDIT = "patches: [{target: a.f, edits: [{match: x, replacement: y}]}]\n"
 MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - match: a\n"
 
 
@@ -135,12 +176,12 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
     [
         (
             MINIMAL + "        replacement: b\nowner: me\n",
-            "F:8: unknown key 'owner' in fix file; expected one of: pr, title, patches, url, "
+            "F:8: unknown key 'owner' in fix file; expected one of: patches, pr, title, url, "
             "merged, component, symptom, expect, repro, bench",
         ),
         (
-            "pr: 903\npatches: []\n",
-            "F:1: fix file is missing required key 'title'; required keys: pr, title, patches",
+            "pr: 903\ntitle: t\n",
+            "F:1: fix file is missing required key 'patches'; required keys: patches",
         ),
         ("pr: '903'\ntitle: t\npatches: []\n", "F:1: 'pr' must be a positive integer, got '903'"),
         (
@@ -159,12 +200,14 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
         ),
         (
             MINIMAL + "        replacement: b\nrepro: scenarios/run.py\n",
-            "F:8: 'repro' must be a dotted module name like fixes.scenarios.pr26521, got "
+            "F:8: 'repro' must be a dotted module name like "
+            "fixes.scenarios.trtllm_draft_decode_capture, got "
             "'scenarios/run.py'",
         ),
         (
             MINIMAL + "        replacement: b\nbench: benchmarks/run.py\n",
-            "F:8: 'bench' must be a dotted module name like fixes.benchmarks.pr26521, got "
+            "F:8: 'bench' must be a dotted module name like "
+            "fixes.benchmarks.draft_decode_capture_cost, got "
             "'benchmarks/run.py'",
         ),
         (
@@ -201,10 +244,27 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
             "F:6: target a.f is already patched at line 4; put all its edits in one entry",
         ),
         ("pr: 903\ntitle: t\ntitle: u\n", "F:3: duplicate key 'title'"),
-        ("- 903\n", "F:1: fix file must be a mapping with keys pr, title, patches; got list [903]"),
+        ("- 903\n", "F:1: fix file must be a mapping with keys patches; got list [903]"),
         (
             "pr: 903\ntitle: [unclosed\npatches: []\n",
             "F:3: YAML syntax error: expected ',' or ']', but got ':'",
+        ),
+        (
+            "pr: 0\ntitle: t\n" + ONE_EDIT,
+            "F:1: 'pr' gives PR number 0, outside the supported range 1..10000000",
+        ),
+        (
+            "pr: 10000001\n" + ONE_EDIT,
+            "F:1: 'pr' gives PR number 10000001, outside the supported range 1..10000000",
+        ),
+        (
+            "pr: 904\n" + ONE_EDIT,
+            "F:1: 'pr' is 904 but the file is named 903.yaml; name a recipe file after its PR "
+            "or give it another name",
+        ),
+        (
+            "title: t\npatches:\n  - target: a.f\n    preamble: [x]\n    edits: [{match: x}]\n",
+            "F:4: 'preamble' must be a string, got list ['x']",
         ),
         (
             "pr: 903\ntitle: t\npatches: !!python/object:os.system {}\n",
@@ -219,18 +279,86 @@ def test_malformed_fix_files_name_the_file_line_and_choices(
     assert error_for(tmp_path, body) == message
 
 
-def test_duplicate_pr_names_both_files(tmp_path: Path) -> None:
-    first = write_fix(
-        tmp_path / "a",
-        904,
-        "pr: 904\ntitle: t\npatches: [{target: a.f, edits: [{match: x, replacement: y}]}]\n",
-    )
-    second = tmp_path / "b" / "other.yaml"
-    second.parent.mkdir()
+def test_duplicate_pr_within_one_collection_names_both_files(tmp_path: Path) -> None:
+    first = write_fix(tmp_path / "a", 904, "pr: 904\ntitle: t\n" + ONE_EDIT)
+    second = tmp_path / "a" / "other.yaml"
     second.write_text("# copy\n" + first.read_text())
     with pytest.raises(RegistryError) as caught:
-        load_registry(dirs=[tmp_path / "a", tmp_path / "b"])
-    assert str(caught.value) == f"duplicate PR 904: defined in {first}:1 and in {second}:2"
+        load_registry(dirs=[tmp_path / "a"])
+    assert str(caught.value) == (
+        f"duplicate PR 904 in collection 'a': defined in {first}:1 and in {second}:2"
+    )
+
+
+def test_the_same_pr_in_two_collections_is_two_fixes(tmp_path: Path) -> None:
+    first = write_fix(tmp_path / "engine", 904, "pr: 904\ntitle: engine's\n" + ONE_EDIT)
+    second = write_fix(tmp_path / "sglang", 904, ONE_EDIT)
+    write_fix(tmp_path / "sglang", 905, ONE_EDIT)
+    registry = load_registry(dirs=[tmp_path / "engine", tmp_path / "sglang"])
+    assert registry.collections() == ("engine", "sglang")
+    assert registry.prs() == (904, 905)
+    assert [(fix.label, fix.path) for fix in registry.find(904)] == [
+        ("engine/904", first),
+        ("sglang/904", second),
+    ]
+    assert registry.get(904, collection="sglang").path == second
+    assert registry.get(905).collection == "sglang"
+    assert [fix.label for fix in registry.in_collection("engine").fixes] == ["engine/904"]
+
+
+def test_get_of_a_pr_in_several_collections_asks_for_one_and_lists_them(tmp_path: Path) -> None:
+    first = write_fix(tmp_path / "engine", 904, ONE_EDIT)
+    second = write_fix(tmp_path / "sglang", 904, ONE_EDIT)
+    registry = load_registry(dirs=[tmp_path / "engine", tmp_path / "sglang"])
+    with pytest.raises(UnknownPRError) as caught:
+        registry.get(904)
+    assert str(caught.value) == (
+        f"PR 904 is in 2 collections: engine ({first}), sglang ({second}); choose one with "
+        "--collection engine or --collection sglang"
+    )
+
+
+def test_lookup_in_a_collection_names_where_the_pr_is_instead(tmp_path: Path) -> None:
+    write_fix(tmp_path / "engine", 904, ONE_EDIT)
+    write_fix(tmp_path / "sglang", 905, ONE_EDIT)
+    registry = load_registry(dirs=[tmp_path / "engine", tmp_path / "sglang"])
+    with pytest.raises(UnknownPRError) as caught:
+        registry.find(904, collection="sglang")
+    assert str(caught.value) == (
+        "PR 904 is not in collection 'sglang'; its PRs: 905; PR 904 is in: engine"
+    )
+    with pytest.raises(UnknownPRError) as caught:
+        registry.in_collection("vllm")
+    assert str(caught.value) == (
+        f"no recipe collection named 'vllm'; collections: engine ({tmp_path / 'engine'}), "
+        f"sglang ({tmp_path / 'sglang'})"
+    )
+
+
+def test_two_collections_with_one_name_is_an_error_naming_both_dirs(tmp_path: Path) -> None:
+    (tmp_path / "one" / "recipes").mkdir(parents=True)
+    (tmp_path / "two" / "recipes").mkdir(parents=True)
+    with pytest.raises(RegistryError) as caught:
+        load_registry(dirs=[tmp_path / "one" / "recipes", tmp_path / "two" / "recipes"])
+    assert str(caught.value) == (
+        f"two recipe collections are named 'recipes': {tmp_path / 'one' / 'recipes'} and "
+        f"{tmp_path / 'two' / 'recipes'}; a collection is named after its directory, rename one"
+    )
+
+
+def test_an_empty_collection_is_valid(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README.md").write_text("nothing yet\n")
+    registry = load_registry(dirs=[tmp_path / "empty"])
+    assert (registry.collections(), registry.fixes, registry.prs()) == (("empty",), (), ())
+
+
+def test_shipped_collections_are_the_subdirectories_of_yaml() -> None:
+    assert [d.name for d in shipped_collection_dirs()] == ["fixes", "sglang"]
+    registry = load_registry(dirs=shipped_collection_dirs())
+    demo = registry.in_collection("fixes")
+    assert demo.prs() == (21649, 22832, 24856, 26521, 27460)
+    assert all(fix.path.parent == shipped_yaml_dir() / "fixes" for fix in demo.fixes)
 
 
 def test_registry_lookup_of_an_unknown_pr_lists_registered_ones(tmp_path: Path) -> None:
@@ -272,8 +400,9 @@ def test_yaml_path_env_adds_directories_after_the_shipped_one(
     )
     monkeypatch.setenv("PRTOGGLE_YAML_PATH", f"{tmp_path / 'extra'}{os.pathsep}")
     registry = default_registry()
-    assert registry.dirs == (shipped_yaml_dir(), tmp_path / "extra")
+    assert registry.dirs == (*shipped_collection_dirs(), tmp_path / "extra")
     assert registry.get(910).path == tmp_path / "extra" / "910.yaml"
+    assert registry.get(910).collection == "extra"
 
 
 def test_missing_yaml_path_directory_is_an_error_naming_it(
@@ -284,7 +413,8 @@ def test_missing_yaml_path_directory_is_an_error_naming_it(
         default_registry()
     assert str(caught.value) == (
         f"registry directory {tmp_path / 'absent'} does not exist or is not a directory "
-        f"(registry directories: {shipped_yaml_dir()}, {tmp_path / 'absent'}; extra ones "
+        f"(registry directories: {shipped_yaml_dir() / 'fixes'}, {shipped_yaml_dir() / 'sglang'}, "
+        f"{tmp_path / 'absent'}; extra ones "
         "come from PRTOGGLE_YAML_PATH)"
     )
 
@@ -300,4 +430,62 @@ def test_unreadable_fix_file_is_reported(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{tmp_path / '905.yaml'}: cannot read fix file: [Errno 21] Is a directory: "
         f"'{tmp_path / '905.yaml'}'"
+    )
+
+
+def write_named(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_a_recipe_over_the_size_limit_is_refused_before_parsing(tmp_path: Path) -> None:
+    path = write_named(tmp_path, "905.yaml", b"# " + b"x" * MAX_RECIPE_BYTES + b"\n")
+    with pytest.raises(RegistryError) as caught:
+        load_registry(dirs=[tmp_path])
+    assert str(caught.value) == (
+        f"{path}: recipe file is {MAX_RECIPE_BYTES + 3} bytes, over the limit of 1048576 bytes "
+        "(1 MiB)"
+    )
+
+
+def test_a_recipe_that_is_not_utf8_names_the_line_and_byte(tmp_path: Path) -> None:
+    path = write_named(tmp_path, "905.yaml", b"pr: 905\ntitle: caf\xe9\n" + ONE_EDIT.encode())
+    with pytest.raises(RegistryError) as caught:
+        load_registry(dirs=[tmp_path])
+    assert str(caught.value) == (
+        f"{path}:2: not UTF-8 text (byte 0xe9 at offset 18); recipe files must be UTF-8"
+    )
+
+
+@pytest.mark.parametrize("opener", ["[", "{a: ", "- "])
+def test_a_deeply_nested_recipe_is_one_error_naming_the_file(tmp_path: Path, opener: str) -> None:
+    path = write_named(tmp_path, "905.yaml", (opener * 20_000).encode())
+    with pytest.raises(RegistryError) as caught:
+        load_registry(dirs=[tmp_path])
+    assert str(caught.value) == (
+        f"{path}: nested too deeply for the YAML loader (RecursionError); a recipe is a mapping "
+        "of at most a few levels"
+    )
+
+
+@pytest.mark.parametrize("name", ["0.yaml", "10000001.yaml"])
+def test_a_file_name_pr_outside_the_range_is_refused(tmp_path: Path, name: str) -> None:
+    path = write_named(tmp_path, name, ONE_EDIT.encode())
+    with pytest.raises(RegistryError) as caught:
+        load_fix(path)
+    number = int(Path(name).stem)
+    assert str(caught.value) == (
+        f"{path}:1: file name {name} gives PR number {number}, outside the supported range "
+        "1..10000000"
+    )
+
+
+def test_a_file_without_pr_and_without_a_number_for_a_name_is_refused(tmp_path: Path) -> None:
+    path = write_named(tmp_path, "kv_width.yaml", ONE_EDIT.encode())
+    with pytest.raises(RegistryError) as caught:
+        load_fix(path)
+    assert str(caught.value) == (
+        f"{path}:1: fix file has no 'pr' key and its name is not <PR>.yaml; add `pr: <number>` "
+        "or name the file after the PR number"
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
-from prtoggle import toggle
+from prtoggle import protocol, toggle
 from prtoggle.errors import PatchApplicationError, RevertSpecError, UnknownPRError
 from prtoggle.registry import Registry, load_registry
 
@@ -127,26 +127,36 @@ def test_fix_is_applied_when_its_module_is_first_imported(
     modules.write("app", APP_MODULE)
     toggle.apply_revert(911, registry=registry_with(tmp_path))
     assert "app" not in sys.modules
-    assert toggle.active_reverts() == (911,) and not toggle.is_reverted(911)
+    assert toggle.active_reverts() == (911,) and toggle.is_reverted(911)
+    assert toggle.patched_targets(911) == ()
+    assert toggle.pending_targets(911) == ("app.area", "app.Shape.sides")
     import app  # type: ignore[import-not-found]
 
     assert app.area(2, 3) == 5
-    assert toggle.is_reverted(911)
+    assert toggle.patched_targets(911) == ("app.area", "app.Shape.sides")
+    assert toggle.pending_targets(911) == ()
     assert type(app.__loader__).__name__ == "SourceFileLoader"
 
 
-def test_fix_split_over_an_imported_and_a_pending_module_counts_once_both_are_patched(
+def test_fix_split_over_an_imported_and_a_pending_module_is_patched_target_by_target(
     modules: ModuleFactory, tmp_path: Path
 ) -> None:
     app = modules.load("app", APP_MODULE)
     modules.write("later", "def sides():\n    return 4\n")
     toggle.apply_revert(911, registry=registry_with(tmp_path, second="later.sides"))
     assert app.area(2, 3) == 5
-    assert not toggle.is_reverted(911)
+    assert toggle.is_reverted(911)
+    assert (toggle.patched_targets(911), toggle.pending_targets(911)) == (
+        ("app.area",),
+        ("later.sides",),
+    )
     import later  # type: ignore[import-not-found]
 
     assert later.sides() == 3
-    assert toggle.is_reverted(911)
+    assert (toggle.patched_targets(911), toggle.pending_targets(911)) == (
+        ("app.area", "later.sides"),
+        (),
+    )
     toggle.restore(911)
     assert (app.area(2, 3), later.sides()) == (6, 4)
 
@@ -206,6 +216,70 @@ def test_concurrent_apply_and_restore_end_consistent(
     assert failures == []
     assert toggle.active_reverts() == ()
     assert app.area.__code__ is original
+
+
+def test_overlapping_blocks_in_two_threads_keep_the_fix_until_the_last_leaves(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    app = modules.load("app", APP_MODULE)
+    registry = registry_with(tmp_path)
+    b_entered, a_left, b_may_leave = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def thread_a() -> None:
+        with toggle.reverted(911, registry=registry):
+            b_entered.wait(10)
+        a_left.set()
+
+    def thread_b() -> None:
+        with toggle.reverted(911, registry=registry):
+            b_entered.set()
+            a_left.wait(10)
+            seen["after A left"] = app.area(2, 3)
+            b_may_leave.wait(10)
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    threads[0].start()
+    threads[1].start()
+    a_left.wait(10)
+    threads[0].join(10)
+    assert toggle.is_reverted(911)
+    b_may_leave.set()
+    threads[1].join(10)
+    assert seen == {"after A left": 5}
+    assert (toggle.is_reverted(911), app.area(2, 3)) == (False, 6)
+
+
+def test_apply_revert_and_a_block_hold_the_fix_independently(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    app = modules.load("app", APP_MODULE)
+    registry = registry_with(tmp_path)
+    with toggle.reverted(911, registry=registry):
+        toggle.apply_revert(911, registry=registry)
+    assert app.area(2, 3) == 5
+    with toggle.reverted(911, registry=registry):
+        toggle.restore(911)
+        assert app.area(2, 3) == 5
+    assert (toggle.active_reverts(), app.area(2, 3)) == ((), 6)
+
+
+def test_a_pr_in_two_collections_reverts_both_and_restores_both(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    app = modules.load("app", APP_MODULE)
+    write_fix(tmp_path / "engine", 911, TWO_TARGET_FIX.format(pr=911, second="app.Shape.sides"))
+    write_fix(
+        tmp_path / "sglang",
+        911,
+        "patches:\n  - target: absent_engine.srt.f\n    edits:\n      - match: a\n",
+    )
+    registry = load_registry(dirs=[tmp_path / "engine", tmp_path / "sglang"])
+    with toggle.reverted(911, registry=registry):
+        assert (app.area(2, 3), toggle.is_reverted(911)) == (5, True)
+        assert toggle.patched_targets(911) == ("app.area", "app.Shape.sides")
+        assert toggle.pending_targets(911) == ("absent_engine.srt.f",)
+    assert (app.area(2, 3), toggle.active_reverts()) == (6, ())
 
 
 def test_child_env_puts_the_bootstrap_first_and_sets_the_revert_list() -> None:
@@ -305,7 +379,7 @@ def test_child_with_a_bad_revert_spec_stops_with_a_message(tmp_path: Path) -> No
     )
     env["SGLANG_DEBUG_REVERT_PR"] = "913x"
     result = run_child(tmp_path, env)
-    assert result.returncode == toggle.BOOTSTRAP_FAILURE_EXIT_CODE
+    assert result.returncode == protocol.BOOTSTRAP_FAILURE_EXIT_CODE
     assert result.stdout == ""
     assert result.stderr.endswith(
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: SGLANG_DEBUG_REVERT_PR='913x': '913x' "
@@ -351,3 +425,13 @@ def test_module_type_is_plain_after_lazy_patching(modules: ModuleFactory, tmp_pa
 
     assert isinstance(app, types.ModuleType)
     assert type(app.__spec__.loader).__name__ == "SourceFileLoader"
+
+
+def test_the_package_exports_the_revert_state_queries() -> None:
+    import prtoggle
+
+    assert (prtoggle.patched_targets, prtoggle.pending_targets) == (
+        toggle.patched_targets,
+        toggle.pending_targets,
+    )
+    assert set(prtoggle.__all__) >= {"is_reverted", "patched_targets", "pending_targets"}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, failure_from_exception
-from prtoggle.runner import DETECTION_ENV
+from prtoggle.protocol import DETECTION_ENV
 
 
 class ScenarioFailure(AssertionError):

@@ -14,14 +14,10 @@ import pytest
 import prtoggle
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, failure_from_exception
 from prtoggle.detect import clock, config, poison, witness
+from prtoggle.protocol import DETECTION_ENV
 from prtoggle.registry import load_registry
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-DETECTION_ENV = {
-    config.NAN_DETECTION_ENV: "1",
-    config.OOB_DETECTION_ENV: "1",
-    config.POISON_ENV: "1",
-}
 DETECTION_VARIABLES = tuple(DETECTION_ENV)
 SCENARIO_TIMEOUT_S = 300
 

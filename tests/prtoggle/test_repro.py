@@ -1,26 +1,16 @@
-"""Tests for prtoggle.runner: child processes, timeouts, exit classes and the scenario protocol."""
+"""Tests for prtoggle.repro: scenario children, their outcome line, and the child command."""
 
 from __future__ import annotations
 
 import os
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from prtoggle.child_process import CommandRun
 from prtoggle.errors import RunnerError
-from prtoggle.runner import (
-    DETECTION_ENV,
-    CommandRun,
-    classify_exit,
-    classify_scenario,
-    last_exception,
-    run_command,
-    run_scenario,
-    scenario_command,
-    scenario_env,
-)
+from prtoggle.protocol import DETECTION_ENV
+from prtoggle.repro import classify_scenario, run_scenario, scenario_env
 
 PROTOCOL_SCENARIO = """
 import json, os, sys
@@ -38,10 +28,6 @@ sys.stderr.write("prtoggle-outcome: " + json.dumps(outcome) + "\\n")
 """
 
 
-def python(code: str) -> list[str]:
-    return [sys.executable, "-c", textwrap.dedent(code)]
-
-
 def finished(returncode: int | None, stderr: str = "", timeout: float | None = None) -> CommandRun:
     return CommandRun(("cmd",), returncode, 0.5, "", stderr, timeout=timeout)
 
@@ -50,87 +36,6 @@ def finished(returncode: int | None, stderr: str = "", timeout: float | None = N
 def scenario_path(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "fake_scenario.py").write_text(PROTOCOL_SCENARIO)
     return {**os.environ, "PYTHONPATH": str(tmp_path)}
-
-
-def test_run_command_captures_output_and_status() -> None:
-    run = run_command(python("import sys; print('out'); sys.stderr.write('err'); sys.exit(3)"))
-    assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err")
-    assert not run.timed_out
-
-
-def test_run_command_kills_the_child_after_the_timeout() -> None:
-    run = run_command(python("import time; time.sleep(60)"), timeout=0.5)
-    assert run.timed_out
-    assert run.returncode is None
-    assert run.shell_exit_code() == 124
-    assert classify_exit(run) == "timeout"
-
-
-def test_run_command_reports_a_signal_like_a_shell() -> None:
-    run = run_command(python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
-    assert run.returncode == -9
-    assert run.signal_name == "SIGKILL"
-    assert run.shell_exit_code() == 137
-    assert classify_exit(run) == "crash"
-
-
-def test_run_command_names_a_missing_program() -> None:
-    with pytest.raises(RunnerError, match=r"^cannot run 'no-such-program-xyz': No such file"):
-        run_command(["no-such-program-xyz"])
-
-
-def test_run_command_refuses_an_empty_command() -> None:
-    with pytest.raises(RunnerError) as excinfo:
-        run_command([])
-    assert str(excinfo.value) == (
-        "no command given: expected a program and its arguments after `--`"
-    )
-
-
-@pytest.mark.parametrize(
-    ("returncode", "expected"),
-    [
-        (0, "good"),
-        (1, "bad"),
-        (2, "bad"),
-        (124, "bad"),
-        (125, "skip"),
-        (127, "bad"),
-        (128, "crash"),
-        (134, "crash"),
-        (-11, "crash"),
-        (255, "crash"),
-    ],
-)
-def test_classify_exit_reads_codes_like_git_bisect_run(returncode: int, expected: str) -> None:
-    assert classify_exit(finished(returncode)) == expected
-
-
-def test_classify_exit_counts_a_failed_revert_as_skip() -> None:
-    stderr = (
-        'Traceback (most recent call last):\n  File "x", line 1\n'
-        "prtoggle.errors.PatchApplicationError: edit 1 of PR 26521 matches nothing\n"
-    )
-    assert classify_exit(finished(1, stderr)) == "skip"
-
-
-def test_last_exception_finds_the_final_traceback_line() -> None:
-    stderr = "noise\nTraceback:\nValueError: first\nduring handling\nIndexError: index 9 out\nbye\n"
-    assert last_exception(stderr) == ("IndexError", "index 9 out")
-    assert last_exception("nothing here") == (None, "")
-
-
-def test_scenario_command_passes_device_and_provider() -> None:
-    assert scenario_command("fixes.scenarios.x", device="cuda", provider="triton") == [
-        sys.executable,
-        "-m",
-        "fixes.scenarios.x",
-        "--device",
-        "cuda",
-        "--provider",
-        "triton",
-    ]
-    assert scenario_command("m", device="cpu", provider=None)[-2:] == ["--device", "cpu"]
 
 
 def test_scenario_env_turns_detection_on_and_clears_an_inherited_revert() -> None:
@@ -187,8 +92,3 @@ def test_classify_scenario_refuses_a_malformed_protocol_line() -> None:
     assert str(excinfo.value).startswith(
         "scenario fixes.scenarios.x: malformed outcome line prtoggle-outcome: '{not json': "
     )
-
-
-def test_classify_exit_counts_a_start_up_revert_failure_as_skip() -> None:
-    stderr = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 1 is not registered\n"
-    assert classify_exit(finished(78, stderr)) == "skip"

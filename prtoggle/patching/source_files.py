@@ -1,0 +1,121 @@
+"""Read Python files from a source tree: a directory, a wheel or an sdist, in place."""
+
+from __future__ import annotations
+
+import importlib.util
+import tarfile
+import zipfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from prtoggle.errors import TargetResolutionError
+
+WHEEL_SUFFIXES = (".whl", ".zip")
+SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a tree: its text and the name it is shown under."""
+
+    name: str
+    text: str
+
+
+@dataclass
+class SourceTree:
+    """The `.py` files of a directory or archive, looked up by module-relative path.
+
+    In an archive a path `a/b.py` may sit under leading folders (`pkg-1.0/`, `python/`,
+    `src/`); the shortest such member wins. Archives are read in place, never extracted.
+    """
+
+    path: Path
+    _members: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _archive: zipfile.ZipFile | tarfile.TarFile | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+    def read(self, relative: str) -> SourceFile | None:
+        """The file at module-relative posix path `relative`, or None when absent."""
+        if self._archive is None:
+            candidate = self.path.joinpath(*PurePosixPath(relative).parts)
+            if not candidate.is_file():
+                return None
+            return SourceFile(name=str(candidate), text=_decode(candidate.read_bytes(), candidate))
+        member = self._member(relative)
+        if member is None:
+            return None
+        return SourceFile(name=f"{self.path}!{member}", text=self._read_member(member))
+
+    def has_package(self, top: str) -> bool:
+        """Whether a top-level package or module named `top` is in the tree."""
+        if self._archive is None:
+            return (self.path / top).is_dir() or (self.path / f"{top}.py").is_file()
+        names = self._members.get(f"{top}.py", []) + self._members.get("__init__.py", [])
+        return any(_under(name, f"{top}.py") or f"/{top}/" in f"/{name}" for name in names)
+
+    def looked_for(self, relative: str) -> str:
+        if self._archive is None:
+            return str(self.path.joinpath(*PurePosixPath(relative).parts))
+        return f"{self.path}!*/{relative}"
+
+    def _member(self, relative: str) -> str | None:
+        candidates = self._members.get(PurePosixPath(relative).name, [])
+        found = [member for member in candidates if _under(member, relative)]
+        return min(found, key=len) if found else None
+
+    def _read_member(self, member: str) -> str:
+        if isinstance(self._archive, zipfile.ZipFile):
+            data = self._archive.read(member)
+        else:
+            extracted = self._archive.extractfile(member) if self._archive else None
+            if extracted is None:
+                raise TargetResolutionError(f"{self.path}: {member} is not a regular file")
+            data = extracted.read()
+        return _decode(data, Path(f"{self.path}!{member}"))
+
+
+def open_source_tree(path: Path) -> SourceTree:
+    """A directory, a wheel (`.whl`) or an sdist (`.tar.gz`), read in place."""
+    if path.is_dir():
+        return SourceTree(path=path)
+    name = path.name.lower()
+    try:
+        if name.endswith(WHEEL_SUFFIXES):
+            wheel = zipfile.ZipFile(path)
+            archive: zipfile.ZipFile | tarfile.TarFile = wheel
+            names = wheel.namelist()
+        elif name.endswith(SDIST_SUFFIXES):
+            sdist = tarfile.open(path, "r:*")  # noqa: SIM115 - kept open while checking
+            archive = sdist
+            names = [member.name for member in sdist.getmembers() if member.isfile()]
+        else:
+            raise TargetResolutionError(
+                f"--source-root {path}: expected a directory, a wheel (.whl) or an sdist "
+                "(.tar.gz, .tgz, .tar)"
+            )
+    except (OSError, zipfile.BadZipFile, tarfile.TarError) as exc:
+        raise TargetResolutionError(
+            f"--source-root {path}: cannot read the archive: {exc}"
+        ) from exc
+    members: dict[str, list[str]] = defaultdict(list)
+    for member in names:
+        if member.endswith(".py"):
+            members[PurePosixPath(member).name].append(member)
+    return SourceTree(path=path, _members=dict(members), _archive=archive)
+
+
+def _under(member: str, relative: str) -> bool:
+    return member == relative or member.endswith(f"/{relative}")
+
+
+def _decode(data: bytes, where: Path) -> str:
+    """Decode as an import does (coding cookie, universal newlines), as inspect reads it."""
+    try:
+        return importlib.util.decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        raise TargetResolutionError(f"{where}: cannot decode the source file ({exc})") from exc

@@ -1,0 +1,73 @@
+"""Names and formats shared by prtoggle and the child processes it starts (one home each).
+
+Both sides import from here: the parent (`prtoggle run/repro/bisect/bench`), the start-up
+hook of a child (prtoggle/_bootstrap), the pytest plugin, the detection probes and the demo
+engine's scenarios and benchmarks (fixes/). Keep it tiny: no torch, no YAML, no prtoggle
+module beyond this one, because the bootstrap imports it in every child Python.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
+"""PRs whose fixes a process reverts at start-up: `26521`, `26521,24856` or `all`."""
+
+NAN_DETECTION_ENV = "SGLANG_SPEC_NAN_DETECTION"
+OOB_DETECTION_ENV = "SGLANG_SPEC_OOB_DETECTION"
+POISON_ENV = "SGLANG_DEBUG_POISON"
+DETECT_MODE_ENV = "PRTOGGLE_DETECT_MODE"
+
+DETECTION_ENV: Mapping[str, str] = {
+    NAN_DETECTION_ENV: "1",
+    OOB_DETECTION_ENV: "1",
+    POISON_ENV: "1",
+}
+"""Every detection switch on: set for both runs of `prtoggle repro`, so a failure has a name."""
+
+KERNEL_PROVIDERS = ("torch", "triton", "flashinfer")
+"""Values of `--provider` that scenario and benchmark modules accept (none: the device's
+default); a module that does not support one reports that as its failure."""
+
+OUTCOME_PREFIX = "prtoggle-outcome: "
+"""Last stderr line of a scenario child: this prefix, then its outcome as one JSON object
+with `outcome` ("clean" or "failure"), `error`, `site` and `message`."""
+
+BOOTSTRAP_FAILURE_PREFIX = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR"
+"""How a child's start-up hook says on stderr that it could not revert (bisect: skip)."""
+
+BOOTSTRAP_FAILURE_EXIT_CODE = 78
+"""EX_CONFIG: the status of a child whose start-up hook cannot honour its revert request."""
+
+BENCH_RESULT_KEYS = (
+    "name",
+    "timed",
+    "unit",
+    "median",
+    "samples",
+    "shape",
+    "reverted",
+    "pr",
+    "reverted_samples",
+    "reverted_in_force",
+    "reverted_error",
+)
+"""Keys of the one JSON object a benchmark child prints last with `--json`
+(fixes/benchmarks/common.py BenchResult)."""
+
+
+def module_command(module: str, *, device: str, provider: str | None) -> list[str]:
+    """`python -m <module> --device D [--provider P]` with this interpreter.
+
+    The command line every scenario and benchmark module of a fix accepts.
+    """
+    argv = [sys.executable, "-m", module, "--device", device]
+    if provider is not None:
+        argv += ["--provider", provider]
+    return argv
+
+
+def shell_status(returncode: int) -> int:
+    """The status a shell reports for a child's return code: a signal N becomes 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode

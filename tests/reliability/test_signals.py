@@ -1,0 +1,148 @@
+"""Every command that runs children owns them: SIGINT/SIGTERM end them all, exit 130/143 fast.
+
+Real `prtoggle` processes, real signals; the children record their pids (and those of the
+grandchildren they start) in files, and the tests check that none of them survives.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from processes import (
+    REPO_ROOT,
+    SleepingProject,
+    descendants,
+    interrupt,
+    is_running,
+    start_prtoggle,
+    survivors,
+    wait_for,
+)
+
+STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+LIMIT_S = 2.0  # the exit must come within this many seconds of the signal
+
+
+def started(project: SleepingProject, count: int, process: subprocess.Popen[str]) -> None:
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"prtoggle exited {process.returncode}: {process.communicate()}")
+        return project.started_children() >= count
+
+    wait_for(ready, timeout=60, what=f"{count} sleeping children to record their pids")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_run_ends_its_command_and_grandchildren_and_exits_128_plus_n_within_2_s(
+    sleeping_project: SleepingProject, signum: signal.Signals
+) -> None:
+    pr = sleeping_project.prs[0]
+    command = [sys.executable, "-m", "reliability_sleeper"]
+    process = start_prtoggle(["run", "-r", str(pr), "--", *command], env=sleeping_project.env())
+    started(sleeping_project, 1, process)
+    owned = descendants(process.pid)
+    seconds, stdout, stderr = interrupt(process, signum)
+    assert (process.returncode, stdout, stderr) == (
+        STATUS[signum],
+        "",
+        f"interrupted by {signum.name}\n",
+    )
+    assert seconds < LIMIT_S
+    assert len(owned) >= 2  # the command and its grandchild
+    assert survivors(owned | set(sleeping_project.recorded_pids())) == []
+
+
+def test_run_kills_a_command_that_ignores_sigterm_after_the_grace(
+    sleeping_project: SleepingProject,
+) -> None:
+    command = [sys.executable, "-m", "reliability_sleeper"]
+    env = sleeping_project.env(SLEEPER_IGNORES_SIGTERM="1")
+    process = start_prtoggle(["run", "-r", str(sleeping_project.prs[0]), "--", *command], env=env)
+    started(sleeping_project, 1, process)
+    seconds, _stdout, stderr = interrupt(process, signal.SIGTERM)
+    assert (process.returncode, stderr) == (143, "interrupted by SIGTERM\n")
+    assert 0.9 < seconds < LIMIT_S  # TERM was ignored: KILL came after the 1 s grace
+    assert survivors(sleeping_project.recorded_pids()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_repro_ends_running_scenarios_and_never_starts_queued_ones(
+    sleeping_project: SleepingProject, signum: signal.Signals
+) -> None:
+    # Three fixes: six scenario runs, two at a time; four are still queued.
+    args = ["repro", *map(str, sleeping_project.prs), "--jobs", "2"]
+    process = start_prtoggle(args, env=sleeping_project.env())
+    started(sleeping_project, 2, process)
+    owned = descendants(process.pid)
+    seconds, stdout, stderr = interrupt(process, signum)
+    assert (process.returncode, stdout, stderr) == (
+        STATUS[signum],
+        "",
+        f"interrupted by {signum.name}\n",
+    )
+    assert seconds < LIMIT_S
+    assert survivors(owned | set(sleeping_project.recorded_pids())) == []
+    time.sleep(1.0)
+    assert sleeping_project.started_children() == 2
+
+
+def test_a_second_ctrl_c_while_children_are_ending_prints_no_traceback(
+    sleeping_project: SleepingProject,
+) -> None:
+    env = sleeping_project.env(SLEEPER_IGNORES_SIGTERM="1")  # the grace then lasts 1 s
+    args = ["repro", *map(str, sleeping_project.prs), "--jobs", "2"]
+    process = start_prtoggle(args, env=env)
+    started(sleeping_project, 2, process)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert (process.returncode, stdout, stderr) == (130, "", "interrupted by SIGINT\n")
+    assert time.monotonic() - sent < LIMIT_S
+    assert survivors(sleeping_project.recorded_pids()) == []
+
+
+def test_bisect_ends_the_running_command_on_sigint(sleeping_project: SleepingProject) -> None:
+    command = [sys.executable, "-m", "reliability_sleeper"]
+    args = ["bisect", "-r", str(sleeping_project.prs[0]), "--", *command]
+    process = start_prtoggle(args, env=sleeping_project.env())
+    started(sleeping_project, 1, process)
+    seconds, stdout, stderr = interrupt(process, signal.SIGINT)
+    assert (process.returncode, stdout, stderr) == (130, "", "interrupted by SIGINT\n")
+    assert seconds < LIMIT_S
+    assert survivors(sleeping_project.recorded_pids()) == []
+
+
+def test_bench_ends_the_running_benchmark_on_sigterm(sleeping_project: SleepingProject) -> None:
+    args = ["bench", *map(str, sleeping_project.prs)]
+    process = start_prtoggle(args, env=sleeping_project.env())
+    started(sleeping_project, 1, process)
+    seconds, stdout, stderr = interrupt(process, signal.SIGTERM)
+    assert (process.returncode, stdout, stderr) == (143, "", "interrupted by SIGTERM\n")
+    assert seconds < LIMIT_S
+    assert survivors(sleeping_project.recorded_pids()) == []
+    time.sleep(0.5)
+    assert sleeping_project.started_children() == 1  # the next fixes' benchmarks never ran
+
+
+@pytest.mark.slow
+def test_repro_all_of_the_shipped_fixes_interrupted_after_5_s_leaves_nothing(
+    sleeping_project: SleepingProject,
+) -> None:
+    env = {**sleeping_project.env(), "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("PRTOGGLE_YAML_PATH")
+    process = start_prtoggle(["repro", "--all", "--jobs", "2"], env=env)
+    time.sleep(5.0)
+    owned = descendants(process.pid)
+    assert owned, "repro --all started no scenario child within 5 s"
+    seconds, _stdout, stderr = interrupt(process, signal.SIGINT)
+    assert process.returncode == 130
+    assert stderr.splitlines()[-1] == "interrupted by SIGINT"
+    assert "Traceback" not in stderr
+    assert seconds < LIMIT_S
+    assert [pid for pid in owned if is_running(pid)] == []
