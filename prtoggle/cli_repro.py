@@ -22,6 +22,7 @@ from prtoggle.cli_support import (
     require_device,
     select_fixes_having,
 )
+from prtoggle.gpu_assignment import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
@@ -109,23 +110,33 @@ def run_repros(
     timeout: float,
     jobs: int,
     on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
+    gpu_count: Callable[[], int] | None = None,
 ) -> list[ReproResult]:
     """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
+
+    With `device="cuda"`, `jobs > 1` and several visible GPUs (`gpu_count`, default torch's
+    count, or the parent's CUDA_VISIBLE_DEVICES), each child runs with
+    `CUDA_VISIBLE_DEVICES` set to one GPU of its own while it runs.
 
     `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes. When
     anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
     """
     from prtoggle.repro import ReproResult, run_scenario
 
+    gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
+    leases = GpuLeases(gpus) if len(gpus) > 1 else None
+
+    def run_child(module: str, prs: tuple[int, ...]) -> ScenarioResult:
+        if leases is None:
+            return run_scenario(module, prs=prs, device=device, provider=provider, timeout=timeout)
+        with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
+            env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
+            return run_scenario(
+                module, prs=prs, device=device, provider=provider, timeout=timeout, base_env=env
+            )
+
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
-        return pool.submit(
-            run_scenario,
-            str(fix.repro),
-            prs=prs,
-            device=device,
-            provider=provider,
-            timeout=timeout,
-        )
+        return pool.submit(run_child, str(fix.repro), prs)
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
