@@ -4,6 +4,10 @@ Variants, measured side by side in one process, interleaved round by round:
 
 - ``none``: no probes (the detection variable off while capturing);
 - ``prtoggle``: ``maybe_detect_nan`` on every layer's attention output and hidden state;
+- ``instrument``: ``detect.instrument(model)``, every module's output probed (11 modules per
+  layer and the model's norm, head and root: 355 outputs per step), fused: one launch per
+  layer and one for the rest;
+- ``instrument-unfused``: the same with ``fuse=False``, one launch per module output;
 - ``assert_async``: sglang's style, ``torch._assert_async(~torch.isnan(t).any())``;
 - ``item``: a host-synchronising ``bool(torch.isnan(t).any().item())`` per probe. It
   cannot live inside a CUDA graph, so this variant and an eager ``none-eager`` baseline
@@ -29,6 +33,7 @@ import torch
 
 from fixes.kernels.trtllm_fmha import trtllm_batch_decode_with_kv_cache
 from prtoggle import detect
+from prtoggle.detect import witness
 
 NAN_ENV = "SGLANG_SPEC_NAN_DETECTION"
 
@@ -51,6 +56,7 @@ class LlamaDecodeStep:
 
     def __init__(self, shape: Shape, *, max_batch: int, device: torch.device) -> None:
         self.s = shape
+        self.batch = max_batch
         self.device = device
         gen = torch.Generator(device=device).manual_seed(0)
         bf16 = torch.bfloat16
@@ -112,6 +118,104 @@ class LlamaDecodeStep:
         return _rms_norm(h) @ self.lm_head
 
 
+class Projection(torch.nn.Module):
+    def __init__(self, weight: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
+class RmsNorm(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _rms_norm(x)
+
+
+class SiluAndMul(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = x.chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate) * up
+
+
+class PagedAttention(torch.nn.Module):
+    def __init__(self, step: LlamaDecodeStep, layer: int) -> None:
+        super().__init__()
+        self.step, self.layer = step, layer
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        step, s, batch = self.step, self.step.s, q.shape[0]
+        flat = (-1, s.kv_heads, s.head_dim)
+        step.k_cache[self.layer].view(flat)[step.slots[:batch]] = k.reshape(flat)
+        step.v_cache[self.layer].view(flat)[step.slots[:batch]] = v.reshape(flat)
+        out = trtllm_batch_decode_with_kv_cache(
+            query=q.reshape(batch, s.q_heads, s.head_dim),
+            k_cache=step.k_cache[self.layer],
+            v_cache=step.v_cache[self.layer],
+            block_tables=step.block_tables[:batch],
+            seq_lens=step.seq_lens[:batch],
+            max_seq_len=s.context + 1,
+            softmax_scale=s.head_dim**-0.5,
+            provider="triton",
+        )
+        return out.reshape(batch, s.q_heads * s.head_dim)
+
+
+class SelfAttention(torch.nn.Module):
+    def __init__(self, step: LlamaDecodeStep, layer: int) -> None:
+        super().__init__()
+        s = step.s
+        self.widths = [s.q_heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim]
+        self.qkv_proj = Projection(step.qkv[layer])
+        self.attn = PagedAttention(step, layer)
+        self.o_proj = Projection(step.o[layer])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv_proj(x).split(self.widths, dim=-1)
+        return self.o_proj(self.attn(q, k, v))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, step: LlamaDecodeStep, layer: int) -> None:
+        super().__init__()
+        self.gate_up_proj = Projection(step.gate_up[layer])
+        self.act_fn = SiluAndMul()
+        self.down_proj = Projection(step.down[layer])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.gate_up_proj(x)))
+
+
+class DecoderLayer(torch.nn.Module):
+    def __init__(self, step: LlamaDecodeStep, layer: int) -> None:
+        super().__init__()
+        self.input_layernorm = RmsNorm()
+        self.self_attn = SelfAttention(step, layer)
+        self.post_attention_layernorm = RmsNorm()
+        self.mlp = Mlp(step, layer)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.self_attn(self.input_layernorm(h))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class LlamaModel(torch.nn.Module):
+    """The same decode step as nn.Modules (sglang's module names), for detect.instrument()."""
+
+    def __init__(self, step: LlamaDecodeStep) -> None:
+        super().__init__()
+        self.step = step
+        self.layers = torch.nn.ModuleList(DecoderLayer(step, i) for i in range(step.s.layers))
+        self.norm = RmsNorm()
+        self.lm_head = Projection(step.lm_head)
+
+    def forward(self, batch: int) -> torch.Tensor:
+        h = self.step.input_hidden[:batch]
+        for layer in self.layers:
+            h = layer(h)
+        return self.lm_head(self.norm(h))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 64])
@@ -136,11 +240,14 @@ def main() -> None:
         eager_base = row["ms"]["none-eager"]
         print(
             f"batch {row['batch']}: none {base:.3f} ms/step (graph), "
-            f"{eager_base:.3f} ms/step (eager)"
+            f"{eager_base:.3f} ms/step (eager), "
+            f"{row['instrumented_outputs']} instrumented outputs"
         )
         for name, ms in row["ms"].items():
             ref = eager_base if name.endswith("eager") or name == "item" else base
-            print(f"  {name:14s} {ms:8.3f} ms  x{ms / ref:.4f}")
+            if name.startswith("instrument"):
+                ref = row["ms"]["none-module"]
+            print(f"  {name:18s} {ms:8.3f} ms  x{ms / ref:.4f}")
 
 
 def _measure_batch(model: LlamaDecodeStep, batch: int, *, rounds: int, iters: int) -> dict:
@@ -157,9 +264,18 @@ def _measure_batch(model: LlamaDecodeStep, batch: int, *, rounds: int, iters: in
     def no_probe(t: torch.Tensor, site: str) -> None:
         return None
 
+    modules = LlamaModel(model)
+
+    def instrumented(*, fuse: bool) -> Callable[[], None]:
+        with detect.instrument(modules, name="model", fuse=fuse):
+            return _graph(lambda: modules(batch), nan_env=True)
+
     runs: dict[str, Callable[[], None]] = {
         "none": _graph(lambda: model.forward(batch, no_probe), nan_env=False),
+        "none-module": _graph(lambda: modules(batch), nan_env=False),
         "prtoggle": _graph(lambda: model.forward(batch, prtoggle_probe), nan_env=True),
+        "instrument": instrumented(fuse=True),
+        "instrument-unfused": instrumented(fuse=False),
         "assert_async": _graph(lambda: model.forward(batch, assert_async_probe), nan_env=False),
         "none-eager": _eager(lambda: model.forward(batch, no_probe)),
         "item": _eager(lambda: model.forward(batch, item_probe)),
@@ -173,7 +289,12 @@ def _measure_batch(model: LlamaDecodeStep, batch: int, *, rounds: int, iters: in
         for name, run in runs.items():
             samples[name].append(_time_ms(run, iters))
     detect.check()  # random weights make no NaN: a report here would be a false positive
-    return {"batch": batch, "ms": {k: statistics.median(v) for k, v in samples.items()}}
+    sites = {site for _, site in witness.witness_tables().slots}
+    return {
+        "batch": batch,
+        "ms": {k: statistics.median(v) for k, v in samples.items()},
+        "instrumented_outputs": sum(site.startswith("model") for site in sites),
+    }
 
 
 def _graph(forward: Callable[[], torch.Tensor], *, nan_env: bool) -> Callable[[], None]:

@@ -10,6 +10,13 @@ fix's scenario, a fresh child process measures (fixed code, detection variables 
 - ``warm run``: a second ``run()`` in the same process: the scenario itself.
 
 Then the wall time of ``prtoggle repro --all`` itself (children in parallel).
+
+With ``--ratio-rounds N`` it then measures, N rounds interleaved in one run so that the
+load of the machine weighs on each alike: the wall time of ``python -c "import torch"``,
+of ``prtoggle repro --all`` (warm worker) and of ``prtoggle repro --all --cold`` (a fresh
+process per scenario, the behaviour before the worker), printed side by side with their
+ratios to ``import torch``; and the time of each run of a bisect over a Python check that
+imports the engine (``prtoggle bisect --json``, warm and ``--cold``).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -44,7 +52,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--ratio-rounds", type=int, default=0, metavar="N")
+    parser.add_argument("--skip-phases", action="store_true", help="only the ratio rounds")
     args = parser.parse_args()
+    if args.skip_phases:
+        _ratio_rounds(args.ratio_rounds, device=args.device, as_json=args.json)
+        return
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEBUG_REVERT_PR"}
     env.update(DETECTION_ENV)
     rows = {"python start": _wall([sys.executable, "-c", "pass"], env)}
@@ -74,6 +87,44 @@ def main() -> None:
                 f"{row['warm run']:11.2f}  {'/'.join(row['outcome'])}"
             )
     print(f"prtoggle repro --all: {rows['prtoggle repro --all (wall)']:.1f} s wall")
+    if args.ratio_rounds:
+        _ratio_rounds(args.ratio_rounds, device=args.device, as_json=False)
+
+
+BISECT_CHECK = "import fixes.attention.trtllm_mha_backend"
+"""A Python check that imports the engine (torch included) and does nothing else."""
+
+
+def _ratio_rounds(rounds: int, *, device: str, as_json: bool) -> None:
+    """`rounds` interleaved rounds of import torch / repro warm / repro cold / bisect runs."""
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEBUG_REVERT_PR"}
+    repro = [sys.executable, "-m", "prtoggle", "repro", "--all", "--device", device]
+    bisect = [sys.executable, "-m", "prtoggle", "bisect", "--json", "-r", "26521,24856"]
+    check = ["--", sys.executable, "-c", BISECT_CHECK]
+    samples: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for name, argv in (
+            ("import torch", [sys.executable, "-c", "import torch"]),
+            ("repro --all (warm)", repro),
+            ("repro --all --cold", [*repro, "--cold"]),
+        ):
+            samples.setdefault(name, []).append(_wall(argv, env))
+        for name, extra in (("bisect run (warm)", []), ("bisect run (--cold)", ["--cold"])):
+            samples.setdefault(name, []).extend(_bisect_run_seconds([*bisect, *extra, *check], env))
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    base = medians["import torch"]
+    if as_json:
+        print(json.dumps({"samples": samples, "medians": medians}, indent=2))
+        return
+    print(f"\n{rounds} interleaved rounds; median wall s, and ratio to `import torch`:")
+    for name, value in medians.items():
+        spread = f"{min(samples[name]):.2f}-{max(samples[name]):.2f}"
+        print(f"  {name:22} {value:7.2f} s  ({spread})  x{value / base:5.1f}")
+
+
+def _bisect_run_seconds(argv: list[str], env: dict[str, str]) -> list[float]:
+    done = subprocess.run(argv, env=env, check=False, capture_output=True, text=True)
+    return [probe["seconds"] for probe in json.loads(done.stdout)["probes"]]
 
 
 def _wall(argv: list[str], env: dict[str, str]) -> float:

@@ -10,7 +10,17 @@ from typing import Literal
 Verdict = Literal["good", "bad", "skip"]
 """What one run says: the command passed, failed, or could not be judged (a skip)."""
 
-Oracle = Callable[[tuple[int, ...]], Verdict]
+
+@dataclass(frozen=True)
+class Judgement:
+    """A verdict with its reason; `conflict` names PRs whose reverts cannot apply together."""
+
+    verdict: Verdict
+    reason: str = ""
+    conflict: tuple[int, ...] = ()
+
+
+Oracle = Callable[[tuple[int, ...]], "Verdict | Judgement"]
 """Runs the command with the given PRs reverted (sorted) and judges the run."""
 
 Mode = Literal["attribute", "ordered", "ddmin"]
@@ -23,6 +33,7 @@ class Probe:
 
     reverted: tuple[int, ...]
     verdict: Verdict
+    judgement: Judgement | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -155,15 +166,18 @@ class _MemoOracle:
 
     oracle: Oracle
     verdicts: dict[frozenset[int], Verdict] = field(default_factory=dict)
+    judgements: dict[frozenset[int], Judgement] = field(default_factory=dict)
     probes: list[Probe] = field(default_factory=list)
 
     def __call__(self, reverted: tuple[int, ...]) -> Verdict:
         key = frozenset(reverted)
         if key not in self.verdicts:
             ordered_prs = tuple(sorted(key))
-            verdict = self.oracle(ordered_prs)
-            self.verdicts[key] = verdict
-            self.probes.append(Probe(ordered_prs, verdict))
+            answer = self.oracle(ordered_prs)
+            judgement = answer if isinstance(answer, Judgement) else Judgement(answer)
+            self.verdicts[key] = judgement.verdict
+            self.judgements[key] = judgement
+            self.probes.append(Probe(ordered_prs, judgement.verdict, judgement))
         return self.verdicts[key]
 
     def result(
@@ -191,12 +205,29 @@ def _sanity_problem(memo: _MemoOracle, candidates: Sequence[int]) -> str | None:
     if baseline != "good":
         return _baseline_problem(baseline)
     everything = memo(tuple(candidates))
+    if everything == "skip":
+        return _inconclusive(memo.judgements[frozenset(candidates)])
     if everything != "bad":
         return (
             f"with every candidate reverted the command is {everything}, expected bad: "
             "none of the candidate fixes is needed for it to pass"
         )
     return None
+
+
+def _inconclusive(judgement: Judgement) -> str:
+    """Why a skipped all-reverted run leaves the search without an answer."""
+    start = "inconclusive: the run with every candidate reverted cannot be judged: "
+    if judgement.conflict:
+        return (
+            f"{start}the reverts of {_join(judgement.conflict)} conflict: they cannot be "
+            f"applied together ({judgement.reason}); bisect fewer candidates (-r) so that "
+            "their reverts apply together"
+        )
+    return (
+        f"{start}that run was skipped ({judgement.reason or 'exit status 125'}); the search "
+        "needs it to be bad"
+    )
 
 
 def _baseline_problem(verdict: Verdict) -> str:

@@ -12,6 +12,7 @@ import click
 from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
 from prtoggle.cli_check import check_command
+from prtoggle.cli_coverage import coverage_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
     EXIT_STATUS_HELP,
@@ -187,6 +188,7 @@ cli.add_command(check_command)
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
+cli.add_command(coverage_command)
 
 
 def main() -> None:

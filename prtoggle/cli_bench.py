@@ -66,6 +66,11 @@ Examples:
     show_default=True,
     help="Seconds each child may run before it is killed and reported as a timeout.",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every benchmark as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @json_option
 def bench_command(
     *,
@@ -75,21 +80,30 @@ def bench_command(
     provider: str | None,
     repeat: int,
     timeout: float,
+    cold: bool,
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
     from prtoggle.fix_cost import measure_fix_cost
+    from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
 
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
     require_device(device)
     costs = []
-    for fix in fixes:
-        cost = measure_fix_cost(
-            fix, device=device, provider=provider, repeat=repeat, timeout=timeout
-        )
-        _print_progress(cost)
-        costs.append(cost)
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        for fix in fixes:
+            cost = measure_fix_cost(
+                fix,
+                device=device,
+                provider=provider,
+                repeat=repeat,
+                timeout=timeout,
+                runner=runner,
+            )
+            _print_progress(cost)
+            costs.append(cost)
     if as_json:
         echo_json([cost.to_dict() for cost in costs])
     else:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from prtoggle.bisect import MODES, BisectResult, Mode, Verdict, run_search
+from prtoggle.bisect_runs import MetricRule, RunRecord, command_oracle
 from prtoggle.cli_support import (
     EXIT_NEGATIVE,
     check_without_import,
@@ -21,7 +22,8 @@ from prtoggle.cli_support import (
 )
 
 if TYPE_CHECKING:
-    from prtoggle.child_process import CommandRun, ExitClass
+    from prtoggle.registry import Fix
+    from prtoggle.warm_worker import CommandRunner
 
 _EPILOG = """\b
 COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
@@ -29,7 +31,21 @@ COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
 skip, unless --crash-as/--timeout-as say so; both are reported, never fatal.
 A candidate whose revert does not apply to the current code (checked first,
 without importing it) is a skip: it is left out of the search. A run whose
-child reports a PatchApplicationError at start-up is a skip too.
+child reports a PatchApplicationError at start-up is a skip too. A set of
+reverts that cannot apply together (two recipes edit one line; checked on the
+source files before running) is a conflict: a skip that names the recipes;
+when it is the all-reverted set, ordered and ddmin answer "inconclusive".
+
+\b
+With --metric REGEX --threshold X, a run that exited is judged by a number:
+REGEX's first group (or whole match) in its last match in stdout, else
+stderr; good when >= X (<= X with --lower-is-better). A run whose output has
+no match is a skip ("no metric"). --json carries each run's metric.
+
+\b
+Python commands (python -m M / SCRIPT / -c CODE) run in children forked from
+a warm worker that imported the engine once; --cold (or PRTOGGLE_WARM=0)
+starts each run as a fresh process. Other commands are plain children.
 
 \b
 Modes:
@@ -49,42 +65,8 @@ Examples:
   prtoggle bisect -- pytest -q tests/regression/test_pr26521_draft_decode_capture.py
   prtoggle bisect --mode ddmin -r 24856,26521,27460 -- python app.py
   prtoggle bisect --mode ordered --timeout 600 --json -- ./run_eval.sh
+  prtoggle bisect --metric 'accuracy: ([0-9.]+)' --threshold 0.9 -- python eval.py
 """
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One bisect run as printed: the reverted set, its class, verdict, status and time."""
-
-    reverted: tuple[int, ...]
-    exit_class: str
-    verdict: Verdict
-    exit_code: int | None
-    seconds: float
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "reverted": list(self.reverted),
-            "class": self.exit_class,
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "seconds": round(self.seconds, 3),
-            "note": self.note,
-        }
-
-    def line(self, number: int) -> str:
-        status = f"exit {self.exit_code}" if self.exit_code is not None else "no exit status"
-        shown = (
-            self.exit_class
-            if self.exit_class == self.verdict
-            else (f"{self.exit_class}, counted {self.verdict}")
-        )
-        detail = f" - {self.note}" if self.note else ""
-        return (
-            f"run {number}: reverted {join_prs(self.reverted)} -> {shown} "
-            f"({status}, {self.seconds:.1f} s){detail}"
-        )
 
 
 @click.command(
@@ -109,6 +91,28 @@ class RunRecord:
 )
 @click.option("--crash-as", type=click.Choice(["bad", "skip"]), default="bad", show_default=True)
 @click.option("--timeout-as", type=click.Choice(["bad", "skip"]), default="skip", show_default=True)
+@click.option(
+    "--metric",
+    metavar="REGEX",
+    default=None,
+    help="Judge each run by a number in its output: REGEX's first group (or whole match).",
+)
+@click.option(
+    "--threshold",
+    type=float,
+    default=None,
+    help="With --metric: a run is good when the number is at or above X.",
+)
+@click.option(
+    "--lower-is-better",
+    is_flag=True,
+    help="With --metric: good when the number is at or below the threshold.",
+)
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def bisect_command(
@@ -118,10 +122,15 @@ def bisect_command(
     timeout: float | None,
     crash_as: Verdict,
     timeout_as: Verdict,
+    metric: str | None,
+    threshold: float | None,
+    lower_is_better: bool,
+    cold: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Find which fix(es) COMMAND needs: run it with sets of fixes reverted."""
+    metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
     registry = load_default_registry()
     chosen = set(parse_revert_options(candidate_specs, registry) or registry.prs())
     candidates = [fix for fix in registry.by_merge_date() if fix.pr in chosen]
@@ -132,14 +141,18 @@ def bisect_command(
         reason = "; ".join(f"{c.target}: {c.message}" for c in results if not c.ok)
         echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
     records: list[RunRecord] = []
-    oracle = _command_oracle(
-        list(command),
-        timeout=timeout,
-        counts={"crash": crash_as, "timeout": timeout_as},
-        on_run=lambda record: _record(records, record, echo),
-    )
-    usable = [fix.pr for fix in candidates if fix.pr not in broken]
-    result = run_search(mode, usable, oracle)
+    usable = [fix for fix in candidates if fix.pr not in broken]
+    with _runner(list(command), usable, cold=cold) as runner:
+        oracle = command_oracle(
+            list(command),
+            fixes={fix.pr: fix for fix in usable},
+            run=runner,
+            timeout=timeout,
+            counts={"crash": crash_as, "timeout": timeout_as},
+            metric=metric_rule,
+            on_run=lambda record: _record(records, record, echo),
+        )
+        result = run_search(mode, [fix.pr for fix in usable], oracle)
     if as_json:
         echo_json(_result_record(result, records, not_applicable=sorted(broken)))
     else:
@@ -148,58 +161,38 @@ def bisect_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _command_oracle(
-    argv: list[str],
-    *,
-    timeout: float | None,
-    counts: Mapping[str, Verdict],
-    on_run: Callable[[RunRecord], None],
-) -> Callable[[tuple[int, ...]], Verdict]:
-    from prtoggle.child_process import classify_exit, run_command
-    from prtoggle.protocol import REVERT_ENV
-
-    base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
-
-    def oracle(reverted: tuple[int, ...]) -> Verdict:
-        run = run_command(argv, env=_env_for(reverted, base), timeout=timeout)
-        exit_class = classify_exit(run)
-        verdict = _verdict(exit_class, counts)
-        on_run(
-            RunRecord(
-                reverted, exit_class, verdict, run.returncode, run.seconds, _note(run, exit_class)
-            )
-        )
-        return verdict
-
-    return oracle
+def _metric_rule(
+    metric: str | None, threshold: float | None, *, lower_is_better: bool
+) -> MetricRule | None:
+    if metric is None:
+        if threshold is not None or lower_is_better:
+            raise click.UsageError("--threshold and --lower-is-better need --metric REGEX")
+        return None
+    if threshold is None:
+        raise click.UsageError(f"--metric {metric!r} needs --threshold X (a number)")
+    try:
+        pattern = re.compile(metric)
+    except re.error as exc:
+        raise click.BadParameter(
+            f"{metric!r} is not a regular expression: {exc}", param_hint="--metric"
+        ) from exc
+    return MetricRule(pattern=pattern, threshold=threshold, lower_is_better=lower_is_better)
 
 
-def _verdict(exit_class: ExitClass, counts: Mapping[str, Verdict]) -> Verdict:
-    if exit_class == "good" or exit_class == "bad" or exit_class == "skip":  # noqa: PLR1714
-        return exit_class
-    return counts[exit_class]
+@contextlib.contextmanager
+def _runner(command: list[str], fixes: Sequence[Fix], *, cold: bool) -> Iterator[CommandRunner]:
+    """The warm worker or plain children.
 
+    The worker preloads prtoggle's toggles and each candidate's `component` module (which
+    imports what the fixed code needs, e.g. torch): the command's own imports, not more.
+    """
+    from prtoggle.warm_worker import command_runner, warm_enabled
 
-def _env_for(reverted: Sequence[int], base: dict[str, str]) -> dict[str, str]:
-    if not reverted:
-        return dict(base)
-    from prtoggle.toggle import child_env
-
-    return child_env(tuple(reverted), base=base)
-
-
-def _note(run: CommandRun, exit_class: ExitClass) -> str:
-    from prtoggle.child_process import last_exception
-
-    if exit_class == "timeout":
-        return f"killed after {run.timeout:g} s"
-    if exit_class == "crash" and run.signal_name:
-        return f"killed by {run.signal_name}"
-    if exit_class in ("skip", "crash") and run.returncode != 125:
-        error_type, message = last_exception(run.stderr)
-        if error_type:
-            return f"{error_type}: {message}"[:200]
-    return ""
+    modules = ["prtoggle.toggle", *(fix.component for fix in fixes if fix.component)]
+    if command[1:3] == ["-m", "pytest"]:
+        modules.append("pytest")
+    with command_runner(warm=warm_enabled(cold=cold), preload=modules) as runner:
+        yield runner
 
 
 def _record(records: list[RunRecord], record: RunRecord, echo: Callable[[str], None]) -> None:

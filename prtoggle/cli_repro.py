@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,7 @@ from prtoggle.gpu_assignment import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpu
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
     from prtoggle.repro import ReproResult, ScenarioResult
+    from prtoggle.warm_worker import CommandRunner
 
 _VARIANTS = ("fixed", "reverted")
 
@@ -67,6 +68,11 @@ Examples:
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @collection_option
 @json_option
 def repro_command(
@@ -78,22 +84,28 @@ def repro_command(
     provider: str | None,
     timeout: float,
     jobs: int | None,
+    cold: bool,
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
+    from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
+
     started = time.monotonic()
     registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
     require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
-    results = run_repros(
-        fixes,
-        device=device,
-        provider=provider,
-        timeout=timeout,
-        jobs=workers,
-        on_done=_print_progress,
-    )
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        results = run_repros(
+            fixes,
+            device=device,
+            provider=provider,
+            timeout=timeout,
+            jobs=workers,
+            on_done=_print_progress,
+            runner=runner,
+        )
     if as_json:
         echo_json([result.to_dict() for result in results])
     else:
@@ -110,6 +122,7 @@ def run_repros(
     timeout: float,
     jobs: int,
     on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
+    runner: CommandRunner | None = None,
     gpu_count: Callable[[], int] | None = None,
 ) -> list[ReproResult]:
     """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
@@ -118,22 +131,29 @@ def run_repros(
     count, or the parent's CUDA_VISIBLE_DEVICES), each child runs with
     `CUDA_VISIBLE_DEVICES` set to one GPU of its own while it runs.
 
-    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes. When
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
+    starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
     anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
     """
+    from prtoggle.child_process import run_command
     from prtoggle.repro import ReproResult, run_scenario
 
     gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
     leases = GpuLeases(gpus) if len(gpus) > 1 else None
 
+    options: dict[str, Any] = {
+        "device": device,
+        "provider": provider,
+        "timeout": timeout,
+        "runner": runner or run_command,
+    }
+
     def run_child(module: str, prs: tuple[int, ...]) -> ScenarioResult:
         if leases is None:
-            return run_scenario(module, prs=prs, device=device, provider=provider, timeout=timeout)
+            return run_scenario(module, prs=prs, **options)
         with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
             env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
-            return run_scenario(
-                module, prs=prs, device=device, provider=provider, timeout=timeout, base_env=env
-            )
+            return run_scenario(module, prs=prs, base_env=env, **options)
 
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
         return pool.submit(run_child, str(fix.repro), prs)

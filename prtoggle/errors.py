@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class PrToggleError(Exception):
     """Base of every error prtoggle raises on purpose; the CLI prints it as one line."""
@@ -40,14 +43,23 @@ class RunnerError(PrToggleError):
 
 
 class DetectionError(PrToggleError):
-    """A debug probe found a fault; the message names every site hit.
+    """A debug probe found a fault; the message names every site hit, first writer first.
 
-    `sites` lists the site names the report covers, most severe first.
+    `hits` holds the hit records (prtoggle.detect.report.SiteHit / RedzoneHit) in first-hit
+    order, redzones last; `sites` their site names; `first` the first writer (or None).
     """
 
-    def __init__(self, message: str, *, sites: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, message: str, *, sites: tuple[str, ...] = (), hits: Sequence[Any] = ()
+    ) -> None:
         super().__init__(message)
         self.sites = sites
+        self.hits = tuple(hits)
+
+    @property
+    def first(self) -> Any:
+        """The hit first in execution order (None when the error carries no hit records)."""
+        return self.hits[0] if self.hits else None
 
 
 class NaNDetected(DetectionError):
@@ -64,6 +76,10 @@ class OOBDetected(DetectionError):
 
 class RedzoneViolation(DetectionError):
     """Bytes past the end of a guarded buffer were overwritten."""
+
+
+class PaddingLeakDetected(DetectionError):
+    """Real rows of an output changed with the values (or amount) of padding around them."""
 
 
 class DetectUsageError(PrToggleError):

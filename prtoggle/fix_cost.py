@@ -19,6 +19,7 @@ from prtoggle.protocol import (
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
+    from prtoggle.warm_worker import CommandRunner
 
 BenchKind = Literal["ok", "failure", "timeout"]
 
@@ -189,10 +190,14 @@ def run_bench(
     repeat: int = 10,
     timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
+    runner: CommandRunner = run_command,
 ) -> BenchRun:
-    """Run one benchmark child that interleaves fixed and `pr`-reverted samples; its result."""
+    """Run one benchmark child that interleaves fixed and `pr`-reverted samples; its result.
+
+    `runner` starts the child: `run_command` (a fresh process) or a WarmWorker's `run`.
+    """
     argv = bench_command(module, pr=pr, device=device, provider=provider, repeat=repeat)
-    run = run_command(argv, env=bench_env(base=base_env), timeout=timeout)
+    run = runner(argv, env=bench_env(base=base_env), timeout=timeout)
     return classify_bench(run, module=module, pr=pr)
 
 
@@ -227,13 +232,13 @@ def measure_fix_cost(
     provider: str | None = None,
     repeat: int = 10,
     timeout: float | None = None,
+    runner: CommandRunner = run_command,
 ) -> FixCost:
     """The fix's benchmark in one child: `repeat` fixed/reverted pairs, interleaved (ABBA)."""
     if fix.bench is None:
         raise RunnerError(f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path})")
-    run = run_bench(
-        fix.bench, pr=fix.pr, device=device, provider=provider, repeat=repeat, timeout=timeout
-    )
+    options: dict[str, Any] = {"device": device, "provider": provider, "repeat": repeat}
+    run = run_bench(fix.bench, pr=fix.pr, timeout=timeout, runner=runner, **options)
     return FixCost(pr=fix.pr, module=fix.bench, run=run)
 
 

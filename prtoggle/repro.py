@@ -15,6 +15,7 @@ from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
+    from prtoggle.warm_worker import CommandRunner
 
 OutcomeKind = Literal["clean", "failure", "crash", "timeout"]
 
@@ -80,10 +81,14 @@ def run_scenario(
     provider: str | None = None,
     timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
+    runner: CommandRunner = run_command,
 ) -> ScenarioResult:
-    """Run a scenario module in a child with `prs` reverted and classify what it reports."""
+    """Run a scenario module in a child with `prs` reverted and classify what it reports.
+
+    `runner` starts the child: `run_command` (a fresh process) or a WarmWorker's `run`.
+    """
     argv = module_command(module, device=device, provider=provider)
-    run = run_command(argv, env=scenario_env(prs, base=base_env), timeout=timeout)
+    run = runner(argv, env=scenario_env(prs, base=base_env), timeout=timeout)
     return classify_scenario(run, module=module)
 
 

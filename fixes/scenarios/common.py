@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -14,6 +16,28 @@ from prtoggle.protocol import OUTCOME_PREFIX  # last stderr line: this prefix, o
 
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 """Collective backends of multi-rank scenarios; auto: nccl when every rank has a GPU."""
+
+ENGINE_MODULES = (
+    "fixes.attention",
+    "fixes.cuda_graph",
+    "fixes.dp_attention",
+    "fixes.forward_batch",
+    "fixes.kernels",
+    "fixes.memory_pool",
+    "fixes.model",
+    "fixes.speculative",
+)
+"""What --auto-detect instruments: the engine, not the scenarios or benchmarks."""
+
+AUTO_DETECT_ENV = {
+    "PRTOGGLE_AUTO_DETECT": "1",
+    "PRTOGGLE_HAND_PROBES": "0",
+    "SGLANG_SPEC_NAN_DETECTION": "1",
+    "SGLANG_SPEC_OOB_DETECTION": "0",
+    "SGLANG_DEBUG_POISON": "1",
+}
+"""--auto-detect: no hand-placed probe; NaN probes on every engine function's tensors, and
+padding/graph buffers filled with NaN (poisoned) so a read of padding shows up as NaN."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,30 @@ def failure_from_exception(exc: BaseException) -> ScenarioOutcome:
     return ScenarioOutcome(outcome="failure", error=type(exc).__name__, site=site, message=str(exc))
 
 
+def run_auto_detect(
+    run: Callable[[ScenarioOptions], ScenarioOutcome], options: ScenarioOptions
+) -> ScenarioOutcome:
+    """Run the scenario with AUTO_DETECT_ENV and every loaded engine module instrumented."""
+    os.environ.update(AUTO_DETECT_ENV)
+    with auto_instrumented():
+        return run(options)
+
+
+@contextlib.contextmanager
+def auto_instrumented() -> Iterator[None]:
+    """Under --auto-detect (PRTOGGLE_AUTO_DETECT=1, inherited by spawned ranks): every loaded
+    engine module instrumented for the body, then detect.check(); otherwise nothing."""
+    from prtoggle import detect
+
+    if os.environ.get("PRTOGGLE_AUTO_DETECT") != "1":
+        yield
+        return
+    loaded = [name for name in ENGINE_MODULES if name in sys.modules]
+    with detect.instrument_functions(loaded):
+        yield
+        detect.check()
+
+
 def run_scenario_main(
     run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str, multi_rank: bool = False
 ) -> None:
@@ -60,6 +108,12 @@ def run_scenario_main(
         "--provider",
         default=None,
         help="kernel provider (torch, triton, flashinfer); default: torch on CPU, triton on CUDA",
+    )
+    parser.add_argument(
+        "--auto-detect",
+        action="store_true",
+        help="no hand-placed probe: instrument every engine function (NaN) with NaN-filled "
+        "padding buffers, and report what that finds",
     )
     if multi_rank:
         parser.add_argument(
@@ -76,7 +130,7 @@ def run_scenario_main(
         dist_backend=getattr(args, "backend", "auto"),
     )
     try:
-        outcome = run(options)
+        outcome = run_auto_detect(run, options) if args.auto_detect else run(options)
     except Exception as exc:  # a scenario reports every failure, it never hides one
         traceback.print_exc(file=sys.stderr)
         outcome = failure_from_exception(exc)

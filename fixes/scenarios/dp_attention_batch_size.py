@@ -21,6 +21,7 @@ from fixes.scenarios.common import (
     DIST_BACKENDS,
     ScenarioOptions,
     ScenarioOutcome,
+    auto_instrumented,
     failure_from_exception,
     run_scenario_main,
 )
@@ -102,7 +103,8 @@ def _rank_main(task: _RankTask, results: Any) -> None:
         for pr in task.reverts:
             toggle.apply_revert(pr)
         detect.reset()
-        outcome = _rank_forward(task)
+        with auto_instrumented():  # --auto-detect reaches the spawned ranks too
+            outcome = _rank_forward(task)
     except Exception as exc:  # reported to the parent, never hidden
         traceback.print_exc()
         outcome = failure_from_exception(exc)

@@ -9,6 +9,10 @@ Typical use (names, not numbers, in site strings; the phase and step are recorde
     detect.check()    # raises NaNDetected / InfDetected / OOBDetected / RedzoneViolation
     detect.reset()
 
+    with detect.instrument(model, name="model"):   # every submodule output, by path
+        model(batch)
+    detect.check()    # the first writer leads: exc.first, exc.sites in first-hit order
+
 Importing this package does not import torch or triton.
 """
 
@@ -19,12 +23,26 @@ from prtoggle.detect.clock import PHASES, current_phase, current_step, phase, se
 from prtoggle.detect.config import (
     MODES,
     current_mode,
+    hand_probes_enabled,
+    inf_detection_enabled,
+    invariant_level,
     nan_detection_enabled,
     oob_detection_enabled,
     poison_enabled,
     set_mode,
 )
+from prtoggle.detect.functions import FunctionInstrumentation, instrument_functions
 from prtoggle.detect.host_checks import maybe_check_host_range
+from prtoggle.detect.instrument import Instrumentation, instrument
+from prtoggle.detect.padding import (
+    DEFAULT_VARIANTS,
+    OutputRecording,
+    PaddingDivergence,
+    PaddingVariant,
+    check_padding_invariance,
+    compare_padding,
+    record_outputs,
+)
 from prtoggle.detect.poison import poisoned_buffer
 from prtoggle.detect.probes import (
     PROVIDERS,
@@ -32,20 +50,35 @@ from prtoggle.detect.probes import (
     maybe_detect_nan,
     maybe_detect_oob,
     prepare_device,
+    record_float_tensors,
 )
 from prtoggle.detect.report import DetectionReport, RedzoneHit, SiteHit
+from prtoggle.detect.requests import requests_for_rows, requests_hit
 
 __all__ = [
+    "DEFAULT_VARIANTS",
     "MODES",
     "PHASES",
     "PROVIDERS",
     "DetectionReport",
+    "FunctionInstrumentation",
+    "Instrumentation",
+    "OutputRecording",
+    "PaddingDivergence",
+    "PaddingVariant",
     "RedzoneHit",
     "SiteHit",
     "check",
+    "check_padding_invariance",
+    "compare_padding",
     "current_mode",
     "current_phase",
     "current_step",
+    "hand_probes_enabled",
+    "inf_detection_enabled",
+    "instrument",
+    "instrument_functions",
+    "invariant_level",
     "maybe_check_host_range",
     "maybe_detect_inf",
     "maybe_detect_nan",
@@ -56,7 +89,11 @@ __all__ = [
     "poison_enabled",
     "poisoned_buffer",
     "prepare_device",
+    "record_float_tensors",
+    "record_outputs",
     "report",
+    "requests_for_rows",
+    "requests_hit",
     "reset",
     "set_mode",
     "set_step",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from prtoggle.detect import clock, config, poison, witness
-from prtoggle.detect.report import DetectionReport, Hit, SiteHit, make_report
+from prtoggle.detect.report import DetectionReport, Hit, make_report, site_hit_from_row
 from prtoggle.errors import DetectUsageError
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def check() -> None:
 
 def report() -> DetectionReport:
     """Everything hit since the last reset(), most severe first, without raising."""
-    registry = witness.default_registry()
+    registry = witness.witness_tables()
     devices = list(registry.tables) + sorted(poison.redzone_devices() - set(registry.tables))
     if not devices:
         return make_report([])
@@ -54,7 +54,7 @@ def report() -> DetectionReport:
 
 def reset() -> None:
     """Clear every witness row and re-arm every redzone (site rows stay assigned)."""
-    witness.default_registry().clear()
+    witness.witness_tables().clear()
     poison.rearm_redzones()
 
 
@@ -87,23 +87,7 @@ def _site_hits(values: list[int], device: str, names: dict[int, tuple[str, str]]
     width = witness.NUM_COLUMNS
     for slot in sorted(names):
         row = values[slot * width : (slot + 1) * width]
-        if not row or row[witness.COL_COUNT] == 0:
-            continue
-        kind, site = names[slot]
-        phase, step = clock.unpack_when(row[witness.COL_FIRST_WHEN])
-        hits.append(
-            SiteHit(
-                kind=kind,
-                site=site,
-                device=device,
-                count=row[witness.COL_COUNT],
-                lowest_index=row[witness.COL_LOWEST_INDEX],
-                phase=phase,
-                step=step,
-                min_value=row[witness.COL_MIN_VALUE],
-                max_value=row[witness.COL_MAX_VALUE],
-                low=row[witness.COL_FIRST_LOW],
-                high=row[witness.COL_FIRST_HIGH],
-            )
-        )
+        if row and row[witness.COL_COUNT] > 0:
+            kind, site = names[slot]
+            hits.append(site_hit_from_row(kind, site, device, row))
     return hits

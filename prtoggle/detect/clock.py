@@ -94,11 +94,11 @@ def unpack_when(when: int) -> tuple[str, int]:
 
 def sync_device_clock() -> None:
     """Write the host clock into the device scalars if a write was deferred by capture."""
-    registry = witness.default_registry()
+    registry = witness.witness_tables()
     if registry.stamp_pending:
         registry.stamp(current_when())
 
 
 def _publish() -> None:
     """Mirror the host clock into every device table's `when` scalar."""
-    witness.default_registry().stamp(current_when())
+    witness.witness_tables().stamp(current_when())

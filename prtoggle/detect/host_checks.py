@@ -10,67 +10,38 @@ from __future__ import annotations
 
 from numbers import Integral
 
-from prtoggle.detect import clock, config, witness
-from prtoggle.detect.report import SiteHit, format_hits
-from prtoggle.detect.witness import (
-    COL_COUNT,
-    COL_FIRST_HIGH,
-    COL_FIRST_LOW,
-    COL_FIRST_WHEN,
-    COL_LOWEST_INDEX,
-    COL_MAX_VALUE,
-    COL_MIN_VALUE,
-    UNHIT_WHEN,
-)
+from prtoggle.detect import clock, config, torch_probes, witness
+from prtoggle.detect.probes import ProbeItem
+from prtoggle.detect.report import SiteHit, format_hits, site_hit_from_row
 from prtoggle.errors import DetectUsageError, OOBDetected
 
 HOST_DEVICE = "cpu"
 
 
 def maybe_check_host_range(value: int, low: int, high: int, site: str) -> None:
-    """Check low <= value < high on the host (SGLANG_SPEC_OOB_DETECTION=1)."""
-    if not config.oob_detection_enabled():
+    """Check low <= value < high on the host (SGLANG_SPEC_OOB_DETECTION=1 or an alias)."""
+    if not config.oob_detection_enabled() or not config.hand_probes_enabled():
         return
     value, low, high = (_as_int(v, name, site) for v, name in _named(value, low, high))
     if low <= value < high:
         return
     hit = _record(value, low, high, site)
     if config.current_mode() == "raise":
-        raise OOBDetected(format_hits([hit]), sites=(hit.site,))
+        raise OOBDetected(format_hits([hit]), sites=(hit.site,), hits=(hit,))
 
 
 def _record(value: int, low: int, high: int, site: str) -> SiteHit:
-    """Fold one offending host value into the CPU witness row of `site`; the updated hit."""
+    """Fold one offending host value into the CPU witness row of `site` with the torch
+    provider (a one-element probe without rows); the updated hit."""
     import torch
 
-    registry = witness.default_registry()
+    registry = witness.witness_tables()
     slot = registry.slot_for("oob", site)
     table = registry.table_for(torch.device(HOST_DEVICE), when=clock.current_when())
-    row = table.rows[slot]
-    current = row.tolist()
-    first = current[COL_FIRST_WHEN] == UNHIT_WHEN
-    current[COL_COUNT] += 1
-    current[COL_LOWEST_INDEX] = min(current[COL_LOWEST_INDEX], 0)
-    current[COL_MIN_VALUE] = min(current[COL_MIN_VALUE], value)
-    current[COL_MAX_VALUE] = max(current[COL_MAX_VALUE], value)
-    if first:
-        current[COL_FIRST_WHEN] = clock.current_when()
-        current[COL_FIRST_LOW], current[COL_FIRST_HIGH] = low, high
-    row.copy_(torch.tensor(current, dtype=torch.int64))
-    phase, step = clock.unpack_when(current[COL_FIRST_WHEN])
-    return SiteHit(
-        kind="oob",
-        site=site,
-        device=HOST_DEVICE,
-        count=current[COL_COUNT],
-        lowest_index=0,
-        phase=phase,
-        step=step,
-        min_value=current[COL_MIN_VALUE],
-        max_value=current[COL_MAX_VALUE],
-        low=current[COL_FIRST_LOW],
-        high=current[COL_FIRST_HIGH],
-    )
+    clock.sync_device_clock()
+    item = ProbeItem(flat=torch.tensor([value], dtype=torch.int64), slot=slot, row_width=0)
+    torch_probes.record_oob(table, item, low, high)
+    return site_hit_from_row("oob", site, HOST_DEVICE, table.rows[slot].tolist())
 
 
 def _named(value: object, low: object, high: object) -> list[tuple[object, str]]:

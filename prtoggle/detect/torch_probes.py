@@ -1,19 +1,25 @@
 """The torch-op provider of the probes: branch-free, no host sync, any device.
 
-Each function updates one witness row exactly as the Triton kernels do (see witness.py
-for the columns), using only device-side tensor ops, so it is capturable on CUDA and is
-the reference the Triton kernels are tested against.
+Each function updates witness rows exactly as the Triton kernels do (see witness.py for the
+columns): first every item's hits are folded into its row, then the newly hit rows claim
+their first hit in item order (stamp `when`, take the next sequence number). Only
+device-side tensor ops, so it is capturable on CUDA and is the reference the Triton kernels
+are tested against. host_checks.py records host values through record_oob() too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from prtoggle.detect.witness import (
     COL_COUNT,
     COL_FIRST_HIGH,
     COL_FIRST_LOW,
+    COL_FIRST_ORDER,
+    COL_FIRST_ROW,
     COL_FIRST_WHEN,
+    COL_LAST_ROW,
     COL_LOWEST_INDEX,
     COL_MAX_VALUE,
     COL_MIN_VALUE,
@@ -26,58 +32,54 @@ from prtoggle.detect.witness import (
 if TYPE_CHECKING:
     import torch
 
+    from prtoggle.detect.probes import ProbeItem
+    from prtoggle.detect.witness import DeviceTable
 
-def record_nan(row: torch.Tensor, when: torch.Tensor, flat: torch.Tensor) -> None:
-    """Count the NaNs of the 1-D float tensor `flat` into the witness `row`."""
+
+def record_float(table: DeviceTable, items: Sequence[ProbeItem], *, check_inf: bool) -> None:
+    """Count the NaNs (or infinities: values hold the signs -1/+1) of every item."""
     import torch
 
-    _record(row, when, torch.isnan(flat), values=None, low=None, high=None)
-
-
-def record_inf(row: torch.Tensor, when: torch.Tensor, flat: torch.Tensor) -> None:
-    """Count the infinities of `flat` into `row`; values record the signs (-1, +1)."""
-    import torch
-
-    bad = torch.isinf(flat)
-    signs = torch.where(flat > 0, 1, -1).to(torch.int64)
-    _record(row, when, bad, values=signs, low=None, high=None)
+    for item in items:
+        if check_inf:
+            bad = torch.isinf(item.flat)
+            signs = torch.where(item.flat > 0, 1, -1).to(torch.int64)
+            _fold(table.rows[item.slot], item, bad, values=signs)
+        else:
+            _fold(table.rows[item.slot], item, torch.isnan(item.flat), values=None)
+    for item in items:
+        _claim_first_hit(table, item.slot, bounds=None)
 
 
 def record_oob(
-    row: torch.Tensor,
-    when: torch.Tensor,
-    flat: torch.Tensor,
-    low: int | torch.Tensor,
-    high: int | torch.Tensor,
+    table: DeviceTable, item: ProbeItem, low: int | torch.Tensor, high: int | torch.Tensor
 ) -> None:
-    """Count the values of the 1-D integer tensor `flat` outside [low, high) into `row`."""
+    """Count the values of the item's integer tensor outside [low, high)."""
     import torch
 
-    values = flat.to(torch.int64)
+    values = item.flat.to(torch.int64)
     bad = (values < low) | (values >= high)
-    _record(row, when, bad, values=values, low=low, high=high)
+    _fold(table.rows[item.slot], item, bad, values=values)
+    _claim_first_hit(table, item.slot, bounds=(low, high))
 
 
-def _record(
-    row: torch.Tensor,
-    when: torch.Tensor,
-    bad: torch.Tensor,
-    *,
-    values: torch.Tensor | None,
-    low: int | torch.Tensor | None,
-    high: int | torch.Tensor | None,
+def _fold(
+    row: torch.Tensor, item: ProbeItem, bad: torch.Tensor, *, values: torch.Tensor | None
 ) -> None:
-    """Fold one probe's offending mask into the row with device-side ops only."""
+    """Fold one tensor's offending mask (and values) into `row` with device-side ops only."""
     import torch
 
     positions = torch.arange(bad.numel(), dtype=torch.int64, device=bad.device)
-    count = bad.sum(dtype=torch.int64)
-    first = (count > 0) & (row[COL_FIRST_WHEN] == UNHIT_WHEN)
     columns = [row[i] for i in range(NUM_COLUMNS)]
-    columns[COL_COUNT] = row[COL_COUNT] + count
+    columns[COL_COUNT] = row[COL_COUNT] + bad.sum(dtype=torch.int64)
     lowest = torch.where(bad, positions, INT64_MAX).min()
     columns[COL_LOWEST_INDEX] = torch.minimum(row[COL_LOWEST_INDEX], lowest)
-    columns[COL_FIRST_WHEN] = torch.where(first, when[0], row[COL_FIRST_WHEN])
+    if item.row_width > 0:
+        highest = torch.where(bad, positions, -1).max()
+        first_row = torch.where(lowest == INT64_MAX, INT64_MAX, lowest // item.row_width)
+        last_row = torch.where(highest < 0, INT64_MIN, highest // item.row_width)
+        columns[COL_FIRST_ROW] = torch.minimum(row[COL_FIRST_ROW], first_row)
+        columns[COL_LAST_ROW] = torch.maximum(row[COL_LAST_ROW], last_row)
     if values is not None:
         columns[COL_MIN_VALUE] = torch.minimum(
             row[COL_MIN_VALUE], torch.where(bad, values, INT64_MAX).min()
@@ -85,7 +87,28 @@ def _record(
         columns[COL_MAX_VALUE] = torch.maximum(
             row[COL_MAX_VALUE], torch.where(bad, values, INT64_MIN).max()
         )
-    if low is not None and high is not None:
-        columns[COL_FIRST_LOW] = torch.where(first, low, row[COL_FIRST_LOW])
-        columns[COL_FIRST_HIGH] = torch.where(first, high, row[COL_FIRST_HIGH])
     row.copy_(torch.stack(columns))
+
+
+def _claim_first_hit(
+    table: DeviceTable,
+    slot: int,
+    *,
+    bounds: tuple[int | torch.Tensor, int | torch.Tensor] | None,
+) -> None:
+    """A hit row not yet claimed takes `when`, the next order number and the bounds."""
+    import torch
+
+    row = table.rows[slot]
+    first = (row[COL_COUNT] > 0) & (row[COL_FIRST_WHEN] == UNHIT_WHEN)
+    updates: dict[int, int | torch.Tensor] = {
+        COL_FIRST_WHEN: table.when[0],
+        COL_FIRST_ORDER: table.sequence[0],
+    }
+    if bounds is not None:
+        updates[COL_FIRST_LOW], updates[COL_FIRST_HIGH] = bounds
+    columns = [row[i] for i in range(NUM_COLUMNS)]
+    for column, value in updates.items():
+        columns[column] = torch.where(first, value, row[column])
+    row.copy_(torch.stack(columns))
+    table.sequence.add_(first.to(torch.int64))

@@ -1,149 +1,242 @@
-"""The Triton provider of the probes: one fused launch per probe, atomics into the witness row.
+"""The Triton provider of the probes: one launch per probe (or per group of tensors).
 
-Each program reduces one block of the flat tensor; a block with hits adds its count
-(atomic_add), lowers the lowest offending index and values (atomic_min / atomic_max), and
-claims the first-hit `when` with a compare-and-swap on -1; the winner of that swap also
-stores the bounds in force. Same row layout and results as torch_probes.py. Runs on CUDA,
-and on CPU tensors under TRITON_INTERPRET=1 (set before triton is first imported).
+A launch runs a fixed number of programs that stride over the blocks of each of its
+tensors; a program with hits folds them into the tensor's witness row with atomics (count,
+lowest offending index, first and last row, value range). The last program of the launch
+to finish (found with the leading row's completion counter, which also carries whether any
+program hit: a clean launch stops there) then claims the first hit of every newly hit row
+in the launch's tensor order: it stamps the `when`, takes the next
+number of the device's sequence counter and, for range probes, stores the bounds in force.
+So first-hit order numbers follow execution order, within a launch too, and replays of a
+CUDA graph keep counting. Same rows as torch_probes.py. Runs on CUDA, and on CPU tensors
+under TRITON_INTERPRET=1 (set before triton is first imported).
 
-Sizes and scalar bounds are not specialized on, nor are the alignments of the row, `when`
-and bound pointers, so one compiled variant per dtype (and data alignment) serves every
-call: run each probe once before CUDA graph capture (the warm-up runs do) so nothing is
-compiled while capturing.
+The witness layout reaches the kernels as constexprs named after witness.py's columns.
+Sizes and scalar bounds are not specialized on, nor are the alignments of the table
+pointers, so one compiled variant per dtype tuple (and data alignment) serves every call:
+run each probe once before CUDA graph capture (the warm-up runs do) so nothing is compiled
+while capturing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
 
+from prtoggle.detect import witness
+
 if TYPE_CHECKING:
     import torch
 
+    from prtoggle.detect.probes import ProbeItem
+    from prtoggle.detect.witness import DeviceTable
+
 BLOCK_SIZE = 1024
+PROGRAMS_PER_SM = 4
+_CPU_PROGRAMS = 4
+
+COUNT: tl.constexpr = tl.constexpr(witness.COL_COUNT)
+LOWEST_INDEX: tl.constexpr = tl.constexpr(witness.COL_LOWEST_INDEX)
+FIRST_WHEN: tl.constexpr = tl.constexpr(witness.COL_FIRST_WHEN)
+MIN_VALUE: tl.constexpr = tl.constexpr(witness.COL_MIN_VALUE)
+MAX_VALUE: tl.constexpr = tl.constexpr(witness.COL_MAX_VALUE)
+FIRST_LOW: tl.constexpr = tl.constexpr(witness.COL_FIRST_LOW)
+FIRST_HIGH: tl.constexpr = tl.constexpr(witness.COL_FIRST_HIGH)
+FIRST_ORDER: tl.constexpr = tl.constexpr(witness.COL_FIRST_ORDER)
+FIRST_ROW: tl.constexpr = tl.constexpr(witness.COL_FIRST_ROW)
+LAST_ROW: tl.constexpr = tl.constexpr(witness.COL_LAST_ROW)
+NUM_COLUMNS: tl.constexpr = tl.constexpr(witness.NUM_COLUMNS)
+UNHIT_WHEN: tl.constexpr = tl.constexpr(witness.UNHIT_WHEN)
+INT64_MAX: tl.constexpr = tl.constexpr(witness.INT64_MAX)
+INT64_MIN: tl.constexpr = tl.constexpr(witness.INT64_MIN)
+
+_HIT_UNIT: tl.constexpr = tl.constexpr(2**32)
+
+_SM_COUNTS: dict[int, int] = {}
 
 
-def record_nan(row: torch.Tensor, when: torch.Tensor, flat: torch.Tensor) -> None:
-    """Count the NaNs of the contiguous 1-D float tensor `flat` into `row`, one launch."""
-    _launch_float_probe(row, when, flat, check_inf=False)
-
-
-def record_inf(row: torch.Tensor, when: torch.Tensor, flat: torch.Tensor) -> None:
-    """Count the infinities of `flat` into `row` (values: signs -1/+1), one launch."""
-    _launch_float_probe(row, when, flat, check_inf=True)
+def record_float(table: DeviceTable, items: Sequence[ProbeItem], *, check_inf: bool) -> None:
+    """Count the NaNs (or infinities: values hold the signs -1/+1) of every item, one launch."""
+    _float_probe_kernel[(_programs(items),)](
+        tuple(item.flat for item in items),
+        tuple(item.flat.numel() for item in items),
+        tuple(max(item.row_width, 1) for item in items),
+        tuple(item.slot for item in items),
+        table.rows,
+        table.when,
+        table.sequence,
+        table.finished[items[0].slot :],
+        COUNT_TENSORS=len(items),
+        CHECK_INF=check_inf,
+        BLOCK=BLOCK_SIZE,
+    )
 
 
 def record_oob(
-    row: torch.Tensor,
-    when: torch.Tensor,
-    flat: torch.Tensor,
-    low: int | torch.Tensor,
-    high: int | torch.Tensor,
+    table: DeviceTable, item: ProbeItem, low: int | torch.Tensor, high: int | torch.Tensor
 ) -> None:
-    """Count the values of the contiguous 1-D integer `flat` outside [low, high), one launch.
+    """Count the values of the item's integer tensor outside [low, high), one launch.
 
-    A tensor bound is a 1-element int tensor on `flat`'s device, read by the kernel.
+    A tensor bound is a 1-element int tensor on the item's device, read by the kernel.
     """
-    n = flat.numel()
     low_is_ptr = not isinstance(low, int)
     high_is_ptr = not isinstance(high, int)
-    _oob_probe_kernel[(triton.cdiv(n, BLOCK_SIZE),)](
-        flat,
-        n,
-        low if low_is_ptr else when,
-        high if high_is_ptr else when,
+    _oob_probe_kernel[(_programs([item]),)](
+        item.flat,
+        item.flat.numel(),
+        max(item.row_width, 1),
+        low if low_is_ptr else table.when,
+        high if high_is_ptr else table.when,
         0 if low_is_ptr else low,
         0 if high_is_ptr else high,
-        row,
-        when,
+        table.rows[item.slot :],
+        table.when,
+        table.sequence,
+        table.finished[item.slot :],
         LOW_IS_PTR=low_is_ptr,
         HIGH_IS_PTR=high_is_ptr,
         BLOCK=BLOCK_SIZE,
     )
 
 
-def _launch_float_probe(
-    row: torch.Tensor, when: torch.Tensor, flat: torch.Tensor, *, check_inf: bool
-) -> None:
-    """Launch the NaN/Inf kernel over `flat` (16-bit floats are compared as fp32)."""
-    n = flat.numel()
-    _float_probe_kernel[(triton.cdiv(n, BLOCK_SIZE),)](
-        flat,
-        n,
-        row,
-        when,
-        CHECK_INF=check_inf,
-        UPCAST=flat.element_size() < 4,
-        BLOCK=BLOCK_SIZE,
-    )
+def _programs(items: Sequence[ProbeItem]) -> int:
+    """How many programs stride over the items: their blocks, at most a few per SM."""
+    blocks = max(triton.cdiv(item.flat.numel(), BLOCK_SIZE) for item in items)
+    device = items[0].flat.device
+    if device.type != "cuda":
+        return max(1, min(blocks, _CPU_PROGRAMS))
+    index = device.index if device.index is not None else 0
+    if index not in _SM_COUNTS:
+        import torch
+
+        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return max(1, min(blocks, PROGRAMS_PER_SM * _SM_COUNTS[index]))
 
 
 @triton.jit
-def _claim_first_hit(row_ptr, when_ptr):  # type: ignore[no-untyped-def]
-    """Swap the row's first-hit `when` from -1 to now; return whether this block won."""
-    when = tl.load(when_ptr)
-    unhit = tl.full((), -1, tl.int64)
-    previous = tl.atomic_cas(row_ptr + 2, unhit, when)
-    return previous == unhit
-
-
-@triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["row_ptr", "when_ptr"])
-def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    x_ptr,
-    n,
-    row_ptr,
-    when_ptr,
-    CHECK_INF: tl.constexpr,
-    UPCAST: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = offsets < n
-    x = tl.load(x_ptr + offsets, mask=in_range, other=0.0)
-    if UPCAST:
-        x = x.to(tl.float32)
-    if CHECK_INF:
-        bad = ((x == float("inf")) | (x == float("-inf"))) & in_range
-    else:
-        bad = (x != x) & in_range  # noqa: PLR0124 (NaN is the one value unequal to itself)
-    # Reductions stay outside the branch: only the scalar atomics are conditional.
-    count = tl.sum(bad.to(tl.int64), axis=0)
-    lowest = tl.min(tl.where(bad, offsets, 9223372036854775807), axis=0)
-    if CHECK_INF:
-        signs = tl.where(x > 0, 1, -1).to(tl.int64)
-        lowest_sign = tl.min(tl.where(bad, signs, 1), axis=0)
-        highest_sign = tl.max(tl.where(bad, signs, -1), axis=0)
-    if count > 0:
-        tl.atomic_add(row_ptr + 0, count)
-        tl.atomic_min(row_ptr + 1, lowest)
+def _fold_float_hits(x_ptr, n, width, row_ptr, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Scan this program's blocks of one float tensor; fold its hits into the row."""
+    count = tl.full((), 0, tl.int64)
+    lowest = tl.full((), INT64_MAX, tl.int64)
+    highest = tl.full((), -1, tl.int64)
+    lowest_sign = tl.full((), 1, tl.int64)
+    highest_sign = tl.full((), -1, tl.int64)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        in_range = offsets < n
+        x = tl.load(x_ptr + offsets, mask=in_range, other=0.0)
+        if x_ptr.dtype.element_ty.primitive_bitwidth < 32:
+            x = x.to(tl.float32)
         if CHECK_INF:
-            tl.atomic_min(row_ptr + 3, lowest_sign)
-            tl.atomic_max(row_ptr + 4, highest_sign)
-        _claim_first_hit(row_ptr, when_ptr)
+            bad = ((x == float("inf")) | (x == float("-inf"))) & in_range
+            signs = tl.where(x > 0, 1, -1).to(tl.int64)
+            lowest_sign = tl.minimum(lowest_sign, tl.min(tl.where(bad, signs, 1), axis=0))
+            highest_sign = tl.maximum(highest_sign, tl.max(tl.where(bad, signs, -1), axis=0))
+        else:
+            bad = (x != x) & in_range  # noqa: PLR0124 (NaN is the one value unequal to itself)
+        count += tl.sum(bad.to(tl.int64), axis=0)
+        lowest = tl.minimum(lowest, tl.min(tl.where(bad, offsets, INT64_MAX), axis=0))
+        highest = tl.maximum(highest, tl.max(tl.where(bad, offsets, -1), axis=0))
+    if count > 0:
+        _fold_counts(row_ptr, count, lowest, highest, width)
+        if CHECK_INF:
+            tl.atomic_min(row_ptr + MIN_VALUE, lowest_sign)
+            tl.atomic_max(row_ptr + MAX_VALUE, highest_sign)
+    return count
+
+
+@triton.jit
+def _fold_counts(row_ptr, count, lowest, highest, width):  # type: ignore[no-untyped-def]
+    """Add a program's hit count, lowest flat index and offending row range to the row."""
+    tl.atomic_add(row_ptr + COUNT, count)
+    tl.atomic_min(row_ptr + LOWEST_INDEX, lowest)
+    tl.atomic_min(row_ptr + FIRST_ROW, lowest // width)
+    tl.atomic_max(row_ptr + LAST_ROW, highest // width)
+
+
+@triton.jit
+def _claim_first_hit(row_ptr, when, sequence_ptr):  # type: ignore[no-untyped-def]
+    """If the row was hit but never claimed: stamp `when` and the next order; True if so."""
+    count = tl.atomic_add(row_ptr + COUNT, 0)
+    first_when = tl.atomic_add(row_ptr + FIRST_WHEN, 0)
+    claimed = (count > 0) & (first_when == UNHIT_WHEN)
+    if claimed:
+        tl.atomic_xchg(row_ptr + FIRST_WHEN, when)
+        tl.atomic_xchg(row_ptr + FIRST_ORDER, tl.atomic_add(sequence_ptr, 1))
+    return claimed
+
+
+@triton.jit
+def _last_program_after_a_hit(finished_ptr, hits):  # type: ignore[no-untyped-def]
+    """Count this program done (hits ride in the counter's high half); True for the launch's
+    last program when any program hit (it re-arms the counter either way). Without a hit in
+    the launch nothing is left to claim, so a clean launch costs one atomic per program."""
+    hit_flag = (hits > 0).to(tl.int64)
+    done = tl.atomic_add(finished_ptr, 1 + hit_flag * _HIT_UNIT)
+    last = (done % _HIT_UNIT) == tl.num_programs(0) - 1
+    if last:
+        tl.store(finished_ptr, 0)
+    return last & ((done // _HIT_UNIT + hit_flag) > 0)
 
 
 @triton.jit(
-    do_not_specialize=["n", "low_value", "high_value"],
-    do_not_specialize_on_alignment=["low_ptr", "high_ptr", "row_ptr", "when_ptr"],
+    do_not_specialize=["ns", "widths", "slots"],
+    do_not_specialize_on_alignment=["rows_ptr", "when_ptr", "sequence_ptr", "finished_ptr"],
+)
+def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    xs,
+    ns,
+    widths,
+    slots,
+    rows_ptr,
+    when_ptr,
+    sequence_ptr,
+    finished_ptr,
+    COUNT_TENSORS: tl.constexpr,
+    CHECK_INF: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    hits = tl.full((), 0, tl.int64)
+    for k in tl.static_range(COUNT_TENSORS):
+        row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
+        hits += _fold_float_hits(xs[k], ns[k], widths[k], row_ptr, CHECK_INF, BLOCK)
+    if _last_program_after_a_hit(finished_ptr, hits):
+        when = tl.load(when_ptr)
+        for k in tl.static_range(COUNT_TENSORS):
+            _claim_first_hit(rows_ptr + slots[k] * NUM_COLUMNS, when, sequence_ptr)
+
+
+@triton.jit(
+    do_not_specialize=["n", "width", "low_value", "high_value"],
+    do_not_specialize_on_alignment=[
+        "low_ptr",
+        "high_ptr",
+        "row_ptr",
+        "when_ptr",
+        "sequence_ptr",
+        "finished_ptr",
+    ],
 )
 def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     x_ptr,
     n,
+    width,
     low_ptr,
     high_ptr,
     low_value,
     high_value,
     row_ptr,
     when_ptr,
+    sequence_ptr,
+    finished_ptr,
     LOW_IS_PTR: tl.constexpr,
     HIGH_IS_PTR: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = offsets < n
-    values = tl.load(x_ptr + offsets, mask=in_range, other=0).to(tl.int64)
     if LOW_IS_PTR:  # noqa: SIM108 (constexpr branch: the untaken load is not compiled)
         low = tl.load(low_ptr).to(tl.int64)
     else:
@@ -152,17 +245,27 @@ def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         high = tl.load(high_ptr).to(tl.int64)
     else:
         high = high_value.to(tl.int64)
-    bad = ((values < low) | (values >= high)) & in_range
-    count = tl.sum(bad.to(tl.int64), axis=0)
-    lowest = tl.min(tl.where(bad, offsets, 9223372036854775807), axis=0)
-    lowest_value = tl.min(tl.where(bad, values, 9223372036854775807), axis=0)
-    highest_value = tl.max(tl.where(bad, values, -9223372036854775807 - 1), axis=0)
+    count = tl.full((), 0, tl.int64)
+    lowest = tl.full((), INT64_MAX, tl.int64)
+    highest = tl.full((), -1, tl.int64)
+    lowest_value = tl.full((), INT64_MAX, tl.int64)
+    highest_value = tl.full((), INT64_MIN, tl.int64)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        in_range = offsets < n
+        values = tl.load(x_ptr + offsets, mask=in_range, other=0).to(tl.int64)
+        bad = ((values < low) | (values >= high)) & in_range
+        count += tl.sum(bad.to(tl.int64), axis=0)
+        lowest = tl.minimum(lowest, tl.min(tl.where(bad, offsets, INT64_MAX), axis=0))
+        highest = tl.maximum(highest, tl.max(tl.where(bad, offsets, -1), axis=0))
+        lowest_value = tl.minimum(lowest_value, tl.min(tl.where(bad, values, INT64_MAX), axis=0))
+        highest_value = tl.maximum(highest_value, tl.max(tl.where(bad, values, INT64_MIN), axis=0))
     if count > 0:
-        tl.atomic_add(row_ptr + 0, count)
-        tl.atomic_min(row_ptr + 1, lowest)
-        tl.atomic_min(row_ptr + 3, lowest_value)
-        tl.atomic_max(row_ptr + 4, highest_value)
-        won = _claim_first_hit(row_ptr, when_ptr)
-        if won:
-            tl.store(row_ptr + 5, low)
-            tl.store(row_ptr + 6, high)
+        _fold_counts(row_ptr, count, lowest, highest, width)
+        tl.atomic_min(row_ptr + MIN_VALUE, lowest_value)
+        tl.atomic_max(row_ptr + MAX_VALUE, highest_value)
+    if _last_program_after_a_hit(finished_ptr, count):  # noqa: SIM102 (last program only)
+        if _claim_first_hit(row_ptr, tl.load(when_ptr), sequence_ptr):
+            tl.atomic_xchg(row_ptr + FIRST_LOW, low)
+            tl.atomic_xchg(row_ptr + FIRST_HIGH, high)

@@ -1,11 +1,18 @@
 """Device-side witness table: one int64 row per (kind, site), stamped by probes without syncs.
 
-Layout of a row (columns COL_*): hit count, lowest offending flat index, packed phase/step of
-the first hit (-1 until hit), lowest and highest offending value (range probes: the index
-value; inf probes: -1 for -inf, +1 for +inf), and the bounds in force at the first hit.
-Each device has one fixed table of MAX_SITES rows and one `when` scalar (the packed current
-phase and step, see clock.py), allocated on first use and never reallocated: CUDA graphs
-captured against them stay valid. A site keeps its row for the life of the process.
+Layout of a row (columns COL_*, NUM_COLUMNS of them, EMPTY_ROW before any hit): hit count,
+lowest offending flat index, packed phase/step of the first hit (-1 until hit), lowest and
+highest offending value (range probes: the index value; inf probes: -1 for -inf, +1 for
++inf), the bounds in force at the first hit, the first-hit order (the value of the device's
+sequence counter when the site was first hit, -1 until hit), and the first and last
+offending row along dim 0.
+
+Each device has one fixed table: MAX_SITES rows, a `when` scalar (the packed current phase
+and step, see clock.py), a `sequence` counter (bumped once per site's first hit, in
+execution order, so graph replays keep counting) and one launch-completion counter per row
+(the Triton probes use the leading site's one to find the last program of a launch).
+Allocated on first use, never reallocated: CUDA graphs captured against them stay valid. A
+site keeps its row for the life of the process.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ if TYPE_CHECKING:
     import torch
 
 MAX_SITES = 1024
-NUM_COLUMNS = 8
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+UNHIT_WHEN = -1
+UNHIT_ORDER = -1
 COL_COUNT = 0
 COL_LOWEST_INDEX = 1
 COL_FIRST_WHEN = 2
@@ -28,10 +38,22 @@ COL_MIN_VALUE = 3
 COL_MAX_VALUE = 4
 COL_FIRST_LOW = 5
 COL_FIRST_HIGH = 6
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-UNHIT_WHEN = -1
-EMPTY_ROW = (0, INT64_MAX, UNHIT_WHEN, INT64_MAX, INT64_MIN, 0, 0, 0)
+COL_FIRST_ORDER = 7
+COL_FIRST_ROW = 8
+COL_LAST_ROW = 9
+NUM_COLUMNS = 10
+EMPTY_ROW = (
+    0,  # COL_COUNT
+    INT64_MAX,  # COL_LOWEST_INDEX
+    UNHIT_WHEN,  # COL_FIRST_WHEN
+    INT64_MAX,  # COL_MIN_VALUE
+    INT64_MIN,  # COL_MAX_VALUE
+    0,  # COL_FIRST_LOW
+    0,  # COL_FIRST_HIGH
+    UNHIT_ORDER,  # COL_FIRST_ORDER
+    INT64_MAX,  # COL_FIRST_ROW
+    INT64_MIN,  # COL_LAST_ROW
+)
 KINDS = ("nan", "inf", "oob")
 
 
@@ -42,6 +64,8 @@ class DeviceTable:
     device: torch.device
     rows: torch.Tensor  # [max_sites, NUM_COLUMNS] int64
     when: torch.Tensor  # [1] int64, packed phase/step read by probes at run (or replay) time
+    sequence: torch.Tensor  # [1] int64, the next first-hit order number
+    finished: torch.Tensor  # [max_sites] int64, programs done per running launch (0 between)
 
 
 @dataclass
@@ -97,7 +121,13 @@ class WitnessRegistry:
                 rows = torch.tensor([EMPTY_ROW], dtype=torch.int64, device=device)
                 rows = rows.repeat(self.max_sites, 1)
                 stamp = torch.full((1,), when, dtype=torch.int64, device=device)
-                table = DeviceTable(device=device, rows=rows, when=stamp)
+                table = DeviceTable(
+                    device=device,
+                    rows=rows,
+                    when=stamp,
+                    sequence=torch.zeros(1, dtype=torch.int64, device=device),
+                    finished=torch.zeros(self.max_sites, dtype=torch.int64, device=device),
+                )
                 self.tables[str(device)] = table
         return table
 
@@ -114,7 +144,7 @@ class WitnessRegistry:
             table.when.fill_(when)
 
     def clear(self) -> None:
-        """Reset every row to its unhit state (site assignments are kept)."""
+        """Reset every row to its unhit state and the sequence to 0 (sites keep their rows)."""
         if not self.tables:
             return
         import torch
@@ -124,6 +154,7 @@ class WitnessRegistry:
         for table in self.tables.values():
             empty = torch.tensor(EMPTY_ROW, dtype=torch.int64, device=table.device)
             table.rows.copy_(empty.expand_as(table.rows))
+            table.sequence.zero_()
 
     def site_names(self) -> dict[int, tuple[str, str]]:
         """Row index -> (kind, site), a copy safe to use while probes add sites."""
@@ -131,8 +162,8 @@ class WitnessRegistry:
             return {slot: key for key, slot in self.slots.items()}
 
 
-def default_registry() -> WitnessRegistry:
-    """The process-wide witness registry used by the public API."""
+def witness_tables() -> WitnessRegistry:
+    """The process-wide witness registry (site rows and per-device tables) of the public API."""
     return _DEFAULT
 
 

@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prtoggle.bisect import (
+    BisectResult,
+    Judgement,
     Probe,
     Verdict,
     attribute,
@@ -204,3 +206,34 @@ def test_run_search_dispatches_on_mode() -> None:
         "ordered",
         "ddmin",
     ]
+
+
+@pytest.mark.parametrize("search", [ordered, ddmin])
+def test_a_conflicting_all_reverted_set_is_inconclusive_naming_the_recipes(
+    search: Callable[..., BisectResult],
+) -> None:
+    def oracle(reverted: tuple[int, ...]) -> Verdict | Judgement:
+        if {24856, 26521} <= set(reverted):
+            return Judgement("skip", reason="edit 1 of 1 matches nothing", conflict=(24856, 26521))
+        return "bad" if 26521 in reverted else "good"
+
+    result = search(PRS, oracle)
+    assert not result.found
+    assert result.runs == 2
+    assert result.probes[1].judgement == Judgement(
+        "skip", reason="edit 1 of 1 matches nothing", conflict=(24856, 26521)
+    )
+    assert result.conclusion == (
+        "inconclusive: the run with every candidate reverted cannot be judged: the reverts of "
+        "24856, 26521 conflict: they cannot be applied together (edit 1 of 1 matches nothing); "
+        "bisect fewer candidates (-r) so that their reverts apply together"
+    )
+
+
+def test_a_skipped_all_reverted_run_is_inconclusive_never_none_needed() -> None:
+    result = ordered(PRS, lambda reverted: "skip" if reverted else "good")
+    assert not result.found
+    assert result.conclusion == (
+        "inconclusive: the run with every candidate reverted cannot be judged: that run was "
+        "skipped (exit status 125); the search needs it to be bad"
+    )

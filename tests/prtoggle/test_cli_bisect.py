@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from cli_fakes import (
     ANSWER_FIX,
     BROKEN_FIX,
@@ -157,3 +158,87 @@ def test_bisect_over_a_guarding_pytest_file_names_the_guarded_fix(
     result = bisect("-r", f"{FIRST_HALF_FIX},{ANSWER_FIX}", "--", *pytest_command, str(test_file))
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-2] == f"culprit: {ANSWER_FIX} (attribute, 3 runs)"
+
+
+ACCURACY_SCRIPT = (
+    f"import {TARGET_MODULE} as m\n"
+    "accuracy = 0.93 if m.answer() == 42 else 0.41\n"
+    "print(f'step 1 accuracy: 0.10')\n"
+    "print(f'final accuracy: {accuracy}')\n"
+)
+"""An evaluation that always exits 0; its accuracy drops when ANSWER_FIX is reverted."""
+
+
+def write_accuracy_script(project: FakeProject) -> str:
+    path = project.source_dir / "evaluate.py"
+    path.write_text(ACCURACY_SCRIPT)
+    return str(path)
+
+
+def test_metric_bisect_names_the_fix_behind_an_accuracy_drop(fake_project: FakeProject) -> None:
+    script = write_accuracy_script(fake_project)
+    metric = ["--metric", r"final accuracy: ([0-9.]+)", "--threshold", "0.9"]
+    result = bisect(*metric, "--json", "--", sys.executable, script)
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["culprits"] == [ANSWER_FIX]
+    by_set = {tuple(probe["reverted"]): probe for probe in answer["probes"]}
+    assert by_set[()]["metric"] == 0.93
+    assert by_set[(ANSWER_FIX,)]["metric"] == 0.41
+    assert (by_set[(ANSWER_FIX,)]["exit_code"], by_set[(ANSWER_FIX,)]["verdict"]) == (0, "bad")
+    assert f"run 3: reverted {ANSWER_FIX} -> bad (exit 0, metric 0.41, " in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["ordered", "ddmin"])
+def test_metric_bisect_works_in_the_searching_modes(fake_project: FakeProject, mode: str) -> None:
+    script = write_accuracy_script(fake_project)
+    metric = ["--metric", r"final accuracy: ([0-9.]+)", "--threshold", "0.9"]
+    result = bisect("--mode", mode, *metric, "--", sys.executable, script)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-2].startswith(f"culprit: {ANSWER_FIX} ({mode}, ")
+
+
+def test_lower_is_better_reads_a_loss(fake_project: FakeProject) -> None:
+    loss = python_command(f"import {TARGET_MODULE} as m; print('loss=', 45 - m.answer())")
+    options = ["--metric", r"loss= (\d+)", "--threshold", "3", "--lower-is-better"]
+    result = bisect(*options, "-r", f"{ANSWER_FIX},{FIRST_HALF_FIX}", "--", *loss)
+    assert result.exit_code == 0, result.output
+    assert f"run 3: reverted {ANSWER_FIX} -> bad (exit 0, metric 4, " in result.output
+    assert result.output.splitlines()[-2] == f"culprit: {ANSWER_FIX} (attribute, 3 runs)"
+
+
+def test_a_run_without_the_metric_is_a_skip_with_the_reason(fake_project: FakeProject) -> None:
+    silent_when_reverted = python_command(
+        f"import {TARGET_MODULE} as m\nif m.answer() == 42:\n    print('accuracy: 0.95')\n"
+    )
+    options = ["--metric", r"accuracy: ([0-9.]+)", "--threshold", "0.9"]
+    result = bisect(*options, "-r", str(ANSWER_FIX), "--", *silent_when_reverted)
+    assert result.exit_code == 1
+    assert f"run 2: reverted {ANSWER_FIX} -> no metric, counted skip (exit 0, " in result.output
+    assert "no number matching --metric 'accuracy: ([0-9.]+)' in stdout or stderr" in result.output
+    assert f"skipped: {ANSWER_FIX}" in result.output
+
+
+def test_metric_options_are_checked_before_anything_runs(fake_project: FakeProject) -> None:
+    no_threshold = bisect("--metric", "acc: (.*)", "--", "true")
+    assert no_threshold.exit_code == 2
+    assert "--metric 'acc: (.*)' needs --threshold X (a number)" in no_threshold.stderr
+    bad_regex = bisect("--metric", "acc: (", "--threshold", "1", "--", "true")
+    assert bad_regex.exit_code == 2
+    assert "'acc: (' is not a regular expression: missing ), unterminated subpattern" in (
+        bad_regex.stderr
+    )
+    orphan = bisect("--threshold", "1", "--", "true")
+    assert orphan.exit_code == 2
+    assert "--threshold and --lower-is-better need --metric REGEX" in orphan.stderr
+
+
+def test_warm_and_cold_runs_give_the_same_answer_and_runs(fake_project: FakeProject) -> None:
+    check = [*FAILS_WHEN_BOTH_HALVES_ARE_GONE]
+    warm = bisect("--mode", "ddmin", "--json", "--", *check)
+    cold = bisect("--mode", "ddmin", "--json", "--cold", "--", *check)
+    assert warm.exit_code == cold.exit_code == 0
+    strip = lambda probes: [{**p, "seconds": None} for p in probes]  # noqa: E731
+    warm_answer, cold_answer = json.loads(warm.stdout), json.loads(cold.stdout)
+    assert strip(warm_answer.pop("probes")) == strip(cold_answer.pop("probes"))
+    assert warm_answer == cold_answer

@@ -373,8 +373,8 @@ def test_draft_decode_capture_reverted_26521_leaves_zero_lengths_and_nan(
     with pytest.raises(
         prtoggle.errors.NaNDetected,
         match=re.escape(
-            "2 sites hit: nan at trtllm_mha.draft_decode[step=0].layer[0].output: 192 elements, "
-            "first hit in phase capture-warmup"
+            "2 sites hit, in first-hit order: nan at trtllm_mha.draft_decode[step=0].layer[0]"
+            ".output: 192 elements in rows 0..2, first hit in phase capture-warmup"
         ),
     ):
         detect.check()

@@ -46,5 +46,5 @@ def test_an_empty_kv_range_is_reported_by_name(monkeypatch: pytest.MonkeyPatch) 
         detect.check()
     assert caught.value.sites == ("t.cache_seq_lens",)
     assert str(caught.value).startswith(
-        "1 site hit: oob at t.cache_seq_lens: 1 element, value 0 outside [1, 9)"
+        "1 site hit: oob at t.cache_seq_lens: 1 element in row 0, value 0 outside [1, 9)"
     )

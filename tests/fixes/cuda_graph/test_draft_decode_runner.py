@@ -108,8 +108,8 @@ def test_capture_with_26521_reverted_reports_nan_at_capture_warmup(
     with prtoggle.reverted(26521), pytest.raises(NaNDetected) as caught:
         runner.capture()
     assert str(caught.value).startswith(
-        "4 sites hit: nan at trtllm_mha.draft_decode[step=0].layer[0].output: 384 elements, "
-        "first hit in phase capture-warmup"
+        "4 sites hit, in first-hit order: nan at trtllm_mha.draft_decode[step=0].layer[0].output: "
+        "384 elements in rows 0..1, first hit in phase capture-warmup"
     )
 
 

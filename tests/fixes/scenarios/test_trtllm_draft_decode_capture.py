@@ -42,8 +42,8 @@ def test_reverted_run_names_the_nan_of_draft_step_zero_at_capture_warmup(
     with prtoggle.reverted(26521), pytest.raises(NaNDetected) as caught:
         scenario.run(ScenarioOptions())
     assert str(caught.value).startswith(
-        "6 sites hit: nan at trtllm_mha.draft_decode[step=0].layer[0].output: 768 elements, "
-        "first hit in phase capture-warmup at step 0"
+        "6 sites hit, in first-hit order: nan at trtllm_mha.draft_decode[step=0].layer[0].output: "
+        "768 elements in rows 0..3, first hit in phase capture-warmup at step 0"
     )
 
 
@@ -54,8 +54,8 @@ def test_reverted_run_names_the_empty_kv_range_with_range_probes_alone(
     with prtoggle.reverted(26521), pytest.raises(OOBDetected) as caught:
         scenario.run(ScenarioOptions())
     assert str(caught.value).startswith(
-        "3 sites hit: oob at trtllm_mha.draft_decode[step=0].cache_seq_lens: 12 elements, "
-        "value 0 outside [1, 65), first hit in phase capture-warmup"
+        "3 sites hit, in first-hit order: oob at trtllm_mha.draft_decode[step=0].cache_seq_lens: "
+        "12 elements in rows 0..3, value 0 outside [1, 65), first hit in phase capture-warmup"
     )
 
 

@@ -11,6 +11,9 @@ DETECT_ENV = (
     config.OOB_DETECTION_ENV,
     config.POISON_ENV,
     config.MODE_ENV,
+    config.SGLANG_ASYNC_ASSERT_ENV,
+    config.SGLANG_NAN_LOGITS_ENV,
+    config.SGLANG_INVARIANT_ENV,
 )
 
 

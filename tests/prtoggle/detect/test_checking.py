@@ -12,9 +12,9 @@ from prtoggle.detect import config, witness
 from prtoggle.errors import DetectUsageError, NaNDetected, OOBDetected, RedzoneViolation
 
 NAN_AND_OOB = (
-    "2 sites hit: oob at kv.idx: 1 element, value 9 outside [0, 8), first hit in phase eager "
-    "at step 0, lowest flat index 1; nan at attn.out: 1 element, first hit in phase eager at "
-    "step 0, lowest flat index 0"
+    "2 sites hit, in first-hit order: nan at attn.out: 1 element in row 0, first hit in phase "
+    "eager at step 0, lowest flat index 0; oob at kv.idx: 1 element in row 1, value 9 outside "
+    "[0, 8), first hit in phase eager at step 0, lowest flat index 1"
 )
 
 
@@ -29,11 +29,14 @@ def test_check_is_clean_before_any_probe() -> None:
 
 
 @pytest.mark.usefixtures("detection_on")
-def test_check_raises_the_most_severe_kind_naming_every_site() -> None:
+def test_check_raises_the_most_severe_kind_naming_every_site_first_writer_first() -> None:
     _hit_nan_and_oob()
     with pytest.raises(OOBDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == NAN_AND_OOB
+    assert excinfo.value.sites == ("attn.out", "kv.idx")
+    assert excinfo.value.first is excinfo.value.hits[0]
+    assert (excinfo.value.first.site, excinfo.value.first.order) == ("attn.out", 0)
 
 
 @pytest.mark.usefixtures("detection_on")
@@ -45,7 +48,7 @@ def test_hits_stay_until_reset_then_the_process_goes_on_clean() -> None:
     with pytest.raises(NaNDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "1 site hit: nan at attn.out: 2 elements, first hit in phase eager at step 0, "
+        "1 site hit: nan at attn.out: 2 elements in row 0, first hit in phase eager at step 0, "
         "lowest flat index 0"
     )
     detect.reset()
@@ -72,7 +75,7 @@ def test_record_mode_keeps_the_hits_for_report(monkeypatch: pytest.MonkeyPatch) 
     detect.check()
     report = detect.report()
     assert report.message() == NAN_AND_OOB
-    assert [hit.kind for hit in report.hits] == ["oob", "nan"]
+    assert [hit.kind for hit in report.hits] == ["nan", "oob"]
 
 
 def test_a_bad_mode_fails_check_even_when_clean(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +119,9 @@ def test_each_device_is_read_with_one_device_to_host_copy(
 
 
 @pytest.mark.usefixtures("detection_on")
-def test_redzone_violation_outranks_every_probe_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redzone_violation_outranks_every_probe_kind_and_is_listed_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(config.POISON_ENV, "1")
     buffer = detect.poisoned_buffer(2, dtype=torch.int64, device="cpu", name="pool")
     torch.empty(0, dtype=torch.int64).set_(buffer.untyped_storage(), 0, (3,), (1,))[2] = 0
@@ -124,6 +129,7 @@ def test_redzone_violation_outranks_every_probe_kind(monkeypatch: pytest.MonkeyP
     with pytest.raises(RedzoneViolation) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "3 sites hit: redzone of buffer pool: 8 bytes overwritten, first at byte 0 past its end "
-        "(16-byte buffer on cpu); " + NAN_AND_OOB.removeprefix("2 sites hit: ")
+        NAN_AND_OOB.replace("2 sites", "3 sites") + "; redzone of buffer pool: 8 bytes "
+        "overwritten, first at byte 0 past its end (16-byte buffer on cpu)"
     )
+    assert excinfo.value.sites == ("attn.out", "kv.idx", "pool")

@@ -51,7 +51,7 @@ def test_packed_when_round_trips_every_phase() -> None:
 
 
 def test_phase_and_step_changes_are_written_into_the_device_scalar() -> None:
-    table = witness.default_registry().table_for(torch.device("cpu"), when=clock.current_when())
+    table = witness.witness_tables().table_for(torch.device("cpu"), when=clock.current_when())
     clock.set_step(7)
     with clock.phase("replay"):
         assert table.when.item() == clock.pack_when("replay", 7)
@@ -61,12 +61,12 @@ def test_phase_and_step_changes_are_written_into_the_device_scalar() -> None:
 def test_device_write_is_deferred_while_capturing_and_flushed_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    table = witness.default_registry().table_for(torch.device("cpu"), when=clock.current_when())
+    table = witness.witness_tables().table_for(torch.device("cpu"), when=clock.current_when())
     monkeypatch.setattr(witness, "is_capturing", lambda: True)
     clock.set_step(3)
     assert table.when.item() == clock.pack_when("eager", 0)
-    assert witness.default_registry().stamp_pending
+    assert witness.witness_tables().stamp_pending
     monkeypatch.setattr(witness, "is_capturing", lambda: False)
     clock.sync_device_clock()
     assert table.when.item() == clock.pack_when("eager", 3)
-    assert not witness.default_registry().stamp_pending
+    assert not witness.witness_tables().stamp_pending

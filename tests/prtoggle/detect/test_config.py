@@ -41,7 +41,7 @@ def test_unknown_flag_value_names_the_variable_and_the_spellings(
         config.nan_detection_enabled()
     assert str(excinfo.value) == (
         "SGLANG_SPEC_NAN_DETECTION='maybe' is not a boolean: expected one of "
-        "1, on, true, yes (on) or '', '0', 'false', 'no', 'off' (off)"
+        "1, on, true, y, yes (on) or '', '0', 'false', 'n', 'no', 'off' (off)"
     )
 
 
@@ -83,4 +83,49 @@ def test_unknown_mode_in_the_environment_names_the_variable(
         config.current_mode()
     assert str(excinfo.value) == (
         "PRTOGGLE_DETECT_MODE: unknown detection mode 'panic': expected one of raise, warn, record"
+    )
+
+
+SGLANG_SWITCHES = [
+    ("SGLANG_ENABLE_NAN_LOGITS_CHECK", "true", (True, False, False)),
+    ("SGLANG_ENABLE_ASYNC_ASSERT", "y", (True, True, True)),
+    ("SGLANG_INVARIANT_CHECK", "1", (True, True, True)),
+    ("SGLANG_INVARIANT_CHECK", "2", (True, True, True)),
+    ("SGLANG_INVARIANT_CHECK", "0", (False, False, False)),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), SGLANG_SWITCHES)
+def test_sglang_switches_are_aliases_of_ours(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, expected: tuple[bool, ...]
+) -> None:
+    monkeypatch.setenv(name, value)
+    enabled = (
+        config.nan_detection_enabled(),
+        config.inf_detection_enabled(),
+        config.oob_detection_enabled(),
+    )
+    assert enabled == expected
+
+
+@pytest.mark.parametrize(("level", "mode"), [("1", "warn"), ("2", "raise"), ("0", "raise")])
+def test_the_invariant_level_picks_the_mode_unless_ours_is_set(
+    monkeypatch: pytest.MonkeyPatch, level: str, mode: str
+) -> None:
+    monkeypatch.setenv(config.SGLANG_INVARIANT_ENV, level)
+    assert config.current_mode() == mode
+    monkeypatch.setenv(config.MODE_ENV, "record")
+    assert config.current_mode() == "record"
+
+
+@pytest.mark.parametrize("value", ["3", "strict", "-1"])
+def test_an_unknown_invariant_level_lists_the_levels(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(config.SGLANG_INVARIANT_ENV, value)
+    with pytest.raises(DetectUsageError) as excinfo:
+        config.nan_detection_enabled()
+    assert str(excinfo.value) == (
+        f"SGLANG_INVARIANT_CHECK={value!r} is not a level: expected one of 0 (off), 1 (warn), "
+        "2 (strict)"
     )

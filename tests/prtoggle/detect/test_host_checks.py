@@ -20,7 +20,7 @@ BATCH_SIZE_MESSAGE = (
 
 def test_host_check_is_off_without_oob_detection() -> None:
     detect.maybe_check_host_range(5, 0, 4, "trtllm_mha.context.batch_size")
-    assert witness.default_registry().slots == {}
+    assert witness.witness_tables().slots == {}
 
 
 @pytest.mark.usefixtures("detection_on")
@@ -28,7 +28,7 @@ def test_a_value_inside_the_half_open_range_passes_and_records_nothing() -> None
     detect.maybe_check_host_range(0, 0, 4, "bs")
     detect.maybe_check_host_range(3, 0, 4, "bs")
     detect.maybe_check_host_range(np.int64(2), 0, 4, "bs")  # type: ignore[arg-type]
-    assert witness.default_registry().slots == {}
+    assert witness.witness_tables().slots == {}
 
 
 @pytest.mark.usefixtures("detection_on")
@@ -75,8 +75,8 @@ def test_host_hits_share_the_row_of_a_cpu_range_probe_with_the_same_site() -> No
     detect.maybe_detect_oob(torch.tensor([0, 7]), 0, 4, "idx")
     detect.maybe_check_host_range(-1, 0, 4, "idx")
     assert detect.report().message() == (
-        "1 site hit: oob at idx: 2 elements, values -1..7 outside [0, 4), first hit in phase "
-        "eager at step 0, lowest flat index 0"
+        "1 site hit: oob at idx: 2 elements in row 1, values -1..7 outside [0, 4), first hit "
+        "in phase eager at step 0, lowest flat index 0"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prtoggle.detect.report import RedzoneHit, SiteHit, format_hits, make_report
 from prtoggle.errors import InfDetected, NaNDetected, OOBDetected, RedzoneViolation
 
@@ -93,9 +95,9 @@ def test_inf_signs_and_a_single_oob_value_are_spelled_out() -> None:
         high=8,
     )
     assert format_hits([both, one_value]) == (
-        "2 sites hit: inf at x: 2 elements (+inf and -inf), first hit in phase eager at step 0, "
-        "lowest flat index 0; oob at y: 1 element, value -1 outside [0, 8), first hit in "
-        "phase eager at step 0, lowest flat index 0"
+        "2 sites hit, in first-hit order: inf at x: 2 elements (+inf and -inf), first hit in "
+        "phase eager at step 0, lowest flat index 0; oob at y: 1 element, value -1 outside "
+        "[0, 8), first hit in phase eager at step 0, lowest flat index 0"
     )
 
 
@@ -110,22 +112,35 @@ def test_items_name_their_device_when_hits_span_devices() -> None:
         step=1,
     )
     assert format_hits([NAN_HIT, on_gpu]) == (
-        "2 sites hit: nan at attn.out [cpu]: 4096 elements, first hit in phase capture-warmup "
-        "at step 0, lowest flat index 0; nan at attn.out [cuda:1]: 1 element, first hit in "
-        "phase replay at step 1, lowest flat index 5"
+        "2 sites hit, in first-hit order: nan at attn.out [cpu]: 4096 elements, first hit in "
+        "phase capture-warmup at step 0, lowest flat index 0; nan at attn.out [cuda:1]: 1 "
+        "element, first hit in phase replay at step 1, lowest flat index 5"
     )
 
 
-def test_report_orders_by_severity_and_raises_the_most_severe_class() -> None:
-    report = make_report([INF_HIT, NAN_HIT, OOB_HIT, REDZONE_HIT])
-    assert [hit.kind for hit in report.hits] == ["redzone", "oob", "nan", "inf"]
+def test_report_orders_by_first_hit_and_raises_the_most_severe_class() -> None:
+    ordered = [replace(hit, order=order) for order, hit in enumerate([INF_HIT, NAN_HIT, OOB_HIT])]
+    report = make_report([REDZONE_HIT, ordered[2], ordered[0], ordered[1]])
+    assert [hit.kind for hit in report.hits] == ["inf", "nan", "oob", "redzone"]
+    assert report.first is ordered[0]
     error = report.error()
     assert isinstance(error, RedzoneViolation)
     assert str(error) == format_hits(list(report.hits))
-    assert error.sites == ("kv_indices", "kv.indices", "attn.out", "logits")
+    assert error.sites == ("logits", "attn.out", "kv.indices", "kv_indices")
+    assert error.first is ordered[0]
     assert type(make_report([INF_HIT, OOB_HIT]).error()) is OOBDetected
     assert type(make_report([INF_HIT, NAN_HIT]).error()) is NaNDetected
     assert type(make_report([INF_HIT]).error()) is InfDetected
+
+
+def test_rows_are_named_when_recorded() -> None:
+    one_row = replace(NAN_HIT, first_row=1, last_row=1)
+    rows = replace(NAN_HIT, first_row=1, last_row=4)
+    assert format_hits([one_row]) == (
+        "1 site hit: nan at attn.out: 4096 elements in row 1, first hit in phase capture-warmup "
+        "at step 0, lowest flat index 0"
+    )
+    assert "4096 elements in rows 1..4, first hit" in format_hits([rows])
 
 
 def test_a_clean_report_has_no_message_and_no_error() -> None:

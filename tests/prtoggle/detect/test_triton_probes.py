@@ -59,13 +59,18 @@ def _probe_sequence(prefix: str, device: torch.device, provider: str) -> None:
 
 
 def _hits_by_site(prefix: str) -> dict[str, Hit]:
-    """This prefix's hits keyed by the rest of the site name, device left out."""
-    found: dict[str, Hit] = {}
-    for hit in detect.report().hits:
-        assert isinstance(hit, SiteHit)
-        if hit.site.startswith(prefix + "."):
-            found[hit.site[len(prefix) + 1 :]] = dataclasses.replace(hit, site="", device="")
-    return found
+    """This prefix's hits keyed by the rest of the site name, device left out, first-hit
+    order counted from this prefix's first hit."""
+    hits = [hit for hit in detect.report().hits if hit.site.startswith(prefix + ".")]
+    assert all(isinstance(hit, SiteHit) for hit in hits)
+    base = min(hit.order for hit in hits if isinstance(hit, SiteHit))
+    return {
+        hit.site[len(prefix) + 1 :]: dataclasses.replace(
+            hit, site="", device="", order=hit.order - base
+        )
+        for hit in hits
+        if isinstance(hit, SiteHit)
+    }
 
 
 def _assert_providers_agree(device: torch.device) -> None:
@@ -86,8 +91,12 @@ def _assert_providers_agree(device: torch.device) -> None:
         max_value=2**41,
         low=0,
         high=2**40,
+        order=len(reference) - 1,
+        first_row=2,
+        last_row=2,
     )
     assert reference["oob.late"] == expected
+    assert sorted(hit.order for hit in reference.values()) == list(range(len(reference)))
 
 
 @interpreter_only
@@ -107,8 +116,8 @@ def test_triton_nan_probe_reports_first_phase_and_lowest_index_on_cpu() -> None:
     with pytest.raises(NaNDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "1 site hit: nan at attn.out: 2 elements, first hit in phase capture-warmup at step 0, "
-        "lowest flat index 1400"
+        "1 site hit: nan at attn.out: 2 elements in rows 0..1, first hit in phase capture-warmup "
+        "at step 0, lowest flat index 1400"
     )
 
 
@@ -195,10 +204,11 @@ def test_probes_captured_in_a_cuda_graph_report_the_replay_phase_and_step() -> N
     with pytest.raises(OOBDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "3 sites hit: oob at g.idx: 2 elements, value 70 outside [0, 64), first hit in phase "
-        "replay at step 2, lowest flat index 5; oob at g.idx_int_bounds: 3 elements, value 70 "
-        "outside [-1, 64), first hit in phase replay at step 2, lowest flat index 5; nan at "
-        "g.x: 6 elements, first hit in phase replay at step 2, lowest flat index 100"
+        "3 sites hit, in first-hit order: nan at g.x: 6 elements in rows 100..4000, first hit "
+        "in phase replay at step 2, lowest flat index 100; oob at g.idx: 2 elements in row 5, "
+        "value 70 outside [0, 64), first hit in phase replay at step 2, lowest flat index 5; "
+        "oob at g.idx_int_bounds: 3 elements in row 5, value 70 outside [-1, 64), first hit in "
+        "phase replay at step 2, lowest flat index 5"
     )
 
 
@@ -220,7 +230,8 @@ def test_cuda_process_keeps_working_after_a_detection() -> None:
     with pytest.raises(NaNDetected) as excinfo:
         detect.check()
     assert str(excinfo.value) == (
-        "1 site hit: nan at m: 64 elements, first hit in phase eager at step 0, lowest flat index 0"
+        "1 site hit: nan at m: 64 elements in rows 0..7, first hit in phase eager at step 0, "
+        "lowest flat index 0"
     )
 
 
@@ -257,20 +268,28 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from prtoggle.detect import triton_probes as tp
 
-FLOAT = {"x_ptr": "*bf16", "n": "i32", "row_ptr": "*i64", "when_ptr": "*i64",
-         "CHECK_INF": "constexpr", "UPCAST": "constexpr", "BLOCK": "constexpr"}
-OOB = {"x_ptr": "*i32", "n": "i64", "low_ptr": "*i64", "high_ptr": "*i32", "low_value": "i32",
-       "high_value": "i64", "row_ptr": "*i64", "when_ptr": "*i64", "LOW_IS_PTR": "constexpr",
+TABLE = {"rows_ptr": "*i64", "when_ptr": "*i64", "sequence_ptr": "*i64", "finished_ptr": "*i64"}
+FLOAT = {"xs": ("*bf16", "*fp32"), "ns": ("i32", "i64"), "widths": ("i32", "i32"),
+         "slots": ("i32", "i32"), **TABLE,
+         "COUNT_TENSORS": "constexpr", "CHECK_INF": "constexpr", "BLOCK": "constexpr"}
+OOB = {"x_ptr": "*i32", "n": "i64", "width": "i32", "low_ptr": "*i64", "high_ptr": "*i32",
+       "low_value": "i32", "high_value": "i64", "row_ptr": "*i64", "when_ptr": "*i64",
+       "sequence_ptr": "*i64", "finished_ptr": "*i64", "LOW_IS_PTR": "constexpr",
        "HIGH_IS_PTR": "constexpr", "BLOCK": "constexpr"}
+# Triton may turn tuple elements equal to 1 into constants: the kernel must compile so too.
+ONES = {**FLOAT, "ns": ("constexpr", "i64"), "widths": ("constexpr", "i32"),
+        "slots": ("constexpr", "i32")}
 atomics = set()
 for fn, signature, constexprs in [
-    (tp._float_probe_kernel, FLOAT, {"CHECK_INF": False, "UPCAST": True, "BLOCK": 1024}),
-    (tp._float_probe_kernel, FLOAT, {"CHECK_INF": True, "UPCAST": True, "BLOCK": 1024}),
+    (tp._float_probe_kernel, ONES, {(1, 0): 1, (2, 0): 1, (3, 0): 1, "COUNT_TENSORS": 2,
+                                    "CHECK_INF": False, "BLOCK": 1024}),
+    (tp._float_probe_kernel, FLOAT, {"COUNT_TENSORS": 2, "CHECK_INF": False, "BLOCK": 1024}),
+    (tp._float_probe_kernel, FLOAT, {"COUNT_TENSORS": 2, "CHECK_INF": True, "BLOCK": 1024}),
     (tp._oob_probe_kernel, OOB, {"LOW_IS_PTR": False, "HIGH_IS_PTR": True, "BLOCK": 1024}),
 ]:
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
-    atomics |= {".".join(op) for op in re.findall(r"atom\.[\w.]*?\.(add|cas|max|min)\.(\w+)", ptx)}
+    atomics |= {".".join(op) for op in re.findall(r"atom\.[\w.]*?\.(add|exch|max|min)\.(\w+)", ptx)}
 print(sorted(atomics))
 """
 
@@ -287,4 +306,4 @@ def test_kernels_compile_to_sm90_with_64_bit_atomics_without_a_gpu(tmp_path: Pat
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "['add.u64', 'cas.b64', 'max.s64', 'min.s64']\n"
+    assert result.stdout == "['add.u64', 'exch.b64', 'max.s64', 'min.s64']\n"
