@@ -13,6 +13,7 @@ from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
 from prtoggle.cli_check import check_command
 from prtoggle.cli_coverage import coverage_command
+from prtoggle.cli_import_sglang import import_sglang_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
     EXIT_STATUS_HELP,
@@ -191,6 +192,7 @@ cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
 cli.add_command(coverage_command)
+cli.add_command(import_sglang_command)
 
 
 def main() -> None:
