@@ -27,7 +27,9 @@ COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
 the prtoggle plugin loaded: prtoggle appends `--no-guard-variants
 --prtoggle-report FILE` and reads each test's outcome from FILE, never from
 the output. It runs once plain and once per selected fix with only that fix
-reverted (SGLANG_DEBUG_REVERT_PR=N, applied at start-up), --jobs at a time.
+reverted (SGLANG_DEBUG_REVERT_PR=N, applied at start-up), --jobs at a time;
+`python -m pytest ...` runs fork from a warm worker that imported torch,
+triton and pytest once (--cold: fresh processes).
 A test guards a fix when it passes plain and fails or errors with the fix
 reverted. Tests that fail plain are listed apart and never count as guards.
 
@@ -75,6 +77,11 @@ Examples:
     show_default=True,
     help="Seconds each pytest run may take before it is killed.",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--html",
@@ -92,22 +99,34 @@ def coverage_command(
     require_guard: bool,
     jobs: int | None,
     timeout: float,
+    cold: bool,
     as_json: bool,
     html_path: Path | None,
     command: tuple[str, ...],
 ) -> None:
     """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
     from prtoggle.coverage import run_coverage
+    from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
 
+    if html_path is not None and not html_path.resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{html_path}: its directory {html_path.resolve().parent} does not exist",
+            param_hint="--html",
+        )
     registry = load_default_registry()
     fixes = _selected(registry, revert_specs, run_all=run_all, collection=collection)
-    report = run_coverage(
-        fixes,
-        command,
-        jobs=jobs or os.cpu_count() or 1,
-        timeout=timeout,
-        on_run=_print_progress,
-    )
+    # torch, triton, pytest imported once; not the fixes' modules: a conftest may set
+    # variables (TRITON_INTERPRET) that their import reads
+    preload = [*HEAVY_MODULES, "pytest"]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        report = run_coverage(
+            fixes,
+            command,
+            jobs=jobs or os.cpu_count() or 1,
+            timeout=timeout,
+            on_run=_print_progress,
+            runner=runner,
+        )
     if html_path is not None:
         from prtoggle.coverage_html import render_html
 

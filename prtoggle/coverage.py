@@ -23,6 +23,7 @@ from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, repor
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
+    from prtoggle.warm_worker import CommandRunner
 
 Cell = Literal["guards", "passes", "skipped", "plain-fails", "not-run", "run-failed"]
 CELL_SYMBOLS: Mapping[Cell, str] = {
@@ -123,20 +124,24 @@ def run_coverage(
     jobs: int,
     timeout: float = DEFAULT_TIMEOUT,
     on_run: Callable[[SuiteRun], None] | None = None,
+    runner: CommandRunner | None = None,
 ) -> CoverageReport:
     """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
 
     SGLANG_DEBUG_REVERT_PR names PR numbers, so a number held by two collections is
-    reverted in both: their entries share one run.
+    reverted in both: their entries share one run. `runner` starts each run (default: a
+    fresh process; a WarmWorker's `run` forks it warm). When anything (an Interrupted
+    from a signal) leaves early, queued runs are cancelled.
     """
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
     prs = sorted({fix.pr for fix in fixes})  # one run per PR number, whatever its collections
     runs: dict[tuple[int, ...], SuiteRun] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = [
-            pool.submit(run_suite, command, prs=reverts, timeout=timeout)
+            pool.submit(run_suite, command, prs=reverts, timeout=timeout, runner=runner)
             for reverts in [(), *((pr,) for pr in prs)]
         ]
         for future in as_completed(futures):
@@ -144,6 +149,12 @@ def run_coverage(
             runs[run.prs] = run
             if on_run is not None:
                 on_run(run)
+    except BaseException:
+        # Do not wait here for runs in flight: the caller ends them (the signal handler
+        # ends plain children; closing a warm worker kills the runs it forked).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     plain = runs[()]
     if plain.error is not None:
         raise RunnerError(f"the plain run of {' '.join(command)!r} wrote no report: {plain.error}")
@@ -158,7 +169,13 @@ def run_coverage(
     )
 
 
-def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -> SuiteRun:
+def run_suite(
+    command: Sequence[str],
+    *,
+    prs: tuple[int, ...],
+    timeout: float,
+    runner: CommandRunner | None = None,
+) -> SuiteRun:
     """Run the pytest command once with `prs` reverted at start-up; read its report."""
     from prtoggle.child_process import output_tail, run_command
     from prtoggle.toggle import child_env
@@ -168,7 +185,7 @@ def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
-        run = run_command(argv, env=env, timeout=timeout)
+        run = (runner or run_command)(argv, env=env, timeout=timeout)
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
