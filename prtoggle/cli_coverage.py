@@ -75,6 +75,11 @@ Examples:
     show_default=True,
     help="Seconds each pytest run may take before it is killed.",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every pytest run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--html",
@@ -92,22 +97,27 @@ def coverage_command(
     require_guard: bool,
     jobs: int | None,
     timeout: float,
+    cold: bool,
     as_json: bool,
     html_path: Path | None,
     command: tuple[str, ...],
 ) -> None:
     """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
     from prtoggle.coverage import run_coverage
+    from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
 
     registry = load_default_registry()
     fixes = _selected(registry, revert_specs, run_all=run_all, collection=collection)
-    report = run_coverage(
-        fixes,
-        command,
-        jobs=jobs or os.cpu_count() or 1,
-        timeout=timeout,
-        on_run=_print_progress,
-    )
+    preload = [*HEAVY_MODULES, "pytest", *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        report = run_coverage(
+            fixes,
+            command,
+            jobs=jobs or os.cpu_count() or 1,
+            timeout=timeout,
+            on_run=_print_progress,
+            runner=runner,
+        )
     if html_path is not None:
         from prtoggle.coverage_html import render_html
 

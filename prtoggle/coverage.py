@@ -23,6 +23,7 @@ from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, repor
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix
+    from prtoggle.warm_worker import CommandRunner
 
 Cell = Literal["guards", "passes", "skipped", "plain-fails", "not-run", "run-failed"]
 CELL_SYMBOLS: Mapping[Cell, str] = {
@@ -123,6 +124,7 @@ def run_coverage(
     jobs: int,
     timeout: float = DEFAULT_TIMEOUT,
     on_run: Callable[[SuiteRun], None] | None = None,
+    runner: CommandRunner | None = None,
 ) -> CoverageReport:
     """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
 
@@ -136,7 +138,7 @@ def run_coverage(
     runs: dict[tuple[int, ...], SuiteRun] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [
-            pool.submit(run_suite, command, prs=reverts, timeout=timeout)
+            pool.submit(run_suite, command, prs=reverts, timeout=timeout, runner=runner)
             for reverts in [(), *((pr,) for pr in prs)]
         ]
         for future in as_completed(futures):
@@ -158,8 +160,17 @@ def run_coverage(
     )
 
 
-def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -> SuiteRun:
-    """Run the pytest command once with `prs` reverted at start-up; read its report."""
+def run_suite(
+    command: Sequence[str],
+    *,
+    prs: tuple[int, ...],
+    timeout: float,
+    runner: CommandRunner | None = None,
+) -> SuiteRun:
+    """Run the pytest command once with `prs` reverted at start-up; read its report.
+
+    `runner` starts it: `run_command` by default, or a WarmWorker's `run` (forked warm).
+    """
     from prtoggle.child_process import output_tail, run_command
     from prtoggle.toggle import child_env
 
@@ -168,7 +179,7 @@ def run_suite(command: Sequence[str], *, prs: tuple[int, ...], timeout: float) -
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
-        run = run_command(argv, env=env, timeout=timeout)
+        run = (runner or run_command)(argv, env=env, timeout=timeout)
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
