@@ -27,7 +27,9 @@ COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
 the prtoggle plugin loaded: prtoggle appends `--no-guard-variants
 --prtoggle-report FILE` and reads each test's outcome from FILE, never from
 the output. It runs once plain and once per selected fix with only that fix
-reverted (SGLANG_DEBUG_REVERT_PR=N, applied at start-up), --jobs at a time.
+reverted (SGLANG_DEBUG_REVERT_PR=N, applied at start-up), --jobs at a time;
+`python -m pytest ...` runs fork from a warm worker that imported torch,
+triton and pytest once (--cold: fresh processes).
 A test guards a fix when it passes plain and fails or errors with the fix
 reverted. Tests that fail plain are listed apart and never count as guards.
 
@@ -78,7 +80,7 @@ Examples:
 @click.option(
     "--cold",
     is_flag=True,
-    help="Start every pytest run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+    help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
@@ -106,9 +108,16 @@ def coverage_command(
     from prtoggle.coverage import run_coverage
     from prtoggle.warm_worker import HEAVY_MODULES, command_runner, warm_enabled
 
+    if html_path is not None and not html_path.resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{html_path}: its directory {html_path.resolve().parent} does not exist",
+            param_hint="--html",
+        )
     registry = load_default_registry()
     fixes = _selected(registry, revert_specs, run_all=run_all, collection=collection)
-    preload = [*HEAVY_MODULES, "pytest", *(fix.component for fix in fixes if fix.component)]
+    # torch, triton, pytest imported once; not the fixes' modules: a conftest may set
+    # variables (TRITON_INTERPRET) that their import reads
+    preload = [*HEAVY_MODULES, "pytest"]
     with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
         report = run_coverage(
             fixes,

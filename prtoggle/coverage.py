@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, report_options
 
 if TYPE_CHECKING:
+    from prtoggle.child_process import CommandRun
     from prtoggle.registry import Fix
     from prtoggle.warm_worker import CommandRunner
 
@@ -129,14 +130,17 @@ def run_coverage(
     """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
 
     SGLANG_DEBUG_REVERT_PR names PR numbers, so a number held by two collections is
-    reverted in both: their entries share one run.
+    reverted in both: their entries share one run. `runner` starts each run (default: a
+    fresh process; a WarmWorker's `run` forks it warm). When anything (an Interrupted
+    from a signal) leaves early, queued runs are cancelled.
     """
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
     prs = sorted({fix.pr for fix in fixes})  # one run per PR number, whatever its collections
     runs: dict[tuple[int, ...], SuiteRun] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = [
             pool.submit(run_suite, command, prs=reverts, timeout=timeout, runner=runner)
             for reverts in [(), *((pr,) for pr in prs)]
@@ -146,6 +150,12 @@ def run_coverage(
             runs[run.prs] = run
             if on_run is not None:
                 on_run(run)
+    except BaseException:
+        # Do not wait here for runs in flight: the caller ends them (the signal handler
+        # ends plain children; closing a warm worker kills the runs it forked).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     plain = runs[()]
     if plain.error is not None:
         raise RunnerError(f"the plain run of {' '.join(command)!r} wrote no report: {plain.error}")
@@ -167,11 +177,8 @@ def run_suite(
     timeout: float,
     runner: CommandRunner | None = None,
 ) -> SuiteRun:
-    """Run the pytest command once with `prs` reverted at start-up; read its report.
-
-    `runner` starts it: `run_command` by default, or a WarmWorker's `run` (forked warm).
-    """
-    from prtoggle.child_process import output_tail, run_command
+    """Run the pytest command once with `prs` reverted at start-up; read its report."""
+    from prtoggle.child_process import run_command
     from prtoggle.toggle import child_env
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
@@ -183,8 +190,7 @@ def run_suite(
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
-            last = output_tail(run).splitlines()[-1:] or ["no output"]
-            error = f"exit status {run.returncode}, no report; last line: {last[0]}"
+            error = _no_report_error(run, prs)
         else:
             error = None
         report = read_report(report_path) if error is None else None
@@ -229,6 +235,19 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
         if not nodeid or test.startswith((f"{nodeid}::", f"{nodeid}/")):
             return nodeid
     return None
+
+
+def _no_report_error(run: CommandRun, prs: tuple[int, ...]) -> str:
+    """Why a run wrote no report: the start-up hook refused a revert, or the last line."""
+    from prtoggle.child_process import output_tail
+
+    lines = output_tail(run).splitlines()
+    refused = [line for line in lines if line.startswith(f"{BOOTSTRAP_FAILURE_PREFIX}: ")]
+    if run.returncode == BOOTSTRAP_FAILURE_EXIT_CODE and refused:
+        reason = refused[-1][len(BOOTSTRAP_FAILURE_PREFIX) + 2 :]
+        return f"the revert of PR {', '.join(map(str, prs))} did not apply: {reason}"
+    last = lines[-1:] or ["no output"]
+    return f"exit status {run.returncode}, no report; last line: {last[0]}"
 
 
 def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:

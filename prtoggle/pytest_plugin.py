@@ -164,7 +164,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     metafunc.parametrize(
         GUARD_FIXTURE,
-        [None, *guards],
+        [FIXED_ID, *guards],
         indirect=True,
         ids=[FIXED_ID, *(guard.variant_id for guard in guards)],
     )
@@ -177,25 +177,22 @@ def prtoggle_guard(request: pytest.FixtureRequest) -> Iterator[Guard | None]:
     Autouse, so that it is set up before the test's other function-scoped fixtures: a
     `[reverted-N]` variant reverts N here, before them.
     """
-    guard: Guard | None = getattr(request, "param", None)
+    param = getattr(request, "param", None)  # FIXED_ID or a Guard where prtoggle parametrized
     node = request.node
-    if not isinstance(node, pytest.Function):
-        yield None
-        return
-    if guard is None:
-        if request.node.name.endswith(f"{FIXED_ID}]"):
+    if not isinstance(param, Guard) or not isinstance(node, pytest.Function):
+        if param == FIXED_ID and isinstance(node, pytest.Function):
             node.stash[_PLAIN_ID_KEY] = _plain_nodeid(node.nodeid, FIXED_ID)
         yield None
         return
-    node.stash[_GUARD_KEY] = guard
-    _refuse_when_the_plain_test_fails(node, guard)
-    if guard.subprocess:
-        yield guard
+    node.stash[_GUARD_KEY] = param
+    _refuse_when_the_plain_test_fails(node, param)
+    if param.subprocess:
+        yield param
         return
     from prtoggle.toggle import reverted
 
-    with reverted(guard.pr):
-        yield guard
+    with reverted(param.pr):
+        yield param
 
 
 @pytest.hookimpl(wrapper=True)

@@ -297,8 +297,8 @@ def _maybe_apply_reverts() -> None:
     from prtoggle.toggle import guard_child_process, maybe_revert_pr_fix
 
     _cached_registry.cache_clear()
-    try:  # as prtoggle/_bootstrap/sitecustomize.py does in a fresh child
-        guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)
+    try:
+        guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)  # as the bootstrap does
         maybe_revert_pr_fix()
     except (PrToggleError, ImportError) as exc:
         sys.stderr.write(f"{BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")

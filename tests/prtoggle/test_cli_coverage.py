@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from cli_fakes import (
     ANSWER_FIX,
     BROKEN_FIX,
@@ -38,7 +42,7 @@ def test_require_guard_exits_1_naming_every_unguarded_fix(
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
         f"coverage: no test guards PR {BROKEN_FIX} (registry): its reverted run failed (the "
-        f"revert of PR {BROKEN_FIX} did not apply: prtoggle.errors.PatchApplicationError: "
+        f"revert of PR {BROKEN_FIX} did not apply: PR {BROKEN_FIX} could not be reverted when "
     )
     assert last.endswith(f"; PR {HARMLESS_FIX} (registry)")
     lines = result.stdout.splitlines()
@@ -73,7 +77,15 @@ def test_json_lists_each_fix_with_its_guarding_tests_and_the_plain_failures(
     suite = write_suite(tmp_path)
     result = CliRunner().invoke(
         cli,
-        ["coverage", "-r", f"{ANSWER_FIX},{HARMLESS_FIX}", "--json", "--", *pytest_command(suite)],
+        [
+            "coverage",
+            "--cold",
+            "-r",
+            f"{ANSWER_FIX},{HARMLESS_FIX}",
+            "--json",
+            "--",
+            *pytest_command(suite),
+        ],
     )
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
@@ -124,3 +136,77 @@ def test_a_command_that_writes_no_report_is_an_error(fake_project: FakeProject) 
         "error: the plain run of 'true' wrote no report: exit status 0, no report; "
         "last line: no output\n"
     )
+
+
+SLEEPING_TEST = """
+import os
+import time
+from pathlib import Path
+
+
+def test_sleeps():
+    pids = Path(os.environ["PIDS_DIR"])
+    (pids / f".{os.getpid()}").write_text(str(os.getpid()))
+    (pids / f".{os.getpid()}").rename(pids / f"{os.getpid()}.pid")
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_every_running_pytest_and_exits_128_plus_n_within_2_s(
+    fake_project: FakeProject, tmp_path: Path, signum: signal.Signals
+) -> None:
+    suite, pids = tmp_path / "sleeping", tmp_path / "pids"
+    suite.mkdir()
+    pids.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (suite / "test_sleeping.py").write_text(SLEEPING_TEST)
+    argv = [sys.executable, "-m", "prtoggle", "coverage", "-r", f"{ANSWER_FIX},{FIRST_HALF_FIX}"]
+    argv += ["--jobs", "2", "--", *pytest_command(suite)]
+    process = subprocess.Popen(
+        argv,
+        env={**fake_project.env(), "PIDS_DIR": str(pids)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(list(pids.glob("*.pid"))) < 2:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the two pytest runs did not start"
+        time.sleep(0.05)
+    sent = time.monotonic()
+    process.send_signal(signum)
+    try:
+        _stdout, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    seconds = time.monotonic() - sent
+    assert (process.returncode, stderr.splitlines()[-1]) == (
+        128 + signum,
+        f"interrupted by {signum.name}",
+    )
+    assert seconds < 2.0
+    test_pids = [int(path.read_text()) for path in pids.glob("*.pid")]
+    time.sleep(0.2)
+    assert [pid for pid in test_pids if _is_running(pid)] == []
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")
+
+
+def test_an_html_file_in_a_missing_directory_is_refused_before_any_run(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    target = tmp_path / "missing" / "coverage.html"
+    result = CliRunner().invoke(cli, ["coverage", "--html", str(target), "--", "false"])
+    assert result.exit_code == 2
+    assert f"{target}: its directory {target.parent} does not exist" in result.output

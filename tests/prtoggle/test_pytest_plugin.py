@@ -393,3 +393,15 @@ def test_a_duplicate_marker_makes_one_variant(
         )
     )
     pytester.runpytest_inprocess().assert_outcomes(passed=2)
+
+
+def test_tests_without_guards_keep_their_ids_whatever_their_parameters(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.parametrize('x', [1], ids=['prefixed'])\n"
+        "def test_x(x):\n    pass\n"
+    )
+    result = pytester.runpytest_inprocess("-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*::test_x[[]prefixed[]] PASSED*"])

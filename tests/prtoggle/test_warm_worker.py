@@ -25,6 +25,7 @@ from cli_fakes import (
 
 from prtoggle.child_process import CommandRun, classify_exit, run_command
 from prtoggle.errors import RunnerError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 from prtoggle.toggle import child_env
 from prtoggle.warm_worker import WarmWorker, python_invocation, warm_enabled
 
@@ -189,10 +190,13 @@ def test_a_revert_that_cannot_apply_stops_the_run_as_in_a_fresh_process(
     env = child_env((BROKEN_FIX,), base=stable_env())
     argv = [sys.executable, "-c", "import prtoggle_fake_target; print('ran unreverted')"]
     fresh, warm = both(worker, argv, env=env)
-    assert warm.returncode == fresh.returncode == 78
+    assert warm.returncode == fresh.returncode == BOOTSTRAP_FAILURE_EXIT_CODE
     assert warm.stdout == fresh.stdout == ""
     assert warm.stderr == fresh.stderr
-    assert warm.stderr.startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
+    assert warm.stderr.startswith(
+        "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 90002 could not be reverted when "
+        "prtoggle_fake_target was imported"
+    )
     assert classify_exit(warm) == classify_exit(fresh) == "skip"
 
 
