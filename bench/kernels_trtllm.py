@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from fixes.kernels.flashinfer_mha import paged_layout
+from fixes.kernels.trtllm_fmha_contract import ContextArgs, DecodeArgs
 from fixes.kernels.trtllm_fmha_triton import TritonBlockConfig, triton_context, triton_decode
 
 HEADS, KV_HEADS, HEAD_DIM, PAGE = 32, 8, 128, 16
@@ -113,15 +114,17 @@ def triton_decode_fn(
     b: Batch, out: torch.Tensor, config: TritonBlockConfig | None = None
 ) -> Callable[[], object]:
     return lambda: triton_decode(
-        query=b.query,
-        k_cache=b.k_cache,
-        v_cache=b.v_cache,
-        block_tables=b.block_tables,
-        seq_lens=b.seq_lens,
-        max_seq_len=b.kv_len,
-        softmax_scale=HEAD_DIM**-0.5,
-        q_len_per_req=1,
-        out=out,
+        DecodeArgs(
+            query=b.query,
+            k_cache=b.k_cache,
+            v_cache=b.v_cache,
+            block_tables=b.block_tables,
+            seq_lens=b.seq_lens,
+            max_seq_len=b.kv_len,
+            softmax_scale=HEAD_DIM**-0.5,
+            q_len_per_req=1,
+            out=out,
+        ),
         config=config,
     )
 
@@ -130,17 +133,19 @@ def triton_context_fn(
     b: Batch, out: torch.Tensor, config: TritonBlockConfig | None = None
 ) -> Callable[[], object]:
     return lambda: triton_context(
-        query=b.query,
-        k_cache=b.k_cache,
-        v_cache=b.v_cache,
-        block_tables=b.block_tables,
-        seq_lens=b.seq_lens,
-        max_q_len=b.q_len,
-        max_kv_len=b.kv_len,
-        softmax_scale=HEAD_DIM**-0.5,
-        batch_size=b.seq_lens.shape[0],
-        cum_seq_lens_q=b.cum_q,
-        out=out,
+        ContextArgs(
+            query=b.query,
+            k_cache=b.k_cache,
+            v_cache=b.v_cache,
+            block_tables=b.block_tables,
+            seq_lens=b.seq_lens,
+            max_q_len=b.q_len,
+            max_kv_len=b.kv_len,
+            softmax_scale=HEAD_DIM**-0.5,
+            batch_size=b.seq_lens.shape[0],
+            cum_seq_lens_q=b.cum_q,
+            out=out,
+        ),
         config=config,
     )
 

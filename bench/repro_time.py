@@ -54,9 +54,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--ratio-rounds", type=int, default=0, metavar="N")
     parser.add_argument("--skip-phases", action="store_true", help="only the ratio rounds")
+    parser.add_argument("--prs", nargs="*", default=None, help="ratio rounds: these, not --all")
     args = parser.parse_args()
     if args.skip_phases:
-        _ratio_rounds(args.ratio_rounds, device=args.device, as_json=args.json)
+        _ratio_rounds(args.ratio_rounds, device=args.device, as_json=args.json, prs=args.prs)
         return
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEBUG_REVERT_PR"}
     env.update(DETECTION_ENV)
@@ -88,25 +89,26 @@ def main() -> None:
             )
     print(f"prtoggle repro --all: {rows['prtoggle repro --all (wall)']:.1f} s wall")
     if args.ratio_rounds:
-        _ratio_rounds(args.ratio_rounds, device=args.device, as_json=False)
+        _ratio_rounds(args.ratio_rounds, device=args.device, as_json=False, prs=args.prs)
 
 
 BISECT_CHECK = "import fixes.attention.trtllm_mha_backend"
 """A Python check that imports the engine (torch included) and does nothing else."""
 
 
-def _ratio_rounds(rounds: int, *, device: str, as_json: bool) -> None:
+def _ratio_rounds(rounds: int, *, device: str, as_json: bool, prs: list[str] | None) -> None:
     """`rounds` interleaved rounds of import torch / repro warm / repro cold / bisect runs."""
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEBUG_REVERT_PR"}
-    repro = [sys.executable, "-m", "prtoggle", "repro", "--all", "--device", device]
+    selection = prs if prs else ["--all"]
+    repro = [sys.executable, "-m", "prtoggle", "repro", *selection, "--device", device]
     bisect = [sys.executable, "-m", "prtoggle", "bisect", "--json", "-r", "26521,24856"]
     check = ["--", sys.executable, "-c", BISECT_CHECK]
     samples: dict[str, list[float]] = {}
     for _ in range(rounds):
         for name, argv in (
             ("import torch", [sys.executable, "-c", "import torch"]),
-            ("repro --all (warm)", repro),
-            ("repro --all --cold", [*repro, "--cold"]),
+            (f"repro {' '.join(selection)} (warm)", repro),
+            (f"repro {' '.join(selection)} --cold", [*repro, "--cold"]),
         ):
             samples.setdefault(name, []).append(_wall(argv, env))
         for name, extra in (("bisect run (warm)", []), ("bisect run (--cold)", ["--cold"])):
@@ -119,7 +121,7 @@ def _ratio_rounds(rounds: int, *, device: str, as_json: bool) -> None:
     print(f"\n{rounds} interleaved rounds; median wall s, and ratio to `import torch`:")
     for name, value in medians.items():
         spread = f"{min(samples[name]):.2f}-{max(samples[name]):.2f}"
-        print(f"  {name:22} {value:7.2f} s  ({spread})  x{value / base:5.1f}")
+        print(f"  {name:36} {value:7.2f} s  ({spread})  x{value / base:5.1f}")
 
 
 def _bisect_run_seconds(argv: list[str], env: dict[str, str]) -> list[float]:

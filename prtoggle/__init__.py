@@ -7,7 +7,10 @@ from typing import Any
 from prtoggle.errors import PrToggleError
 
 __all__ = [
+    "CodePatcher",
     "PrToggleError",
+    "apply_edits",
+    "apply_patches_from_config",
     "is_reverted",
     "maybe_revert_pr_fix",
     "patched_targets",
@@ -19,6 +22,7 @@ __version__ = "0.1.0"
 _TOGGLE_EXPORTS = frozenset(
     {"is_reverted", "maybe_revert_pr_fix", "patched_targets", "pending_targets", "reverted"}
 )
+_SOURCE_PATCHER_EXPORTS = frozenset({"CodePatcher", "apply_edits", "apply_patches_from_config"})
 
 
 def __getattr__(name: str) -> Any:
@@ -27,4 +31,8 @@ def __getattr__(name: str) -> Any:
         from prtoggle import toggle
 
         return getattr(toggle, name)
+    if name in _SOURCE_PATCHER_EXPORTS:
+        from prtoggle import source_patcher
+
+        return getattr(source_patcher, name)
     raise AttributeError(f"module 'prtoggle' has no attribute {name!r}")

@@ -91,7 +91,7 @@ class RunRecord:
 def command_oracle(
     argv: list[str],
     *,
-    fixes: Mapping[int, Fix],
+    fixes: Mapping[int, Sequence[Fix]],
     run: CommandRunner,
     timeout: float | None,
     counts: Mapping[str, Verdict],
@@ -105,7 +105,7 @@ def command_oracle(
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
 
     def oracle(reverted: tuple[int, ...]) -> Judgement:
-        conflict = revert_conflict([fixes[pr] for pr in reverted])
+        conflict = revert_conflict([fix for pr in reverted for fix in fixes[pr]])
         if conflict is not None:
             prs, message = conflict
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
@@ -128,7 +128,7 @@ def revert_conflict(fixes: Sequence[Fix]) -> tuple[tuple[int, int], str] | None:
     child applies them. None when every shared target takes every layer.
     """
     from prtoggle.patching.source_tree import find_in_source_tree
-    from prtoggle.patching.swap import build_replacement
+    from prtoggle.patching.swap import apply_layers
 
     sharing: dict[str, list[Fix]] = {}
     for fix in sorted(fixes, key=lambda f: f.pr):
@@ -145,7 +145,7 @@ def revert_conflict(fixes: Sequence[Fix]) -> tuple[tuple[int, int], str] | None:
         for first, second in combinations(editors, 2):
             layers = [_layer(first, target), _layer(second, target)]
             try:
-                build_replacement(source, layers)
+                apply_layers(source, layers)
             except PrToggleError as exc:
                 return (first.pr, second.pr), str(exc).splitlines()[0]
     return None

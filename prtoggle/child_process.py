@@ -208,6 +208,15 @@ def own_group(pgid: int, *, has_exited: Callable[[], bool]) -> None:
     _OWNER.running[pgid] = has_exited
 
 
+def raise_if_interrupted() -> None:
+    """Raise Interrupted once a signal is ending the owned children.
+
+    For runners that start children by other means (the warm worker): call it before a
+    run starts and right after `own_group`, as `start_child` does.
+    """
+    _OWNER.raise_if_stopping()
+
+
 def disown(pgid: int) -> None:
     """Stop owning the process group `pgid` (after the caller reaped its leader)."""
     _OWNER.running.pop(pgid, None)
@@ -221,15 +230,20 @@ def owning_children() -> Iterator[None]:
     handler does that in the main thread, then raises Interrupted there; children that
     other threads start or finish afterwards raise Interrupted too (queued work is thus
     cancelled). A second signal meanwhile is ignored, and after an interruption both
-    signals stay ignored: the process is expected to exit with `Interrupted.exit_status`.
+    signals stay ignored (SIG_IGN, also through interpreter exit): the process is expected
+    to exit with `Interrupted.exit_status`.
     Leaving the block ends any child still owned. Nests; outside the main thread it only
-    ends leftovers on exit.
+    ends leftovers on exit. A signal this process ignores on entry stays ignored.
     """
     outermost = _OWNER.depth == 0
     in_main = threading.current_thread() is threading.main_thread()
     previous: dict[int, Any] = {}
-    if outermost and in_main:
-        previous = {number: signal.signal(number, _OWNER.on_signal) for number in _OWNED_SIGNALS}
+    if outermost and in_main:  # a signal ignored at start (`cmd &` in a script) stays ignored
+        previous = {
+            number: signal.signal(number, _OWNER.on_signal)
+            for number in _OWNED_SIGNALS
+            if signal.getsignal(number) is not signal.SIG_IGN
+        }
     _OWNER.depth += 1
     try:
         yield
@@ -239,7 +253,7 @@ def owning_children() -> Iterator[None]:
             end_groups(list(_OWNER.running), grace=GRACE_SECONDS)
             interrupted = _OWNER.stopping is not None
             for number, handler in previous.items():
-                signal.signal(number, _ignore_signal if interrupted else handler)
+                signal.signal(number, signal.SIG_IGN if interrupted else handler)
             _OWNER.stopping = _OWNER.deferred = None
 
 
@@ -385,10 +399,6 @@ def _group_has_live_member(pgid: int) -> bool:
 def _signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-
-
-def _ignore_signal(_signum: int, _frame: object) -> None:
-    """The handler left after an interruption: the process is on its way out."""
 
 
 def _foreground_terminal() -> int | None:

@@ -12,6 +12,8 @@ import click
 from prtoggle.cli_bench import bench_command
 from prtoggle.cli_bisect import bisect_command
 from prtoggle.cli_check import check_command
+from prtoggle.cli_coverage import coverage_command
+from prtoggle.cli_import_sglang import import_sglang_command
 from prtoggle.cli_repro import repro_command
 from prtoggle.cli_support import (
     EXIT_STATUS_HELP,
@@ -25,6 +27,7 @@ from prtoggle.cli_support import (
     json_option,
     load_default_registry,
     parse_revert_options,
+    refuse_absent_packages,
     selected_fixes,
 )
 from prtoggle.errors import PatchApplicationError
@@ -127,6 +130,7 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
 
     fix = load_default_registry(collection=collection).get(pr)
     try:
+        refuse_absent_packages(fix)
         diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
     except PatchApplicationError:
         if not as_json:  # the metadata still helps; the error line follows
@@ -187,6 +191,8 @@ cli.add_command(check_command)
 cli.add_command(repro_command)
 cli.add_command(bisect_command)
 cli.add_command(bench_command)
+cli.add_command(coverage_command)
+cli.add_command(import_sglang_command)
 
 
 def main() -> None:
@@ -232,7 +238,7 @@ def _print_metadata(fix: Fix) -> None:
     click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
     for key, value in _fix_metadata(fix).items():
         if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
-            click.echo(f"  {key + ':':<11}{value}")
+            click.echo(f"  {(key + ':').ljust(10)} {value}")
     click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
     if fix.acts_at_capture:
         click.echo(f"  note:      {CAPTURE_NOTE}")

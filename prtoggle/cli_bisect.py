@@ -145,7 +145,7 @@ def bisect_command(
     with _runner(list(command), usable, cold=cold) as runner:
         oracle = command_oracle(
             list(command),
-            fixes={fix.pr: fix for fix in usable},
+            fixes=_by_pr(usable),
             run=runner,
             timeout=timeout,
             counts={"crash": crash_as, "timeout": timeout_as},
@@ -159,6 +159,14 @@ def bisect_command(
         _print_answer(result)
     if not result.found:
         sys.exit(EXIT_NEGATIVE)
+
+
+def _by_pr(fixes: Sequence[Fix]) -> dict[int, list[Fix]]:
+    """A PR's fixes in every collection (one revert request reverts them all)."""
+    grouped: dict[int, list[Fix]] = {}
+    for fix in fixes:
+        grouped.setdefault(fix.pr, []).append(fix)
+    return grouped
 
 
 def _metric_rule(

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,7 @@ from prtoggle.cli_support import (
     require_device,
     select_fixes_having,
 )
+from prtoggle.gpu_assignment import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 
 if TYPE_CHECKING:
     from prtoggle.registry import Fix, Registry
@@ -122,8 +123,13 @@ def run_repros(
     jobs: int,
     on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
     runner: CommandRunner | None = None,
+    gpu_count: Callable[[], int] | None = None,
 ) -> list[ReproResult]:
     """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
+
+    With `device="cuda"`, `jobs > 1` and several visible GPUs (`gpu_count`, default torch's
+    count, or the parent's CUDA_VISIBLE_DEVICES), each child runs with
+    `CUDA_VISIBLE_DEVICES` set to one GPU of its own while it runs.
 
     `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
     starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
@@ -132,16 +138,25 @@ def run_repros(
     from prtoggle.child_process import run_command
     from prtoggle.repro import ReproResult, run_scenario
 
+    gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
+    leases = GpuLeases(gpus) if len(gpus) > 1 else None
+
+    options: dict[str, Any] = {
+        "device": device,
+        "provider": provider,
+        "timeout": timeout,
+        "runner": runner or run_command,
+    }
+
+    def run_child(module: str, prs: tuple[int, ...]) -> ScenarioResult:
+        if leases is None:
+            return run_scenario(module, prs=prs, **options)
+        with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
+            env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
+            return run_scenario(module, prs=prs, base_env=env, **options)
+
     def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
-        return pool.submit(
-            run_scenario,
-            str(fix.repro),
-            prs=prs,
-            device=device,
-            provider=provider,
-            timeout=timeout,
-            runner=runner or run_command,
-        )
+        return pool.submit(run_child, str(fix.repro), prs)
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:

@@ -197,6 +197,20 @@ def import_free_source_root(fix: Fix, *, search_path: Sequence[str] = ()) -> Pat
     return roots.pop()
 
 
+def refuse_absent_packages(fix: Fix) -> None:
+    """Raise when a target's top-level package is not installed here (absent)."""
+    from prtoggle.errors import TargetResolutionError
+
+    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
+    absent = sorted(name for name in top_levels if importlib.util.find_spec(name) is None)
+    if absent:
+        raise TargetResolutionError(
+            f"PR {fix.pr} ({fix.collection}): package {', '.join(absent)} is not installed "
+            "here, so there is no source to diff; `prtoggle check --source-root DIR` reads "
+            "a source tree instead"
+        )
+
+
 def check_without_import(
     registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
 ) -> dict[int, list[TargetCheck]]:

@@ -12,6 +12,7 @@ from prtoggle.child_process import CommandRun, last_exception, run_command
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import (
     BENCH_RESULT_KEYS,
+    BENCH_REVERTED_KEYS,
     BOOTSTRAP_FAILURE_PREFIX,
     DETECTION_ENV,
     module_command,
@@ -65,7 +66,7 @@ class FixCost:
     def reverted_samples(self) -> list[float]:
         if self.run.result is None or self.reverted_error is not None:
             return []
-        return [float(s) for s in self.run.result["reverted_samples"]]
+        return [float(s) for s in self.run.result["reverted"]["samples"]]
 
     @property
     def fixed_median(self) -> float | None:
@@ -82,16 +83,17 @@ class FixCost:
         result = self.run.result
         if result is None:
             return self.run.error
-        if result["reverted_error"] is not None:
-            return str(result["reverted_error"])
-        if list(result["reverted_in_force"]) != [self.pr]:
+        reverted = result["reverted"]
+        if reverted["error"] is not None:
+            return str(reverted["error"])
+        if list(reverted["in_force"]) != [self.pr]:
             return (
-                f"RevertNotInForce: the child reports PRs {list(result['reverted_in_force'])}"
+                f"RevertNotInForce: the child reports PRs {list(reverted['in_force'])}"
                 f" in force while timing reverted, expected [{self.pr}]"
             )
-        if len(result["reverted_samples"]) != len(result["samples"]):
+        if len(reverted["samples"]) != len(result["samples"]):
             return (
-                f"UnpairedSamples: {len(result['reverted_samples'])} reverted samples for "
+                f"UnpairedSamples: {len(reverted['samples'])} reverted samples for "
                 f"{len(result['samples'])} fixed ones; expected one per fixed sample"
             )
         return None
@@ -133,7 +135,8 @@ class FixCost:
     def extras_compared(self) -> dict[str, tuple[Any, Any]]:
         """Extra figures (e.g. buffer bytes) both variants report: name -> (fixed, reverted)."""
         result = self.run.result or {}
-        fixed, reverted = result.get("extras", {}), result.get("reverted_extras", {})
+        fixed = result.get("extras", {})
+        reverted = (result.get("reverted") or {}).get("extras", {})
         return {key: (fixed[key], reverted[key]) for key in fixed if key in reverted}
 
     def to_dict(self) -> dict[str, Any]:
@@ -214,14 +217,15 @@ def classify_bench(run: CommandRun, *, module: str, pr: int) -> BenchRun:
     if run.returncode != 0:
         return failed("failure", _failure_text(run))
     result = _parse_result(run.stdout, module=module)
-    if result["reverted"]:
+    if result["in_force"]:
         return failed(
             "failure",
             f"RevertInForceWhileFixed: the child reports reverted PRs "
-            f"{sorted(result['reverted'])} while timing fixed, expected []",
+            f"{sorted(result['in_force'])} while timing fixed, expected []",
         )
-    if result["pr"] != pr:
-        return failed("failure", f"WrongPr: the child toggled PR {result['pr']}, expected {pr}")
+    toggled = result["reverted"]["pr"]
+    if toggled != pr:
+        return failed("failure", f"WrongPr: the child toggled PR {toggled}, expected {pr}")
     return BenchRun(module=module, pr=pr, kind="ok", result=result, error=None, run=run)
 
 
@@ -262,28 +266,38 @@ def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:
             f"benchmark {module}: result {lines[-1][:200]!r} lacks "
             f"{', '.join(missing)}; expected keys {', '.join(BENCH_RESULT_KEYS)}"
         )
-    if not isinstance(data["median"], int | float) or isinstance(data["median"], bool):
-        raise RunnerError(f"benchmark {module}: 'median' must be a number, got {data['median']!r}")
-    for key in ("reverted", "reverted_in_force"):
-        if not _is_list_of(data[key], int):
-            raise RunnerError(
-                f"benchmark {module}: {key!r} must be a list of PR numbers, got {data[key]!r}"
-            )
-    for key in ("samples", "reverted_samples"):
-        if not _is_list_of(data[key], int | float):
-            raise RunnerError(
-                f"benchmark {module}: {key!r} must be a list of numbers, got {data[key]!r}"
-            )
-    if not isinstance(data["pr"], int) or isinstance(data["pr"], bool):
+    reverted = data["reverted"]
+    if not isinstance(reverted, dict) or not set(BENCH_REVERTED_KEYS) <= set(reverted):
         raise RunnerError(
-            f"benchmark {module}: 'pr' must be the PR number toggled, got {data['pr']!r}"
+            f"benchmark {module}: 'reverted' must be an object with "
+            f"{', '.join(BENCH_REVERTED_KEYS)} (the child was given --pr), got {reverted!r}"
         )
-    if data["reverted_error"] is not None and not isinstance(data["reverted_error"], str):
+    if not _is_number(data["median"]):
+        raise RunnerError(f"benchmark {module}: 'median' must be a number, got {data['median']!r}")
+    checks = [
+        ("in_force", data["in_force"], int, "a list of PR numbers"),
+        ("reverted.in_force", reverted["in_force"], int, "a list of PR numbers"),
+        ("samples", data["samples"], int | float, "a list of numbers"),
+        ("reverted.samples", reverted["samples"], int | float, "a list of numbers"),
+    ]
+    for name, value, kind, expected in checks:
+        if not _is_list_of(value, kind):
+            raise RunnerError(f"benchmark {module}: {name!r} must be {expected}, got {value!r}")
+    if not isinstance(reverted["pr"], int) or isinstance(reverted["pr"], bool):
         raise RunnerError(
-            f"benchmark {module}: 'reverted_error' must be null or a string, "
-            f"got {data['reverted_error']!r}"
+            f"benchmark {module}: 'reverted.pr' must be the PR number toggled, "
+            f"got {reverted['pr']!r}"
+        )
+    if reverted["error"] is not None and not isinstance(reverted["error"], str):
+        raise RunnerError(
+            f"benchmark {module}: 'reverted.error' must be null or a string, "
+            f"got {reverted['error']!r}"
         )
     return data
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _is_list_of(value: object, kind: Any) -> bool:

@@ -47,14 +47,18 @@ BENCH_RESULT_KEYS = (
     "median",
     "samples",
     "shape",
+    "in_force",
     "reverted",
-    "pr",
-    "reverted_samples",
-    "reverted_in_force",
-    "reverted_error",
 )
 """Keys of the one JSON object a benchmark child prints last with `--json`
-(fixes/benchmarks/common.py BenchResult)."""
+(fixes/benchmarks/common.py BenchResult): `samples` (per call, in `unit`) are timed with
+the fix in force, `in_force` lists the PRs reverted in the process meanwhile (expected:
+none), `reverted` is the paired reverted half (BENCH_REVERTED_KEYS) or null."""
+
+BENCH_REVERTED_KEYS = ("pr", "samples", "in_force", "error", "extras")
+"""Keys of a benchmark result's `reverted` object: the PR toggled between samples, its
+samples (samples[i] taken beside the fixed samples[i]), the PRs in force for every one of
+them (expected: [pr]), the first error of a reverted call (or null), extra figures."""
 
 
 def module_command(module: str, *, device: str, provider: str | None) -> list[str]:

@@ -1,41 +1,57 @@
 """pytest plugin: `--revert-pr`, a header naming active reverts, and `@pytest.mark.guards_pr`.
 
-A test marked `@pytest.mark.guards_pr(N, expect="regex")` runs as usual and again as
-`<name>[reverted-N]`, with fix N reverted: that variant passes only if the test then fails
-with an exception whose `Type: message` matches `expect` (default: the fix's `expect`).
-With `subprocess=True` the reverted variant runs in a child pytest, so a real crash cannot
-take the session down.
+A test marked `@pytest.mark.guards_pr(N, expect="regex")` is parametrized (through
+`pytest_generate_tests`, public pytest API only) into `<name>[fixed]`, the test as
+written, and `<name>[reverted-N]`, which reverts fix N before the test's function-scoped
+fixtures are set up and passes only if the test then fails with an exception whose
+`Type: message` matches `expect` (default: the fix's `expect`). A parametrized test gets
+`[<params>-fixed]` and `[<params>-reverted-N]`. With `subprocess=True` the reverted
+variant runs in a child pytest, so a real crash cannot take the session down.
+
+The variant reverts N on top of the session's own reverts and nothing else. When the
+plain test fails (known from this process, or, when the session reverts fixes, checked
+in a child pytest), the variant is an error naming the session's reverts: a failure that
+is already there proves nothing about N.
 
 When the session already reverts N (SGLANG_DEBUG_REVERT_PR, `--revert-pr`, or a parent
-`prtoggle run`/`prtoggle bisect`), no reverted variant is made: the plain test runs with N
+`prtoggle run`/`prtoggle bisect`), no variant is made for N: the plain test runs with N
 reverted and fails by itself. That is what lets `prtoggle bisect -- pytest <file>` name
-the fix a regression test guards.
+the fix a regression test guards. A test with no variant left keeps its plain node id.
+
+`--prtoggle-report FILE` writes each test's outcome as JSON (the channel `prtoggle
+coverage` and subprocess variants read); `--no-guard-variants` runs guarded tests plain.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from prtoggle.errors import PrToggleError
 from prtoggle.protocol import REVERT_ENV
+from prtoggle.pytest_report import (
+    ERROR_PROPERTY,
+    NO_VARIANTS_OPTION,
+    REPORT_OPTION,
+    NodeOutcome,
+    OutcomeReport,
+    merge_phase,
+    read_report,
+    report_options,
+)
 
 MARKER = "guards_pr"
-RESULT_FILE_ENV = "PRTOGGLE_PYTEST_RESULT"
-"""Set for the child of a subprocess variant: where its plugin writes each test's outcome."""
-
+GUARD_FIXTURE = "prtoggle_guard"
+FIXED_ID = "fixed"
 DEFAULT_CHILD_TIMEOUT = 900.0
 _MARKER_KEYWORDS = ("expect", "subprocess", "timeout")
-_OUTCOME_PASSTHROUGH = (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
 
 @dataclass(frozen=True)
@@ -47,19 +63,25 @@ class Guard:
     subprocess: bool = False
     timeout: float = DEFAULT_CHILD_TIMEOUT
 
+    @property
+    def variant_id(self) -> str:
+        return f"reverted-{self.pr}"
+
 
 @dataclass
-class _SessionReverts:
-    """The PRs this session runs reverted, what to undo at the end, and child-run results."""
+class _SessionState:
+    """The PRs this session reverts, what to undo at the end, and the outcomes it saw."""
 
     prs: tuple[int, ...] = ()
     applied: tuple[int, ...] = ()
     previous_env: str | None = None
     env_changed: bool = False
-    results: list[dict[str, Any]] = field(default_factory=list)
+    plain_outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
 
 
-_STATE_KEY = pytest.StashKey[_SessionReverts]()
+_STATE_KEY = pytest.StashKey[_SessionState]()
+_GUARD_KEY = pytest.StashKey[Guard]()
+_PLAIN_ID_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +94,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Revert these fixes for the whole session: 26521, 26521,24856 or all "
         "(parsed like SGLANG_DEBUG_REVERT_PR, added to it).",
     )
+    group.addoption(
+        REPORT_OPTION,
+        dest="prtoggle_report",
+        metavar="FILE",
+        default=None,
+        help="Write each test's outcome (node id -> outcome, error) to FILE as JSON.",
+    )
+    group.addoption(
+        NO_VARIANTS_OPTION,
+        dest="prtoggle_no_variants",
+        action="store_true",
+        help="Run guards_pr tests plain only: no [fixed]/[reverted-N] variants.",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,16 +117,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "error matching `expect` (default: the fix's expect), when fix `pr` is reverted; "
         "a [reverted-PR] variant checks it",
     )
-    state = _SessionReverts()
+    state = _SessionState()
     config.stash[_STATE_KEY] = state
     option = config.getoption("prtoggle_revert_pr")
     env_value = os.environ.get(REVERT_ENV, "")
-    if not (option or "").strip() and not env_value.strip():
-        return
-    try:
-        _apply_session_reverts(state, option=option or "", env_value=env_value)
-    except PrToggleError as exc:
-        raise pytest.UsageError(f"prtoggle: {exc}") from exc
+    if (option or "").strip() or env_value.strip():
+        try:
+            _apply_session_reverts(state, option=option or "", env_value=env_value)
+        except PrToggleError as exc:
+            raise pytest.UsageError(f"prtoggle: {exc}") from exc
+    report_path = config.getoption("prtoggle_report")
+    if report_path and not hasattr(config, "workerinput"):  # xdist's mark of a worker
+        report = OutcomeReport(Path(report_path), prs=state.prs)
+        config.pluginmanager.register(report, "prtoggle-report")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -114,100 +152,202 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "prtoggle: reverted PRs: " + ", ".join(str(pr) for pr in prs)
 
 
+@pytest.hookimpl(trylast=True)  # after @parametrize marks: the variant id comes last
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize a guarded test into [fixed] and one [reverted-N] per guard."""
+    if metafunc.config.getoption("prtoggle_no_variants"):
+        return
+    guards = _guards_of(metafunc.definition)
+    session_prs = metafunc.config.stash[_STATE_KEY].prs
+    guards = [guard for guard in guards if guard.pr not in session_prs]
+    if not guards:
+        return
+    metafunc.parametrize(
+        GUARD_FIXTURE,
+        [FIXED_ID, *guards],
+        indirect=True,
+        ids=[FIXED_ID, *(guard.variant_id for guard in guards)],
+    )
+
+
+@pytest.fixture(autouse=True)
+def prtoggle_guard(request: pytest.FixtureRequest) -> Iterator[Guard | None]:
+    """prtoggle's guards_pr variant of this test (None: the test as written).
+
+    Autouse, so that it is set up before the test's other function-scoped fixtures: a
+    `[reverted-N]` variant reverts N here, before them.
+    """
+    param = getattr(request, "param", None)  # FIXED_ID or a Guard where prtoggle parametrized
+    node = request.node
+    if not isinstance(param, Guard) or not isinstance(node, pytest.Function):
+        if param == FIXED_ID and isinstance(node, pytest.Function):
+            node.stash[_PLAIN_ID_KEY] = _plain_nodeid(node.nodeid, FIXED_ID)
+        yield None
+        return
+    node.stash[_GUARD_KEY] = param
+    _refuse_when_the_plain_test_fails(node, param)
+    if param.subprocess:
+        yield param
+        return
+    from prtoggle.toggle import reverted
+
+    with reverted(param.pr):
+        yield param
+
+
 @pytest.hookimpl(wrapper=True)
-def pytest_pycollect_makeitem(
-    collector: pytest.Module | pytest.Class, name: str, obj: object
-) -> Generator[None, Any, Any]:
-    """After pytest builds a test function's items, add one reverted variant per guard."""
-    result = yield
-    if result is None:
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Run an in-process [reverted-N] variant and judge it: it must fail as expected."""
+    guard = pyfuncitem.stash.get(_GUARD_KEY, None)
+    if guard is None or guard.subprocess:
+        return (yield)
+    failure = None
+    try:
+        yield
+    except (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception):
+        raise
+    except (Exception, pytest.fail.Exception) as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+    _judge(pyfuncitem, guard, failure)  # outside the except block: no "during handling" chain
+    return True
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_pyfunc_call")
+def pytest_pyfunc_call_in_child(pyfuncitem: pytest.Function) -> object:
+    """Run a subprocess [reverted-N] variant in a child pytest instead of here, and judge it."""
+    guard = pyfuncitem.stash.get(_GUARD_KEY, None)
+    if guard is None or not guard.subprocess:
         return None
-    items = result if isinstance(result, list) else [result]
-    collected: list[Any] = []
-    for item in items:
-        collected.append(item)
-        if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER):
-            collected.extend(_reverted_variants(item))
-    return collected
+    _judge(pyfuncitem, guard, _failure_in_child(pyfuncitem, guard))
+    return True
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """In the child of a subprocess variant, record each phase's outcome for the parent."""
+    """Keep a plain test's outcome (its variants ask) and, for reports, the error text."""
     report = yield
-    if os.environ.get(RESULT_FILE_ENV):
-        error = None
-        if call.excinfo is not None and report.failed:
-            error = f"{call.excinfo.typename}: {call.excinfo.value}"
-        item.config.stash[_STATE_KEY].results.append(
-            {"nodeid": item.nodeid, "when": report.when, "outcome": report.outcome, "error": error}
-        )
+    error = None
+    if call.excinfo is not None and report.failed:
+        error = f"{call.excinfo.typename}: {call.excinfo.value}"
+    plain_id = item.stash.get(_PLAIN_ID_KEY, None)
+    if plain_id is not None:
+        state = item.config.stash[_STATE_KEY]
+        merge_phase(state.plain_outcomes, plain_id, report, error)
+    if error is not None and item.config.getoption("prtoggle_report"):
+        report.user_properties.append((ERROR_PROPERTY, error))  # travels with xdist reports
     return report
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    path = os.environ.get(RESULT_FILE_ENV)
-    state = session.config.stash.get(_STATE_KEY, None)
-    if path and state is not None:
-        Path(path).write_text(json.dumps(state.results), encoding="utf-8")
-
-
-class RevertedFunction(pytest.Function):
-    """The `[reverted-N]` variant of a guarded test: passes only if the test fails as expected."""
-
-    guard: Guard
-    plain_nodeid: str
-    _revert_context: Any = None
-
-    def setup(self) -> None:
-        if not self.guard.subprocess:  # revert before fixtures run: capture-time fixes need it
-            from prtoggle.toggle import reverted
-
-            self._revert_context = reverted(self.guard.pr)
-            self._revert_context.__enter__()
-        super().setup()
-
-    def teardown(self) -> None:
-        try:
-            super().teardown()
-        finally:
-            if self._revert_context is not None:
-                context, self._revert_context = self._revert_context, None
-                context.__exit__(None, None, None)
-
-    def runtest(self) -> None:
-        if self.guard.subprocess:
-            self._judge(_run_in_child(self))
-            return
-        failure = None
-        try:
-            super().runtest()
-        except _OUTCOME_PASSTHROUGH:
-            raise
-        except (Exception, pytest.fail.Exception) as exc:
-            failure = f"{type(exc).__name__}: {exc}"
-        self._judge(failure)  # outside the except block: no "during handling" chain
-
-    def _judge(self, failure: str | None) -> None:
-        pr, pattern = self.guard.pr, self.guard.expect.pattern
-        if failure is None:
-            pytest.fail(
-                f"does not guard PR {pr}: {self.plain_nodeid} passed with PR {pr} reverted",
-                pytrace=False,
-            )
-        if not self.guard.expect.search(failure):
-            pytest.fail(
-                f"PR {pr} reverted: expected a failure matching {pattern!r}, got:\n{failure}",
-                pytrace=False,
-            )
-        self.add_report_section(
-            "call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}"
+def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
+    pr, pattern = guard.pr, guard.expect.pattern
+    plain = item.stash.get(_PLAIN_ID_KEY, None) or _plain_nodeid(item.nodeid, guard.variant_id)
+    if failure is None:
+        pytest.fail(f"does not guard PR {pr}: {plain} passed with PR {pr} reverted", pytrace=False)
+    if not guard.expect.search(failure):
+        pytest.fail(
+            f"PR {pr} reverted: expected a failure matching {pattern!r}, got:\n{failure}",
+            pytrace=False,
         )
+    item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}")
 
 
-def _apply_session_reverts(state: _SessionReverts, *, option: str, env_value: str) -> None:
+def _guards_of(definition: pytest.Item) -> list[Guard]:
+    """The test's guards, closest marker first, one per PR."""
+    guards: dict[int, Guard] = {}
+    for marker in definition.iter_markers(MARKER):
+        guard = _guard_from_marker(marker, nodeid=definition.nodeid)
+        guards.setdefault(guard.pr, guard)
+    return list(guards.values())
+
+
+def _refuse_when_the_plain_test_fails(item: pytest.Function, guard: Guard) -> None:
+    """Make the variant an error when the plain test already fails without N reverted."""
+    state = item.config.stash[_STATE_KEY]
+    plain = _plain_nodeid(item.nodeid, guard.variant_id)
+    outcome = state.plain_outcomes.get(plain)
+    if outcome is None and state.prs:  # not run here yet (order, xdist): ask a child
+        outcome = _outcome_in_child(item, plain, prs=state.prs, timeout=guard.timeout)
+    if outcome is None or outcome.outcome not in ("failed", "error"):
+        return
+    if state.prs:
+        already = "with the session's reverts (PR " + ", ".join(map(str, state.prs)) + ")"
+    else:
+        already = "with every fix in place"
+    pytest.fail(
+        f"cannot judge whether {plain} guards PR {guard.pr}: it already fails {already}, "
+        f"before PR {guard.pr} is reverted:\n{outcome.error}",
+        pytrace=False,
+    )
+
+
+def _failure_in_child(item: pytest.Function, guard: Guard) -> str | None:
+    """Run the plain test in a child pytest with N (and the session's reverts) reverted."""
+    state = item.config.stash[_STATE_KEY]
+    plain = _plain_nodeid(item.nodeid, guard.variant_id)
+    prs = tuple(sorted({*state.prs, guard.pr}))
+    outcome = _outcome_in_child(item, plain, prs=prs, timeout=guard.timeout)
+    if outcome.outcome in ("skipped", "xfailed"):
+        pytest.skip(f"skipped in the child pytest with PR {guard.pr} reverted")
+    if outcome.outcome in ("failed", "error"):
+        return outcome.error or f"{outcome.outcome} without an error message"
+    return None
+
+
+def _outcome_in_child(
+    item: pytest.Function, nodeid: str, *, prs: tuple[int, ...], timeout: float
+) -> NodeOutcome:
+    """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
+    from prtoggle.child_process import output_tail, run_command
+    from prtoggle.toggle import child_env
+
+    skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
+    with tempfile.TemporaryDirectory(prefix="prtoggle-") as directory:
+        report_path = Path(directory) / "report.json"
+        run = run_command(
+            _child_pytest_argv(item.config, nodeid, report_path=report_path),
+            env=child_env(prs, base=base),
+            timeout=timeout,
+            cwd=str(item.config.rootpath),
+        )
+        outcomes = read_report(report_path).tests if report_path.exists() else {}
+    reverted = ", ".join(map(str, prs))
+    item.add_report_section("setup", f"prtoggle child (PR {reverted} reverted)", output_tail(run))
+    if run.timed_out:
+        return NodeOutcome("error", f"Timeout: the child pytest ran past {timeout:g} s")
+    outcome = outcomes.get(nodeid)
+    if outcome is None:
+        return NodeOutcome("error", f"ChildCrashed: exit status {run.returncode}")
+    return outcome
+
+
+def _child_pytest_argv(config: pytest.Config, nodeid: str, *, report_path: Path) -> list[str]:
+    """`python -m pytest <nodeid>` with this session's root and ini file, no -m filter."""
+    argv = [sys.executable, "-m", "pytest", nodeid, "-q", "--no-header", "-p", "no:cacheprovider"]
+    argv += ["-m", "", "--rootdir", str(config.rootpath)]
+    if config.inipath is not None:
+        argv += ["-c", str(config.inipath)]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        argv += ["-p", __name__]  # else it loads (once) through its entry point
+    if config.pluginmanager.hasplugin("xdist"):
+        argv += ["-n", "0"]
+    return [*argv, *report_options(report_path)]
+
+
+def _plain_nodeid(nodeid: str, param_id: str) -> str:
+    """The node id the test has without prtoggle's parameter (`[fixed]`, `[reverted-N]`)."""
+    for suffix, replacement in ((f"[{param_id}]", ""), (f"-{param_id}]", "]")):
+        if nodeid.endswith(suffix):
+            return nodeid[: -len(suffix)] + replacement
+    raise PrToggleError(
+        f"{nodeid}: expected a node id ending in [{param_id}] (prtoggle's parameter last); "
+        "another pytest_generate_tests hook parametrized after prtoggle's"
+    )
+
+
+def _apply_session_reverts(state: _SessionState, *, option: str, env_value: str) -> None:
     from prtoggle.registry import default_registry
     from prtoggle.toggle import active_reverts, maybe_revert_pr_fix, parse_revert_spec
 
@@ -227,7 +367,7 @@ def _apply_session_reverts(state: _SessionReverts, *, option: str, env_value: st
     state.applied = tuple(pr for pr in state.prs if pr not in before)
 
 
-def _restore_env(state: _SessionReverts) -> None:
+def _restore_env(state: _SessionState) -> None:
     if not state.env_changed:
         return
     if state.previous_env is None:
@@ -235,46 +375,6 @@ def _restore_env(state: _SessionReverts) -> None:
     else:
         os.environ[REVERT_ENV] = state.previous_env
     state.env_changed = False
-
-
-def _reverted_variants(item: pytest.Function) -> list[RevertedFunction]:
-    session_prs = item.config.stash[_STATE_KEY].prs
-    variants = []
-    for marker in item.iter_markers(MARKER):
-        guard = _guard_from_marker(marker, nodeid=item.nodeid)
-        if guard.pr in session_prs:
-            continue  # the plain test already runs with the fix reverted
-        variant = RevertedFunction.from_parent(
-            item.parent,
-            name=_variant_name(item.name, guard.pr),
-            callspec=getattr(item, "callspec", None),
-            fixtureinfo=item._fixtureinfo,  # same fixtures as the plain test
-            originalname=item.originalname,
-        )
-        _give_variant_its_own_nodeid(variant, plain=item)
-        variant.guard = guard
-        variant.plain_nodeid = item.nodeid
-        variants.append(variant)
-    return variants
-
-
-def _give_variant_its_own_nodeid(variant: pytest.Function, *, plain: pytest.Function) -> None:
-    """Make the variant's node id end in its own name, as it does up to pytest 9.1.
-
-    pytest >= 9.2 builds a Function's node id from `originalname` and the callspec alone,
-    which would give the variant the plain test's id (clashing in reports and xdist).
-    """
-    if variant.nodeid != plain.nodeid:
-        return
-    node_id = getattr(variant, "_id", None)
-    parent_id = getattr(variant.parent, "id", None)
-    if node_id is None or parent_id is None or not hasattr(parent_id, "child"):
-        raise PrToggleError(
-            f"{plain.nodeid}: this pytest ({pytest.__version__}) gives the reverted variant "
-            "the plain test's node id, and prtoggle does not know how to rename it"
-        )
-    params = variant.name[len(variant.originalname) + 1 : -1]
-    object.__setattr__(variant, "_id", parent_id.child(variant.originalname).with_params(params))
 
 
 def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
@@ -312,59 +412,6 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
         subprocess=bool(kwargs.get("subprocess", False)),
         timeout=float(timeout),
     )
-
-
-def _run_in_child(variant: RevertedFunction) -> str | None:
-    """Run the plain test in a child pytest with the fix reverted; its failure text or None."""
-    from prtoggle.child_process import output_tail, run_command
-    from prtoggle.toggle import child_env
-
-    config = variant.config
-    skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
-    reverts = sorted({*config.stash[_STATE_KEY].prs, variant.guard.pr})  # session's too
-    with tempfile.TemporaryDirectory(prefix="prtoggle-") as directory:
-        result_path = Path(directory) / "result.json"
-        base[RESULT_FILE_ENV] = str(result_path)
-        run = run_command(
-            _child_pytest_argv(variant),
-            env=child_env(reverts, base=base),
-            timeout=variant.guard.timeout,
-            cwd=str(config.rootpath),
-        )
-        records = json.loads(result_path.read_text()) if result_path.exists() else []
-    variant.add_report_section("call", "prtoggle child", output_tail(run))
-    if run.timed_out:
-        return f"Timeout: the child pytest ran past {variant.guard.timeout:g} s"
-    mine = [record for record in records if record["nodeid"] == variant.plain_nodeid]
-    if not mine:
-        return f"ChildCrashed: exit status {run.returncode}\n{output_tail(run)}"
-    for record in mine:
-        if record["outcome"] == "skipped":
-            pytest.skip(f"skipped in the child pytest with PR {variant.guard.pr} reverted")
-        if record["error"] is not None:
-            return str(record["error"])
-    return None
-
-
-def _child_pytest_argv(variant: RevertedFunction) -> list[str]:
-    """`python -m pytest <plain nodeid>` with this session's root, ini file and no -m filter."""
-    config = variant.config
-    argv = [sys.executable, "-m", "pytest", variant.plain_nodeid, "-q", "--no-header"]
-    argv += ["-p", "no:cacheprovider", "-m", "", "--rootdir", str(config.rootpath)]
-    if config.inipath is not None:
-        argv += ["-c", str(config.inipath)]
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        argv += ["-p", __name__]  # else it loads (once) through its entry point
-    if config.pluginmanager.hasplugin("xdist"):
-        argv += ["-n", "0"]
-    return argv
-
-
-def _variant_name(name: str, pr: int) -> str:
-    if name.endswith("]"):
-        return f"{name[:-1]}-reverted-{pr}]"
-    return f"{name}[reverted-{pr}]"
 
 
 def _call_text(marker: pytest.Mark) -> str:

@@ -27,7 +27,18 @@ SYMPTOMS = (
     "wrong-output",
 )
 _FIX_REQUIRED = ("patches",)
-_FIX_OPTIONAL = ("pr", "title", "url", "merged", "component", "symptom", "expect", "repro", "bench")
+_FIX_OPTIONAL = (
+    "pr",
+    "title",
+    "url",
+    "merged",
+    "component",
+    "symptom",
+    "expect",
+    "repro",
+    "bench",
+    "verified_on",
+)
 _PATCH_REQUIRED = ("target", "edits")
 _PATCH_OPTIONAL = ("preamble",)
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -55,6 +66,7 @@ class Fix:
     expect: str | None = None
     repro: str | None = None
     bench: str | None = None
+    verified_on: tuple[str, ...] = ()
 
     @property
     def acts_at_capture(self) -> bool:
@@ -180,6 +192,7 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Fix:
         collection=collection,
         merged=_merged(mapping, path),
         symptom=_symptom(mapping, path),
+        verified_on=_verified_on(mapping, path),
         **fields,
     )
 
@@ -371,6 +384,17 @@ def _merged(mapping: _LineDict, path: Path) -> datetime.date | None:
     raise RegistryError(
         f"{_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, got {value!r}"
     )
+
+
+def _verified_on(mapping: _LineDict, path: Path) -> tuple[str, ...]:
+    """`verified_on`: the versions of the target package the recipe was checked against."""
+    value = mapping.get("verified_on", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise RegistryError(
+            f"{_at(path, mapping, 'verified_on')}: 'verified_on' must be a list of version "
+            f"strings like ['0.5.23'], got {_short(value)}"
+        )
+    return tuple(value)
 
 
 def _symptom(mapping: _LineDict, path: Path) -> str | None:

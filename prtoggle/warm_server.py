@@ -294,12 +294,13 @@ def _maybe_apply_reverts() -> None:
         return
     from prtoggle.errors import PrToggleError
     from prtoggle.registry import _cached_registry
-    from prtoggle.toggle import maybe_revert_pr_fix
+    from prtoggle.toggle import guard_child_process, maybe_revert_pr_fix
 
     _cached_registry.cache_clear()
     try:
+        guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)  # as the bootstrap does
         maybe_revert_pr_fix()
-    except PrToggleError as exc:
+    except (PrToggleError, ImportError) as exc:
         sys.stderr.write(f"{BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
         sys.stderr.flush()
         os._exit(BOOTSTRAP_FAILURE_EXIT_CODE)

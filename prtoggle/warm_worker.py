@@ -28,7 +28,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from prtoggle.child_process import CommandRun, run_command
+from prtoggle.child_process import (
+    CommandRun,
+    disown,
+    own_group,
+    raise_if_interrupted,
+    run_command,
+)
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import (
     DETECT_MODE_ENV,
@@ -118,12 +124,12 @@ class WarmWorker:
 
     preload: tuple[str, ...] = HEAVY_MODULES
     base_env: dict[str, str] = field(default_factory=lambda: _without_revert(os.environ))
-    warm_runs: int = 0
-    cold_runs: int = 0
-    _server: subprocess.Popen[bytes] | None = None
-    _requests: socket.socket | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _live: set[int] = field(default_factory=set)
+    warm_runs: int = field(default=0, init=False)
+    cold_runs: int = field(default=0, init=False)
+    _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _requests: socket.socket | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _live: set[int] = field(default_factory=set, init=False, repr=False)
 
     def __enter__(self) -> WarmWorker:
         return self
@@ -141,14 +147,16 @@ class WarmWorker:
     ) -> CommandRun:
         """Run `argv` to completion like `run_command`: warm if it can, else a plain child."""
         run_env = dict(os.environ if env is None else env)
-        reason = self.cold_reason(argv, run_env)
-        if reason is not None:
-            logger.debug("plain child for %s: %s", argv[:3], reason)
-            self.cold_runs += 1
-            return run_command(argv, env=run_env, timeout=timeout, cwd=cwd)
         invocation = python_invocation(argv, path=run_env.get("PATH"))
-        assert invocation is not None  # cold_reason checked it
-        self.warm_runs += 1
+        reason = self.cold_reason(argv, run_env)
+        with self._lock:
+            if invocation is None or reason is not None:
+                self.cold_runs += 1
+            else:
+                self.warm_runs += 1
+        if invocation is None or reason is not None:
+            logger.debug("plain child for %s: %s", argv[:3], reason)
+            return run_command(argv, env=run_env, timeout=timeout, cwd=cwd)
         return self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
 
     def cold_reason(self, argv: Sequence[str], env: Mapping[str, str]) -> str | None:
@@ -176,6 +184,8 @@ class WarmWorker:
         except subprocess.TimeoutExpired:
             _kill_group(server.pid)
             server.wait()
+        finally:
+            disown(server.pid)
 
     @property
     def server_pid(self) -> int | None:
@@ -197,6 +207,8 @@ class WarmWorker:
             )
         finally:
             theirs.close()
+        server = self._server
+        own_group(server.pid, has_exited=lambda: server.poll() is not None)
         self._requests = mine
         return mine
 
@@ -208,42 +220,27 @@ class WarmWorker:
         timeout: float | None,
         cwd: str,
     ) -> CommandRun:
-        reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        stdin = os.open(os.devnull, os.O_RDONLY)
-        payload = json.dumps(
-            {
-                "form": invocation.form,
-                "target": invocation.target,
-                "args": list(invocation.args),
-                "env": env,
-                "cwd": cwd,
-            }
-        ).encode()
-        try:
-            with self._lock:
-                requests = self._ensure_server()
-                socket.send_fds(requests, [payload], [theirs.fileno(), stdin, out_write, err_write])
-        finally:
-            for fd in (stdin, out_write, err_write):
-                os.close(fd)
-            theirs.close()
+        raise_if_interrupted()
+        reply, out_read, err_read = self._send_request(invocation, env, cwd)
         pid: int | None = None
         try:
             pid = int(self._message(reply, "pid"))
             started = time.monotonic()  # the run's own time: the server's start-up is not in it
             with self._lock:
                 self._live.add(pid)
+            own_group(pid, has_exited=_read_from_proc)
+            raise_if_interrupted()
             deadline = None if timeout is None else started + timeout
             stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
             status = int(self._message(reply, "status"))
+            raise_if_interrupted()
         except BaseException:
             if pid is not None:
                 _kill_group(pid)
             raise
         finally:
             if pid is not None:
+                disown(pid)
                 with self._lock:
                     self._live.discard(pid)
             reply.close()
@@ -257,6 +254,40 @@ class WarmWorker:
             stderr=stderr,
             timeout=timeout,
         )
+
+    def _send_request(
+        self, invocation: PythonInvocation, env: dict[str, str], cwd: str
+    ) -> tuple[socket.socket, int, int]:
+        """Hand the server the run and its descriptors; ours: reply socket, stdout, stderr."""
+        reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        request = {
+            "form": invocation.form,
+            "target": invocation.target,
+            "args": list(invocation.args),
+            "env": env,
+            "cwd": cwd,
+        }
+        try:
+            with self._lock:
+                requests = self._ensure_server()
+                descriptors = [theirs.fileno(), stdin, out_write, err_write]
+                socket.send_fds(requests, [json.dumps(request).encode()], descriptors)
+        except OSError as exc:
+            reply.close()
+            os.close(out_read)
+            os.close(err_read)
+            raise RunnerError(
+                f"cannot hand a run to the warm worker (pid {self.server_pid}): {exc}; "
+                f"rerun with --cold or {WARM_ENV}=0"
+            ) from exc
+        finally:
+            for fd in (stdin, out_write, err_write):
+                os.close(fd)
+            theirs.close()
+        return reply, out_read, err_read
 
     def _message(self, reply: socket.socket, key: str) -> int:
         data = reply.recv(4096)
@@ -309,8 +340,13 @@ def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tup
                     chunks[key.fd].append(data)
                 else:
                     selector.unregister(key.fd)
-    decode = lambda fd: b"".join(chunks[fd]).decode(errors="replace")  # noqa: E731
-    return decode(out_fd), decode(err_fd), timed_out
+    stdout, stderr = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_fd, err_fd))
+    return stdout, stderr, timed_out
+
+
+def _read_from_proc() -> bool:
+    """`own_group`'s has_exited for a run: not our child, so its liveness is read from /proc."""
+    return True
 
 
 def _differing_variables(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:

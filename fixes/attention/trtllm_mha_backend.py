@@ -12,19 +12,16 @@ from fixes.attention.trtllm_mha_metadata import (
     cumsum_with_zero,
     extend_query_lengths,
     graph_kind,
-    graph_query_lengths,
     mode_site,
+    query_lengths,
 )
 from fixes.errors import AttentionBackendError
 from fixes.forward_batch import (
     DraftDecodeInput,
-    DraftExtendInput,
     ForwardBatch,
     ForwardMode,
     SpecInput,
-    VerifyInput,
     is_draft_decode,
-    require_spec_input,
 )
 from fixes.kernels.trtllm_fmha import (
     trtllm_batch_context_with_kv_cache,
@@ -77,24 +74,14 @@ class TRTLLMHAAttnBackend(AttentionBackend):
         seq_lens, spec_info = forward_batch.seq_lens, forward_batch.spec_info
         bs = int(seq_lens.shape[0])
         max_seq_len = int(forward_batch.seq_lens_cpu.max()) if bs else 0
-        if mode.is_decode_or_idle():
-            extra = self.speculative_step_id + 1 if is_draft_decode(mode, spec_info) else 0
-            cache_seq_lens = (seq_lens + extra).to(torch.int32)
-            q_lens = torch.ones(bs, dtype=torch.int32, device=self.device)
-            max_seq_len_q, max_seq_len_k = 1, max_seq_len + extra
-        elif mode.is_target_verify():
-            draft_token_num = require_spec_input(spec_info, VerifyInput, mode).draft_token_num
-            cache_seq_lens = seq_lens.to(torch.int32)
-            q_lens = torch.full((bs,), draft_token_num, dtype=torch.int32, device=self.device)
-            max_seq_len_q, max_seq_len_k = draft_token_num, max_seq_len
-        elif mode.is_draft_extend_v2():
-            draft_extend = require_spec_input(spec_info, DraftExtendInput, mode)
-            cache_seq_lens = seq_lens.to(torch.int32)
-            q_lens = draft_extend.accept_lengths.to(torch.int32)
-            max_seq_len_q, max_seq_len_k = draft_extend.max_accept_length, max_seq_len
-        else:
+        extra = self.speculative_step_id + 1 if is_draft_decode(mode, spec_info) else 0
+        cache_seq_lens = (seq_lens + extra).to(torch.int32)
+        max_seq_len_k = max_seq_len + extra
+        if mode is ForwardMode.EXTEND:
             q_lens, max_seq_len_q = extend_query_lengths(forward_batch)
-            cache_seq_lens, max_seq_len_k = seq_lens.to(torch.int32), max_seq_len
+        else:
+            kind = graph_kind(mode, spec_info)
+            q_lens, max_seq_len_q = query_lengths(kind, bs, spec_info, self.device)
         pages = -(-max_seq_len_k // self.page_size)
         metadata = ForwardMetadata(
             cache_seq_lens=cache_seq_lens,
@@ -145,7 +132,7 @@ class TRTLLMHAAttnBackend(AttentionBackend):
             cache_seq_lens = buffers.cache_seq_lens[:bs]
             cache_seq_lens.copy_(seq_lens)
             max_seq_len_k = int(seq_lens.max().item())
-            q_lens, max_seq_len_q = graph_query_lengths(kind, bs, spec_info, self.device)
+            q_lens, max_seq_len_q = query_lengths(kind, bs, spec_info, self.device)
         metadata = ForwardMetadata(
             cache_seq_lens=cache_seq_lens,
             cu_seq_lens_q=buffers.cu_seq_lens_q[: bs + 1],
@@ -183,7 +170,7 @@ class TRTLLMHAAttnBackend(AttentionBackend):
         metadata.cache_seq_lens.copy_(seq_lens[:bs] + extra)
         metadata.max_seq_len_k = int(seq_lens_cpu[:bs].max()) + extra
         if kind != "decode":
-            q_lens, metadata.max_seq_len_q = graph_query_lengths(kind, bs, spec_info, self.device)
+            q_lens, metadata.max_seq_len_q = query_lengths(kind, bs, spec_info, self.device)
             metadata.cu_seq_lens_q.copy_(cumsum_with_zero(q_lens))
         metadata.cu_seq_lens_k.copy_(cumsum_with_zero(metadata.cache_seq_lens))
         self._write_page_table(metadata, req_pool_indices[:bs])

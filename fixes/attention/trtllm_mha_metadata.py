@@ -14,12 +14,12 @@ import torch
 
 from fixes.errors import AttentionBackendError
 from fixes.forward_batch import (
-    DraftDecodeInput,
     DraftExtendInput,
     ForwardBatch,
     ForwardMode,
     SpecInput,
     VerifyInput,
+    is_draft_decode,
     require_spec_input,
 )
 from fixes.memory_pool import page_table
@@ -32,8 +32,8 @@ __all__ = [
     "cumsum_with_zero",
     "extend_query_lengths",
     "graph_kind",
-    "graph_query_lengths",
     "mode_site",
+    "query_lengths",
 ]
 
 
@@ -131,9 +131,9 @@ def cumsum_with_zero(lengths: torch.Tensor) -> torch.Tensor:
 
 def mode_site(forward_mode: ForwardMode, spec_info: SpecInput | None, step: int) -> str:
     """Site prefix naming the kind of forward, e.g. `trtllm_mha.draft_decode[step=0]`."""
+    if is_draft_decode(forward_mode, spec_info):
+        return f"trtllm_mha.draft_decode[step={step}]"
     if forward_mode.is_decode_or_idle():
-        if isinstance(spec_info, DraftDecodeInput):
-            return f"trtllm_mha.draft_decode[step={step}]"
         return "trtllm_mha.decode"
     if forward_mode.is_target_verify():
         return "trtllm_mha.target_verify"
@@ -156,10 +156,11 @@ def graph_kind(mode: ForwardMode, spec_info: SpecInput | None) -> str:
     )
 
 
-def graph_query_lengths(
+def query_lengths(
     kind: str, bs: int, spec_info: SpecInput | None, device: torch.device
 ) -> tuple[torch.Tensor, int]:
-    """Per-request query lengths `[bs]` int32 and their maximum, for a graph kind."""
+    """Per-request query lengths `[bs]` int32 and their maximum, for a kind of GRAPH_KINDS
+    (eager or graph: the first `bs` requests of the spec input)."""
     if kind == "decode":
         return torch.ones(bs, dtype=torch.int32, device=device), 1
     if kind == "target_verify":

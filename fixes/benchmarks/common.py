@@ -23,6 +23,7 @@ __all__ = [
     "BenchOptions",
     "BenchResult",
     "PairedTiming",
+    "RevertedTiming",
     "ShapeValue",
     "bench_device",
     "make_result",
@@ -75,8 +76,23 @@ class PairedTiming:
 
 
 @dataclass(frozen=True)
+class RevertedTiming:
+    """The reverted half of a paired benchmark: samples[i] was taken beside the fixed [i]."""
+
+    pr: int  # the PR toggled between samples
+    samples: list[float]
+    in_force: list[int]  # PRs in force for every reverted sample (expected: [pr])
+    error: str | None = None  # `Type: message` of the first reverted call that raised
+    extras: dict[str, int | float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class BenchResult:
-    """One benchmark's timing: fixed median and samples; with a `pr`, the paired reverted ones."""
+    """One benchmark's timing: fixed median and samples; with a PR, the paired reverted half.
+
+    Its JSON (`to_json`) is the wire format prtoggle.fix_cost reads: the keys are
+    prtoggle.protocol.BENCH_RESULT_KEYS, `reverted` an object (BENCH_REVERTED_KEYS) or null.
+    """
 
     name: str
     timed: str  # the function (and the state) measured
@@ -85,33 +101,30 @@ class BenchResult:
     samples: list[float]
     shape: dict[str, ShapeValue]
     calls_per_sample: int = 1
-    reverted: list[int] = field(default_factory=list)  # PRs in force in this process
+    in_force: list[int] = field(default_factory=list)  # PRs in force in this process
     extras: dict[str, int | float | str] = field(default_factory=dict)
     note: str = ""  # what to expect of the fixed/reverted ratio
-    pr: int | None = None  # the PR toggled between samples (None: no reverted samples)
-    reverted_samples: list[float] = field(default_factory=list)  # [i] pairs samples[i]
-    reverted_in_force: list[int] = field(default_factory=list)  # PRs in force for every one
-    reverted_error: str | None = None
-    reverted_extras: dict[str, int | float | str] = field(default_factory=dict)
+    reverted: RevertedTiming | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))  # shape keys keep their order
 
     def describe(self) -> str:
         shape = ", ".join(f"{key}={value}" for key, value in self.shape.items())
-        reverted = ", ".join(str(pr) for pr in self.reverted) or "none"
+        in_force = ", ".join(str(pr) for pr in self.in_force) or "none"
         text = (
             f"{self.name}: median {self.median:.4g} {self.unit} per call over "
             f"{len(self.samples)} samples of {self.calls_per_sample} calls "
-            f"(reverted: {reverted})\n  timed: {self.timed}\n  shape: {shape}"
+            f"(reverted: {in_force})\n  timed: {self.timed}\n  shape: {shape}"
         )
-        if self.pr is None:
+        reverted = self.reverted
+        if reverted is None:
             return text
-        if self.reverted_error is not None:
-            return f"{text}\n  PR {self.pr} reverted: failed: {self.reverted_error}"
+        if reverted.error is not None:
+            return f"{text}\n  PR {reverted.pr} reverted: failed: {reverted.error}"
         return (
-            f"{text}\n  PR {self.pr} reverted, interleaved: median "
-            f"{statistics.median(self.reverted_samples):.4g} {self.unit} per call"
+            f"{text}\n  PR {reverted.pr} reverted, interleaved: median "
+            f"{statistics.median(reverted.samples):.4g} {self.unit} per call"
         )
 
 
@@ -197,6 +210,15 @@ def make_result(
     note: str = "",
 ) -> BenchResult:
     """A result in milliseconds, recording which PRs this process has reverted (fixed)."""
+    reverted = None
+    if pr is not None:
+        reverted = RevertedTiming(
+            pr=pr,
+            samples=[round(s, 6) for s in timing.reverted],
+            in_force=list(timing.reverted_in_force),
+            error=timing.reverted_error,
+            extras=dict(reverted_extras or {}),
+        )
     return BenchResult(
         name=name,
         timed=timed,
@@ -205,14 +227,10 @@ def make_result(
         samples=[round(s, 6) for s in timing.fixed],
         shape=shape,
         calls_per_sample=timing.calls_per_sample,
-        reverted=list(active_reverts()),
+        in_force=list(active_reverts()),
         extras=dict(extras or {}),
         note=note,
-        pr=pr,
-        reverted_samples=[round(s, 6) for s in timing.reverted],
-        reverted_in_force=list(timing.reverted_in_force),
-        reverted_error=timing.reverted_error,
-        reverted_extras=dict(reverted_extras or {}),
+        reverted=reverted,
     )
 
 

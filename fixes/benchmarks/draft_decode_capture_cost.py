@@ -5,14 +5,7 @@ from __future__ import annotations
 import torch
 
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
-from fixes.benchmarks.common import (
-    BenchOptions,
-    BenchResult,
-    bench_device,
-    make_result,
-    run_bench_main,
-    time_pair,
-)
+from fixes.benchmarks import common
 from fixes.benchmarks.trtllm_state import attention_shape, build_paged_stack
 from fixes.forward_batch import DraftDecodeInput, ForwardMode
 
@@ -22,9 +15,9 @@ CAPTURE_FILL_SEQ_LEN = 1
 """What a CUDA graph runner's static seq_lens hold at capture."""
 
 
-def measure(options: BenchOptions) -> BenchResult:
+def measure(options: common.BenchOptions) -> common.BenchResult:
     """Time `init_forward_metadata_capture_cuda_graph` of a draft-decode step backend."""
-    device = bench_device(options)
+    device = common.bench_device(options)
     shape = attention_shape(options)
     stack = build_paged_stack(shape, device=device)
     backend = TRTLLMHAAttnBackend(
@@ -47,8 +40,8 @@ def measure(options: BenchOptions) -> BenchResult:
             spec_info=spec_info,
         )
 
-    timing = time_pair(capture_metadata, device=device, options=options)
-    return make_result(
+    timing = common.time_pair(capture_metadata, device=device, options=options)
+    return common.make_result(
         name="draft_decode_capture_cost",
         timed=f"TRTLLMHAAttnBackend.init_forward_metadata_capture_cuda_graph, draft decode "
         f"step {STEP_ID}",
@@ -60,4 +53,4 @@ def measure(options: BenchOptions) -> BenchResult:
 
 
 if __name__ == "__main__":
-    run_bench_main(measure, description=__doc__ or "")
+    common.run_bench_main(measure, description=__doc__ or "")

@@ -2,45 +2,26 @@
 
 from __future__ import annotations
 
-from fixes.benchmarks.common import (
-    BenchOptions,
-    BenchResult,
-    bench_device,
-    make_result,
-    run_bench_main,
-    time_pair,
-)
-from fixes.benchmarks.trtllm_state import attention_shape, build_draft_extend_state
+from fixes.benchmarks import common
+from fixes.benchmarks.trtllm_state import attention_shape, measure_draft_extend
 
 ACCEPT_LENGTH = 4
 """Every request accepts the same number of tokens: the one batch the decode kernel handles."""
 
 
-def measure(options: BenchOptions) -> BenchResult:
+def measure(options: common.BenchOptions) -> common.BenchResult:
     """Time `forward_extend` on a DRAFT_EXTEND_V2 batch with equal accept lengths."""
-    device = bench_device(options)
-    shape = attention_shape(options)
-    state = build_draft_extend_state(
-        shape,
-        accept_lengths=[ACCEPT_LENGTH] * shape.bs,
-        device=device,
-        provider=options.provider,
-    )
-    timing = time_pair(state.forward_extend, device=device, options=options)
-    return make_result(
+    bs = attention_shape(options).bs
+    return measure_draft_extend(
+        options,
+        accept_lengths=[ACCEPT_LENGTH] * bs,
         name="draft_extend_routing_cost",
         timed="TRTLLMHAAttnBackend.forward_extend, DRAFT_EXTEND_V2, equal accept lengths",
-        timing=timing,
-        pr=options.pr,
-        shape={
-            **shape.record(),
-            "accept_length": ACCEPT_LENGTH,
-            "provider": options.provider or "default",
-        },
+        shape_extras={"accept_length": ACCEPT_LENGTH},
         note="decode kernel (reverted) valid only because accept lengths are equal; "
         "upstream saw it up to ~4.7% faster",
     )
 
 
 if __name__ == "__main__":
-    run_bench_main(measure, description=__doc__ or "")
+    common.run_bench_main(measure, description=__doc__ or "")

@@ -8,17 +8,7 @@ import torch
 
 import prtoggle
 from fixes.attention.flashinfer_mla_backend import FlashInferMLAMultiStepDraftBackend
-from fixes.benchmarks.common import (
-    BenchOptions,
-    BenchResult,
-    ShapeValue,
-    bench_device,
-    make_result,
-    run_bench_main,
-    shape_of,
-    time_pair,
-    torch_or_triton_provider,
-)
+from fixes.benchmarks import common
 from fixes.errors import AttentionBackendError, EngineUsageError
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
 from fixes.kernels.draft_kv_indices import draft_kv_indices_row_len
@@ -40,8 +30,8 @@ class DraftShape:
     qk_rope_head_dim: int
     dtype: torch.dtype
 
-    def record(self) -> dict[str, ShapeValue]:
-        return shape_of(
+    def record(self) -> dict[str, common.ShapeValue]:
+        return common.shape_of(
             bs=self.bs,
             topk=self.topk,
             num_steps=self.num_steps,
@@ -78,12 +68,12 @@ CUDA_SHAPE = DraftShape(
 )
 
 
-def measure(options: BenchOptions) -> BenchResult:
+def measure(options: common.BenchOptions) -> common.BenchResult:
     """Time the graph-replay metadata (`common_template` over the graph kv_indices rows)."""
-    device = bench_device(options)
+    device = common.bench_device(options)
     shape = CUDA_SHAPE if device.type == "cuda" else CPU_SHAPE
     _require_narrow_rows_fit(shape)
-    provider = torch_or_triton_provider(
+    provider = common.torch_or_triton_provider(
         options,
         bench="kv_indices_width_cost",
         note=" (the kv_indices kernel; attention is not timed)",
@@ -94,12 +84,12 @@ def measure(options: BenchOptions) -> BenchResult:
     if buffer is None:
         raise AttentionBackendError("kv_indices_width_cost: init_cuda_graph_state left no buffer")
     batch = _draft_batch(backend, shape, rows=rows, device=device)
-    timing = time_pair(
+    timing = common.time_pair(
         lambda: backend.init_forward_metadata_replay_cuda_graph(batch),
         device=device,
         options=options,
     )
-    return make_result(
+    return common.make_result(
         name="kv_indices_width_cost",
         timed="FlashInferMLAMultiStepDraftBackend.init_forward_metadata_replay_cuda_graph "
         "(common_template over the CUDA-graph kv_indices rows), topk > 1",
@@ -207,4 +197,4 @@ def _draft_batch(
 
 
 if __name__ == "__main__":
-    run_bench_main(measure, description=__doc__ or "")
+    common.run_bench_main(measure, description=__doc__ or "")

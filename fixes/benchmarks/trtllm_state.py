@@ -8,12 +8,18 @@ import torch
 
 from fixes.attention.base import AttentionLayer
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
-from fixes.benchmarks.common import BenchOptions, ShapeValue, shape_of
+from fixes.benchmarks import common
 from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
 from fixes.model.toy_attention_model import ToyModelConfig
 from fixes.model.toy_requests import ToyStack, build_stack, random_tokens
 
-__all__ = ["AttentionShape", "ExtendState", "attention_shape", "build_draft_extend_state"]
+__all__ = [
+    "AttentionShape",
+    "ExtendState",
+    "attention_shape",
+    "build_draft_extend_state",
+    "measure_draft_extend",
+]
 
 
 @dataclass(frozen=True)
@@ -28,8 +34,8 @@ class AttentionShape:
     page_size: int
     dtype: torch.dtype
 
-    def record(self) -> dict[str, ShapeValue]:
-        return shape_of(
+    def record(self) -> dict[str, common.ShapeValue]:
+        return common.shape_of(
             bs=self.bs,
             context_len=self.context_len,
             num_q_heads=self.num_q_heads,
@@ -79,7 +85,7 @@ class ExtendState:
         )
 
 
-def attention_shape(options: BenchOptions) -> AttentionShape:
+def attention_shape(options: common.BenchOptions) -> AttentionShape:
     """Small on CPU (seconds), realistic on CUDA."""
     return CUDA_SHAPE if options.device == "cuda" else CPU_SHAPE
 
@@ -139,6 +145,32 @@ def build_draft_extend_state(
         batch=batch,
         layer=_layer(shape),
         **_qkv(shape, num_tokens=batch.num_tokens, device=device),
+    )
+
+
+def measure_draft_extend(
+    options: common.BenchOptions,
+    *,
+    accept_lengths: list[int],
+    name: str,
+    timed: str,
+    shape_extras: dict[str, common.ShapeValue],
+    note: str,
+) -> common.BenchResult:
+    """Time `forward_extend` on a DRAFT_EXTEND_V2 batch with the given accept lengths."""
+    device = common.bench_device(options)
+    shape = attention_shape(options)
+    state = build_draft_extend_state(
+        shape, accept_lengths=accept_lengths, device=device, provider=options.provider
+    )
+    timing = common.time_pair(state.forward_extend, device=device, options=options)
+    return common.make_result(
+        name=name,
+        timed=timed,
+        timing=timing,
+        pr=options.pr,
+        shape={**shape.record(), **shape_extras, "provider": options.provider or "default"},
+        note=note,
     )
 
 

@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
 from fixes.cuda_graph.graph import CapturedGraph, capture, graph_memory_pool
 from fixes.errors import CudaGraphError
 from fixes.forward_batch import ForwardBatch, ForwardMode
-from fixes.model.draft_model import TinyDraftModel, next_step_input_ids
+from fixes.model.draft_model import DraftOutput, next_step_input_ids
 from prtoggle import detect
 
 logger = logging.getLogger(__name__)
+
+
+class DraftExtendModel(Protocol):
+    """What a draft-extend graph runner needs from one draft layer (e.g. TinyDraftModel)."""
+
+    @property
+    def hidden_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    def forward(self, input_ids: torch.Tensor, hidden_states: torch.Tensor) -> DraftOutput: ...
 
 
 @dataclass
@@ -41,7 +58,7 @@ class DraftExtendStepOutput:
 
 
 def draft_extend_step(
-    model: TinyDraftModel,
+    model: DraftExtendModel,
     *,
     input_ids: torch.Tensor,
     hidden_states: torch.Tensor,
@@ -63,7 +80,7 @@ def draft_extend_step(
 class DraftExtendCudaGraphRunner:
     """Captured graphs of draft step `step` for each batch size in `capture_bs`."""
 
-    model: TinyDraftModel
+    model: DraftExtendModel
     step: int
     capture_bs: tuple[int, ...]
     tokens_per_req: int
@@ -200,7 +217,11 @@ class MultiStepDraftExtendCudaGraphRunner:
 
 
 def build_draft_extend_graph_runner(
-    models: list[TinyDraftModel], *, capture_bs: tuple[int, ...], tokens_per_req: int, topk: int
+    models: Sequence[DraftExtendModel],
+    *,
+    capture_bs: tuple[int, ...],
+    tokens_per_req: int,
+    topk: int,
 ) -> MultiStepDraftExtendCudaGraphRunner:
     """Runners for every draft step, captured and ready to replay."""
     runner = MultiStepDraftExtendCudaGraphRunner(

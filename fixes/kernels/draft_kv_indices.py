@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -9,6 +11,19 @@ import triton.language as tl
 from fixes.errors import KernelContractError
 
 PROVIDERS = ("triton", "torch")
+
+
+@dataclass(frozen=True)
+class _KVIndicesArgs:
+    """What both providers read and write (see generate_draft_decode_kv_indices)."""
+
+    req_pool_indices: torch.Tensor  # [num_seqs] int64, device: req_to_token row of each request
+    req_to_token: torch.Tensor  # [rows, max_context_len] int32, device
+    seq_lens: torch.Tensor  # [num_seqs] int32, device: prefix length of each request
+    kv_indices: torch.Tensor  # [num_steps, row_width] int32, device: written, unchecked
+    kv_indptr: torch.Tensor  # [num_steps, >= num_seqs * topk + 1] int32, device: written
+    topk: int  # host: branches per request
+    page_size: int  # host
 
 
 def draft_kv_indices_row_len(*, seq_lens_sum: int, topk: int, num_seqs: int, step: int) -> int:
@@ -46,13 +61,15 @@ def generate_draft_decode_kv_indices(
         )
     generate = _generate_torch if provider == "torch" else _generate_triton
     generate(
-        req_pool_indices=req_pool_indices,
-        req_to_token=req_to_token,
-        seq_lens=seq_lens,
-        kv_indices=kv_indices,
-        kv_indptr=kv_indptr,
-        topk=topk,
-        page_size=page_size,
+        _KVIndicesArgs(
+            req_pool_indices=req_pool_indices,
+            req_to_token=req_to_token,
+            seq_lens=seq_lens,
+            kv_indices=kv_indices,
+            kv_indptr=kv_indptr,
+            topk=topk,
+            page_size=page_size,
+        )
     )
 
 
@@ -81,20 +98,13 @@ def draft_slot_start(
     return prefix_base + branch * pages_per_branch * page_size + last_page_len
 
 
-def _generate_torch(
-    *,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    seq_lens: torch.Tensor,
-    kv_indices: torch.Tensor,
-    kv_indptr: torch.Tensor,
-    topk: int,
-    page_size: int,
-) -> None:
+def _generate_torch(args: _KVIndicesArgs) -> None:
+    kv_indices, kv_indptr, req_to_token = args.kv_indices, args.kv_indptr, args.req_to_token
+    topk = args.topk
     num_steps, row_width = kv_indices.shape
     flat = storage_tail_view(kv_indices)
-    lens = [int(v) for v in seq_lens.tolist()]
-    rows = [int(v) for v in req_pool_indices.tolist()]
+    lens = [int(v) for v in args.seq_lens.tolist()]
+    rows = [int(v) for v in args.req_pool_indices.tolist()]
     for step in range(num_steps):
         offset = step * kv_indices.stride(0)
         indptr_row = kv_indptr[step]
@@ -105,7 +115,7 @@ def _generate_torch(
                     seq_len=seq_len,
                     branch=branch,
                     num_steps=num_steps,
-                    page_size=page_size,
+                    page_size=args.page_size,
                     topk=topk,
                 )
                 segment = torch.cat(
@@ -116,27 +126,19 @@ def _generate_torch(
                 indptr_row[req * topk + branch + 1] = offset - step * kv_indices.stride(0)
 
 
-def _generate_triton(
-    *,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    seq_lens: torch.Tensor,
-    kv_indices: torch.Tensor,
-    kv_indptr: torch.Tensor,
-    topk: int,
-    page_size: int,
-) -> None:
-    num_seqs, num_steps = int(seq_lens.shape[0]), int(kv_indices.shape[0])
-    _draft_kv_indices_kernel[(num_steps, num_seqs, topk)](
-        req_pool_indices,
+def _generate_triton(args: _KVIndicesArgs) -> None:
+    kv_indices, kv_indptr, req_to_token = args.kv_indices, args.kv_indptr, args.req_to_token
+    num_seqs, num_steps = int(args.seq_lens.shape[0]), int(kv_indices.shape[0])
+    _draft_kv_indices_kernel[(num_steps, num_seqs, args.topk)](
+        args.req_pool_indices,
         req_to_token,
-        seq_lens,
+        args.seq_lens,
         kv_indices,
         kv_indptr,
         req_to_token.stride(0),
         kv_indices.stride(0),
         kv_indptr.stride(0),
-        PAGE_SIZE=page_size,
+        PAGE_SIZE=args.page_size,
         SEQS_BLOCK=triton.next_power_of_2(max(num_seqs, 1)),
         STEPS_BLOCK=triton.next_power_of_2(num_steps),
         COPY_BLOCK=128,

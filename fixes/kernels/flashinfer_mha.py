@@ -8,6 +8,14 @@ from typing import Any
 
 import torch
 
+from fixes.errors import KernelContractError
+from fixes.kernels.trtllm_fmha_contract import (
+    PROVIDERS,
+    ContextArgs,
+    DecodeArgs,
+    PagedAttentionArgs,
+)
+
 __all__ = ["PagedLayout", "flashinfer_context", "flashinfer_decode", "paged_layout"]
 
 logger = logging.getLogger(__name__)
@@ -71,28 +79,19 @@ def paged_layout(
     )
 
 
-def flashinfer_decode(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    max_seq_len: int,
-    softmax_scale: float,
-    q_len_per_req: int,
-    out: torch.Tensor,
-) -> torch.Tensor:
+def flashinfer_decode(args: DecodeArgs) -> torch.Tensor:
     """Decode through BatchDecodeWithPagedKVCacheWrapper (q_len_per_req 1) or the causal
     paged prefill wrapper (q_len_per_req > 1). Plans on every call: host sync, so not for
     use inside CUDA graph capture. Empty KV ranges give 0 here, not NaN (flashinfer masks).
     """
-    batch = seq_lens.shape[0]
+    query, k_cache, q_len_per_req = args.query, args.k_cache, args.q_len_per_req
+    batch = args.seq_lens.shape[0]
     rows = batch * q_len_per_req
     _require_rows(query, rows, "query")
-    _require_rows(out, rows, "out")
-    layout = paged_layout(block_tables=block_tables, kv_lens=seq_lens, page_size=k_cache.shape[1])
-    heads = (query.shape[1], k_cache.shape[2], query.shape[2], k_cache.shape[1])
+    _require_rows(args.out, rows, "out")
+    layout = paged_layout(
+        block_tables=args.block_tables, kv_lens=args.seq_lens, page_size=k_cache.shape[1]
+    )
     if q_len_per_req == 1:
         group = query.shape[1] // k_cache.shape[2]
         wrapper = _wrapper(query.device, "decode_tc" if group >= 4 else "decode")
@@ -100,47 +99,23 @@ def flashinfer_decode(
             layout.kv_indptr,
             layout.kv_indices,
             layout.kv_last_page_len,
-            *heads,
+            *_head_shape(args),
             q_data_type=query.dtype,
             kv_data_type=k_cache.dtype,
-            sm_scale=softmax_scale,
+            sm_scale=args.softmax_scale,
         )
-    else:
-        qo_indptr = torch.arange(batch + 1, dtype=torch.int32, device=query.device)
-        wrapper = _wrapper(query.device, "prefill")
-        wrapper.plan(
-            qo_indptr * q_len_per_req,
-            layout.kv_indptr,
-            layout.kv_indices,
-            layout.kv_last_page_len,
-            *heads,
-            causal=True,
-            sm_scale=softmax_scale,
-            q_data_type=query.dtype,
-            kv_data_type=k_cache.dtype,
-        )
-    wrapper.run(query[:rows], (k_cache, v_cache), out=out[:rows])
-    return out
+        wrapper.run(query[:rows], (k_cache, args.v_cache), out=args.out[:rows])
+        return args.out
+    qo_indptr = torch.arange(batch + 1, dtype=torch.int32, device=query.device)
+    return _run_prefill(args, qo_indptr=qo_indptr * q_len_per_req, layout=layout, rows=(0, rows))
 
 
-def flashinfer_context(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    max_q_len: int,
-    max_kv_len: int,
-    softmax_scale: float,
-    batch_size: int,
-    cum_seq_lens_q: torch.Tensor,
-    out: torch.Tensor,
-) -> torch.Tensor:
+def flashinfer_context(args: ContextArgs) -> torch.Tensor:
     """Causal paged prefill (BatchPrefillWithPagedKVCacheWrapper, FA2) over `batch_size`
     requests. Plans on every call (host sync). Every query row of a request is computed,
     even past `max_q_len`. Empty KV ranges give 0 here, not NaN.
     """
+    batch_size, cum_seq_lens_q, seq_lens = args.batch_size, args.cum_seq_lens_q, args.seq_lens
     if batch_size + 1 > cum_seq_lens_q.shape[0] or batch_size > seq_lens.shape[0]:
         raise IndexError(
             f"flashinfer provider: batch_size={batch_size} reads cum_seq_lens_q[{batch_size}] "
@@ -148,31 +123,48 @@ def flashinfer_context(
             f"{seq_lens.shape[0]} entries (the GPU kernel would read out of bounds)"
         )
     if batch_size == 0:
-        return out
+        return args.out
     qo_indptr = cum_seq_lens_q[: batch_size + 1].to(torch.int32)
     start, end = (int(x) for x in qo_indptr[[0, -1]].tolist())
-    _require_rows(query, end, "query")
-    _require_rows(out, end, "out")
+    _require_rows(args.query, end, "query")
+    _require_rows(args.out, end, "out")
     layout = paged_layout(
-        block_tables=block_tables, kv_lens=seq_lens[:batch_size], page_size=k_cache.shape[1]
+        block_tables=args.block_tables,
+        kv_lens=seq_lens[:batch_size],
+        page_size=args.k_cache.shape[1],
     )
-    wrapper = _wrapper(query.device, "prefill")
+    return _run_prefill(args, qo_indptr=qo_indptr - start, layout=layout, rows=(start, end))
+
+
+def _run_prefill(
+    args: PagedAttentionArgs,
+    *,
+    qo_indptr: torch.Tensor,
+    layout: PagedLayout,
+    rows: tuple[int, int],
+) -> torch.Tensor:
+    """Causal paged prefill of query rows `[rows[0], rows[1])` into the same rows of `out`."""
+    wrapper = _wrapper(args.query.device, "prefill")
     wrapper.plan(
-        qo_indptr - start,
+        qo_indptr,
         layout.kv_indptr,
         layout.kv_indices,
         layout.kv_last_page_len,
-        query.shape[1],
-        k_cache.shape[2],
-        query.shape[2],
-        k_cache.shape[1],
+        *_head_shape(args),
         causal=True,
-        sm_scale=softmax_scale,
-        q_data_type=query.dtype,
-        kv_data_type=k_cache.dtype,
+        sm_scale=args.softmax_scale,
+        q_data_type=args.query.dtype,
+        kv_data_type=args.k_cache.dtype,
     )
-    wrapper.run(query[start:end], (k_cache, v_cache), out=out[start:end])
-    return out
+    start, end = rows
+    wrapper.run(args.query[start:end], (args.k_cache, args.v_cache), out=args.out[start:end])
+    return args.out
+
+
+def _head_shape(args: PagedAttentionArgs) -> tuple[int, int, int, int]:
+    """(Hq, Hkv, D, page_size), the order flashinfer's plan() takes them in."""
+    query, k_cache = args.query, args.k_cache
+    return (query.shape[1], k_cache.shape[2], query.shape[2], k_cache.shape[1])
 
 
 def _wrapper(device: torch.device, kind: str) -> Any:
@@ -200,8 +192,6 @@ def _import_flashinfer() -> Any:
     try:
         import flashinfer
     except ImportError as error:
-        from fixes.kernels.trtllm_fmha import PROVIDERS, KernelContractError
-
         raise KernelContractError(
             f"provider 'flashinfer' needs the flashinfer package (pip install "
             f"'prtoggle[gpu]'): {error}; choices: {', '.join(PROVIDERS)}"

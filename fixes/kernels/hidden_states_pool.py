@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -10,6 +12,19 @@ from fixes.errors import KernelContractError
 from fixes.kernels.draft_kv_indices import storage_tail_view
 
 PROVIDERS = ("triton", "torch")
+
+
+@dataclass(frozen=True)
+class _PoolAssignment:
+    """What both providers read and write (see assign_hidden_states_pool)."""
+
+    hidden_states: torch.Tensor  # [num_tokens, hidden], device
+    req_pool_indices: torch.Tensor  # [>= num_seqs] int64, device: pool row of each request
+    pool: torch.Tensor  # [rows, >= pool_size, hidden], device: written
+    pool_size: int  # host: hidden states kept per request
+    num_seqs: int  # host: requests, trusted against the index tensors
+    extend_seq_lens: torch.Tensor  # [>= num_seqs] int32, device
+    extend_start_loc: torch.Tensor  # [>= num_seqs] int32, device: first row of each request
 
 
 def assign_hidden_states_pool(
@@ -43,33 +58,27 @@ def assign_hidden_states_pool(
         return
     assign = _assign_torch if provider == "torch" else _assign_triton
     assign(
-        hidden_states=hidden_states,
-        req_pool_indices=req_pool_indices,
-        pool=req_to_hidden_states_pool,
-        pool_size=pool_size,
-        num_seqs=num_seqs,
-        extend_seq_lens=extend_seq_lens,
-        extend_start_loc=extend_start_loc,
+        _PoolAssignment(
+            hidden_states=hidden_states,
+            req_pool_indices=req_pool_indices,
+            pool=req_to_hidden_states_pool,
+            pool_size=pool_size,
+            num_seqs=num_seqs,
+            extend_seq_lens=extend_seq_lens,
+            extend_start_loc=extend_start_loc,
+        )
     )
 
 
-def _assign_triton(
-    *,
-    hidden_states: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    pool: torch.Tensor,
-    pool_size: int,
-    num_seqs: int,
-    extend_seq_lens: torch.Tensor,
-    extend_start_loc: torch.Tensor,
-) -> None:
+def _assign_triton(args: _PoolAssignment) -> None:
+    hidden_states, pool, pool_size = args.hidden_states, args.pool, args.pool_size
     hidden = int(hidden_states.shape[1])
-    _assign_kernel[(num_seqs, pool_size)](
+    _assign_kernel[(args.num_seqs, pool_size)](
         hidden_states,
-        req_pool_indices,
+        args.req_pool_indices,
         pool,
-        extend_seq_lens,
-        extend_start_loc,
+        args.extend_seq_lens,
+        args.extend_start_loc,
         hidden_states.stride(0),
         hidden_states.stride(1),
         pool.stride(0),
@@ -80,19 +89,12 @@ def _assign_triton(
     )
 
 
-def _assign_torch(
-    *,
-    hidden_states: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    pool: torch.Tensor,
-    pool_size: int,
-    num_seqs: int,
-    extend_seq_lens: torch.Tensor,
-    extend_start_loc: torch.Tensor,
-) -> None:
-    rows = _read_through_storage(req_pool_indices, num_seqs, name="req_pool_indices")
-    lens = _read_through_storage(extend_seq_lens, num_seqs, name="extend_seq_lens")
-    starts = _read_through_storage(extend_start_loc, num_seqs, name="extend_start_loc")
+def _assign_torch(args: _PoolAssignment) -> None:
+    hidden_states, pool, pool_size = args.hidden_states, args.pool, args.pool_size
+    num_seqs = args.num_seqs
+    rows = _read_through_storage(args.req_pool_indices, num_seqs, name="req_pool_indices")
+    lens = _read_through_storage(args.extend_seq_lens, num_seqs, name="extend_seq_lens")
+    starts = _read_through_storage(args.extend_start_loc, num_seqs, name="extend_start_loc")
     for row, length, start in zip(rows, lens, starts, strict=True):
         first = start + length - pool_size
         if not 0 <= row < pool.shape[0]:

@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 
 from fixes.errors import KernelContractError
+from fixes.kernels.trtllm_fmha_contract import (
+    PROVIDERS,
+    ContextArgs,
+    DecodeArgs,
+    PagedAttentionArgs,
+    default_provider,
+)
 
 __all__ = [
     "PROVIDERS",
-    "KernelContractError",
     "default_provider",
     "trtllm_batch_context_with_kv_cache",
     "trtllm_batch_decode_with_kv_cache",
 ]
 
-PROVIDERS: tuple[str, ...] = ("torch", "triton", "flashinfer")
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def default_provider(device: torch.device | str) -> str:
-    """The provider used when none is named: "torch" on CPU, "triton" on CUDA."""
-    return "triton" if torch.device(device).type == "cuda" else "torch"
 
 
 def trtllm_batch_decode_with_kv_cache(
@@ -47,36 +48,14 @@ def trtllm_batch_decode_with_kv_cache(
     only sizes work splitting. `provider` None means `default_provider(query.device)`.
     """
     chosen = _resolve_provider(provider, query.device)
-    _check_common(
-        query=query,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        block_tables=block_tables,
-        seq_lens=seq_lens,
-        out=out,
-    )
     if q_len_per_req < 1:
         raise KernelContractError(f"q_len_per_req must be >= 1, got {q_len_per_req}")
     if out is None:
         rows = seq_lens.shape[0] * q_len_per_req
         out = torch.empty((rows, *query.shape[1:]), dtype=query.dtype, device=query.device)
-    if chosen == "torch":
-        from fixes.kernels.trtllm_fmha_reference import decode_reference as run
-    elif chosen == "triton":
-        from fixes.kernels.trtllm_fmha_triton import triton_decode as run
-    else:
-        from fixes.kernels.flashinfer_mha import flashinfer_decode as run
-    return run(
-        query=query,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        block_tables=block_tables,
-        seq_lens=seq_lens,
-        max_seq_len=max_seq_len,
-        softmax_scale=softmax_scale,
-        q_len_per_req=q_len_per_req,
-        out=out,
-    )
+    paged = _checked_args(query, k_cache, v_cache, block_tables, seq_lens, softmax_scale, out)
+    decode, _ = _provider_functions(chosen)
+    return decode(paged.for_decode(q_len_per_req=q_len_per_req, max_seq_len=max_seq_len))
 
 
 def trtllm_batch_context_with_kv_cache(
@@ -105,37 +84,37 @@ def trtllm_batch_context_with_kv_cache(
     `out` is allocated here, untouched otherwise). `provider` None: `default_provider`.
     """
     chosen = _resolve_provider(provider, query.device)
-    _check_common(
-        query=query,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        block_tables=block_tables,
-        seq_lens=seq_lens,
-        out=out,
-    )
     if batch_size < 0:
         raise KernelContractError(f"batch_size must be >= 0, got {batch_size}")
     if out is None:
         out = torch.zeros_like(query)
-    if chosen == "torch":
-        from fixes.kernels.trtllm_fmha_reference import context_reference as run
-    elif chosen == "triton":
-        from fixes.kernels.trtllm_fmha_triton import triton_context as run
-    else:
-        from fixes.kernels.flashinfer_mha import flashinfer_context as run
-    return run(
-        query=query,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        block_tables=block_tables,
-        seq_lens=seq_lens,
-        max_q_len=max_q_len,
-        max_kv_len=max_kv_len,
-        softmax_scale=softmax_scale,
-        batch_size=batch_size,
-        cum_seq_lens_q=cum_seq_lens_q,
-        out=out,
+    paged = _checked_args(query, k_cache, v_cache, block_tables, seq_lens, softmax_scale, out)
+    _, context = _provider_functions(chosen)
+    return context(
+        paged.for_context(
+            batch_size=batch_size,
+            cum_seq_lens_q=cum_seq_lens_q,
+            max_q_len=max_q_len,
+            max_kv_len=max_kv_len,
+        )
     )
+
+
+def _provider_functions(
+    provider: str,
+) -> tuple[Callable[[DecodeArgs], torch.Tensor], Callable[[ContextArgs], torch.Tensor]]:
+    """The decode and context functions of a validated provider (imported on first use)."""
+    if provider == "torch":
+        from fixes.kernels import trtllm_fmha_reference as reference
+
+        return reference.decode_reference, reference.context_reference
+    if provider == "triton":
+        from fixes.kernels import trtllm_fmha_triton as triton_kernels
+
+        return triton_kernels.triton_decode, triton_kernels.triton_context
+    from fixes.kernels import flashinfer_mha
+
+    return flashinfer_mha.flashinfer_decode, flashinfer_mha.flashinfer_context
 
 
 def _resolve_provider(provider: str | None, device: torch.device) -> str:
@@ -159,16 +138,17 @@ def _resolve_provider(provider: str | None, device: torch.device) -> str:
     return chosen
 
 
-def _check_common(
-    *,
+def _checked_args(  # noqa: PLR0917 (the kernels' own argument order)
     query: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
-    out: torch.Tensor | None,
-) -> None:
-    """Host-side shape, dtype and device checks (never the bounds the contract leaves out)."""
+    softmax_scale: float,
+    out: torch.Tensor,
+) -> PagedAttentionArgs:
+    """The inputs bundled for a provider, after host-side shape, dtype and device checks
+    (never the bounds the contract leaves out)."""
     if query.dim() != 3 or k_cache.dim() != 4:
         raise KernelContractError(
             f"expected query [tokens, Hq, D] and k_cache [pages, page_size, Hkv, D], got "
@@ -195,14 +175,23 @@ def _check_common(
             f"expected block_tables int32 [bs, max_pages] and seq_lens [bs], got block_tables "
             f"{block_tables.dtype} {tuple(block_tables.shape)}, seq_lens {tuple(seq_lens.shape)}"
         )
-    if out is not None and (out.shape[1:] != query.shape[1:] or out.dtype != query.dtype):
+    if out.shape[1:] != query.shape[1:] or out.dtype != query.dtype:
         raise KernelContractError(
             f"out must be [rows, {num_heads}, {head_dim}] of {query.dtype}, got "
             f"{out.dtype} {tuple(out.shape)}"
         )
-    tensors = (k_cache, v_cache, block_tables, seq_lens) + (() if out is None else (out,))
+    tensors = (k_cache, v_cache, block_tables, seq_lens, out)
     if any(t.device != query.device for t in tensors):
         raise KernelContractError(
             f"all tensors must be on query's device {query.device}; got "
             f"{sorted({str(t.device) for t in tensors})}"
         )
+    return PagedAttentionArgs(
+        query=query,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_tables=block_tables,
+        seq_lens=seq_lens,
+        softmax_scale=softmax_scale,
+        out=out,
+    )

@@ -8,21 +8,12 @@ from __future__ import annotations
 
 import torch
 
+from fixes.kernels.trtllm_fmha_contract import ContextArgs, DecodeArgs, PagedAttentionArgs
+
 __all__ = ["context_reference", "decode_reference"]
 
 
-def decode_reference(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    max_seq_len: int,
-    softmax_scale: float,
-    q_len_per_req: int,
-    out: torch.Tensor,
-) -> torch.Tensor:
+def decode_reference(args: DecodeArgs) -> torch.Tensor:
     """Paged decode over `bs = seq_lens.shape[0]` requests of `q_len_per_req` rows each.
 
     Request b reads query rows `b*q_len_per_req + i` and writes the same rows of `out`,
@@ -31,37 +22,14 @@ def decode_reference(
     `[0, seq_lens[b] - q_len_per_req + i]`; an empty range gives NaN (0/0), unguarded.
     `max_seq_len` is unused here (the GPU kernels size their work splitting with it).
     """
-    for b in range(seq_lens.shape[0]):
+    q_len_per_req = args.q_len_per_req
+    for b in range(args.seq_lens.shape[0]):
         rows = [b * q_len_per_req + i for i in range(q_len_per_req)]
-        _attend_rows(
-            query=query,
-            k_cache=k_cache,
-            v_cache=v_cache,
-            block_tables=block_tables,
-            request=b,
-            rows=rows,
-            kv_len=int(seq_lens[b]),
-            softmax_scale=softmax_scale,
-            out=out,
-            what="decode",
-        )
-    return out
+        _attend_rows(args, request=b, rows=rows, kv_len=int(args.seq_lens[b]), what="decode")
+    return args.out
 
 
-def context_reference(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    max_q_len: int,
-    max_kv_len: int,
-    softmax_scale: float,
-    batch_size: int,
-    cum_seq_lens_q: torch.Tensor,
-    out: torch.Tensor,
-) -> torch.Tensor:
+def context_reference(args: ContextArgs) -> torch.Tensor:
     """Paged causal context attention over requests `b < batch_size`, unchecked.
 
     Reads `cum_seq_lens_q[b]`, `cum_seq_lens_q[b+1]`, `seq_lens[b]` and `block_tables[b]`
@@ -70,40 +38,25 @@ def context_reference(
     only the first `max_q_len` rows of a request are computed (the kernel's grid is
     sized by `max_q_len`). An empty key range gives NaN. `max_kv_len` is unused here.
     """
-    for b in range(batch_size):
-        q_start = int(_checked_get(cum_seq_lens_q, b, "cum_seq_lens_q", "context"))
-        q_end = int(_checked_get(cum_seq_lens_q, b + 1, "cum_seq_lens_q", "context"))
-        kv_len = int(_checked_get(seq_lens, b, "seq_lens", "context"))
-        rows = [q_start + i for i in range(min(q_end - q_start, max_q_len))]
+    for b in range(args.batch_size):
+        q_start = int(_checked_get(args.cum_seq_lens_q, b, "cum_seq_lens_q", "context"))
+        q_end = int(_checked_get(args.cum_seq_lens_q, b + 1, "cum_seq_lens_q", "context"))
+        kv_len = int(_checked_get(args.seq_lens, b, "seq_lens", "context"))
+        rows = [q_start + i for i in range(min(q_end - q_start, args.max_q_len))]
         if not rows:
             continue
         _attend_rows(
-            query=query,
-            k_cache=k_cache,
-            v_cache=v_cache,
-            block_tables=block_tables,
-            request=b,
-            rows=rows,
-            kv_len=kv_len,
-            softmax_scale=softmax_scale,
-            out=out,
-            what="context",
-            q_len=q_end - q_start,
+            args, request=b, rows=rows, kv_len=kv_len, what="context", q_len=q_end - q_start
         )
-    return out
+    return args.out
 
 
 def _attend_rows(
+    args: PagedAttentionArgs,
     *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
     request: int,
     rows: list[int],
     kv_len: int,
-    softmax_scale: float,
-    out: torch.Tensor,
     what: str,
     q_len: int | None = None,
 ) -> None:
@@ -111,18 +64,18 @@ def _attend_rows(
     q_len = len(rows) if q_len is None else q_len
     num_keys = max(kv_len, 0)
     keys, values = _gather_request_kv(
-        k_cache=k_cache,
-        v_cache=v_cache,
-        block_tables=block_tables,
+        k_cache=args.k_cache,
+        v_cache=args.v_cache,
+        block_tables=args.block_tables,
         request=request,
         num_keys=num_keys,
         what=what,
     )
-    q = torch.stack([_checked_get(query, r, "query", what) for r in rows]).float()
+    q = torch.stack([_checked_get(args.query, r, "query", what) for r in rows]).float()
     group = q.shape[1] // keys.shape[1]
     keys = keys.float().repeat_interleave(group, dim=1)  # [n, Hq, D]
     values = values.float().repeat_interleave(group, dim=1)
-    scores = torch.einsum("qhd,khd->hqk", q, keys) * softmax_scale  # [Hq, rows, n]
+    scores = torch.einsum("qhd,khd->hqk", q, keys) * args.softmax_scale  # [Hq, rows, n]
     device = scores.device
     last_key = kv_len - q_len + torch.arange(len(rows), device=device)  # inclusive, per row
     allowed = torch.arange(num_keys, device=device)[None, :] <= last_key[:, None]  # [rows, n]
@@ -132,10 +85,10 @@ def _attend_rows(
     weights = torch.exp(scores - row_max)
     numer = torch.einsum("hqk,khd->qhd", weights, values)
     denom = weights.sum(dim=-1).transpose(0, 1)[..., None]  # [rows, Hq, 1]
-    result = (numer / denom).to(out.dtype)  # 0/0 = NaN for an empty key range, unguarded
+    result = (numer / denom).to(args.out.dtype)  # 0/0 = NaN for an empty key range, unguarded
     for position, r in enumerate(rows):
-        _checked_index(out, r, "out", what)
-        out[r] = result[position]
+        _checked_index(args.out, r, "out", what)
+        args.out[r] = result[position]
 
 
 def _gather_request_kv(

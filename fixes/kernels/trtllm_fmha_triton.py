@@ -8,6 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
+from fixes.errors import KernelContractError
+from fixes.kernels.trtllm_fmha_contract import ContextArgs, DecodeArgs, PagedAttentionArgs
 from fixes.kernels.trtllm_fmha_tiles import (
     PACK_MAX_Q_LEN,
     SHORT_Q,
@@ -23,63 +25,28 @@ __all__ = ["TritonBlockConfig", "triton_context", "triton_decode"]
 _LOG2E = 1.4426950408889634
 
 
-def triton_decode(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    max_seq_len: int,
-    softmax_scale: float,
-    q_len_per_req: int,
-    out: torch.Tensor,
-    config: TritonBlockConfig | None = None,
-) -> torch.Tensor:
+def triton_decode(args: DecodeArgs, *, config: TritonBlockConfig | None = None) -> torch.Tensor:
     """Decode kernel: one program per (request, KV head, KV split) holding up to 64 rows of
     (query row, head in the GQA group), so draft rows share each K/V read; see trtllm_fmha."""
-    _check_layout(query, k_cache, v_cache, out, block_tables)
-    if seq_lens.shape[0] * q_len_per_req == 0:
-        return out
+    _check_layout(args)
+    batch = args.seq_lens.shape[0]
+    if batch * args.q_len_per_req == 0:
+        return args.out
     window = _PackedWindow(
-        batch=seq_lens.shape[0], q_window=q_len_per_req, cum_seq_lens_q=None, max_kv_len=max_seq_len
+        batch=batch, q_window=args.q_len_per_req, cum_seq_lens_q=None, max_kv_len=args.max_seq_len
     )
-    return _launch_packed(
-        query=query,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        block_tables=block_tables,
-        seq_lens=seq_lens,
-        window=window,
-        softmax_scale=softmax_scale,
-        out=out,
-        config=config or TritonBlockConfig(),
-    )
+    return _launch_packed(args, window=window, config=config or TritonBlockConfig())
 
 
-def triton_context(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    max_q_len: int,
-    max_kv_len: int,
-    softmax_scale: float,
-    batch_size: int,
-    cum_seq_lens_q: torch.Tensor,
-    out: torch.Tensor,
-    config: TritonBlockConfig | None = None,
-) -> torch.Tensor:
+def triton_context(args: ContextArgs, *, config: TritonBlockConfig | None = None) -> torch.Tensor:
     """Context kernel: one program per (query block, request, query head); windows of at most
     `context_pack_max_q_len` rows run the decode kernel's packed tiles instead, with each
     request's q_len read from cum_seq_lens_q (draft extend); see trtllm_fmha."""
-    num_heads = query.shape[1]
-    _check_layout(query, k_cache, v_cache, out, block_tables)
+    _check_layout(args)
     config = config or TritonBlockConfig()
+    batch_size, max_q_len = args.batch_size, args.max_q_len
     if batch_size == 0 or max_q_len <= 0:
-        return out
+        return args.out
     pack_limit = (
         PACK_MAX_Q_LEN if config.context_pack_max_q_len is None else (config.context_pack_max_q_len)
     )
@@ -87,20 +54,12 @@ def triton_context(
         window = _PackedWindow(
             batch=batch_size,
             q_window=max_q_len,
-            cum_seq_lens_q=cum_seq_lens_q,
-            max_kv_len=max_kv_len,
+            cum_seq_lens_q=args.cum_seq_lens_q,
+            max_kv_len=args.max_kv_len,
         )
-        return _launch_packed(
-            query=query,
-            k_cache=k_cache,
-            v_cache=v_cache,
-            block_tables=block_tables,
-            seq_lens=seq_lens,
-            window=window,
-            softmax_scale=softmax_scale,
-            out=out,
-            config=config,
-        )
+        return _launch_packed(args, window=window, config=config)
+    query, k_cache, v_cache, out = args.query, args.k_cache, args.v_cache, args.out
+    block_tables, num_heads = args.block_tables, query.shape[1]
     block_m, block_n, num_warps, num_stages = context_launch(config, query, max_q_len=max_q_len)
     heads_fastest = (
         max_q_len <= SHORT_Q
@@ -118,10 +77,10 @@ def triton_context(
         k_cache,
         v_cache,
         block_tables,
-        seq_lens,
-        cum_seq_lens_q,
+        args.seq_lens,
+        args.cum_seq_lens_q,
         out,
-        softmax_scale * _LOG2E,
+        args.softmax_scale * _LOG2E,
         max_q_len,
         query.stride(0),
         query.stride(1),
@@ -531,18 +490,11 @@ class _PackedWindow:
 
 
 def _launch_packed(
-    *,
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    window: _PackedWindow,
-    softmax_scale: float,
-    out: torch.Tensor,
-    config: TritonBlockConfig,
+    args: PagedAttentionArgs, *, window: _PackedWindow, config: TritonBlockConfig
 ) -> torch.Tensor:
     """Decode kernel (and split merge) over `window`; every choice is made from host ints."""
+    query, k_cache, v_cache, out = args.query, args.k_cache, args.v_cache, args.out
+    block_tables, seq_lens = args.block_tables, args.seq_lens
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     group = query.shape[1] // num_kv_heads
     q_rows = min(triton.next_power_of_2(window.q_window), max(1, pow2_floor(64 // group)))
@@ -574,7 +526,7 @@ def _launch_packed(
         partial_lse,
         window.q_window,
         chunks_per_req,
-        softmax_scale * _LOG2E,
+        args.softmax_scale * _LOG2E,
         chunk,
         splits,
         query.shape[1],
@@ -644,16 +596,9 @@ def _upcast_dot(query: torch.Tensor) -> bool:
     return not query.is_cuda and query.dtype != torch.float32
 
 
-def _check_layout(
-    query: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    out: torch.Tensor,
-    block_tables: torch.Tensor,
-) -> None:
+def _check_layout(args: PagedAttentionArgs) -> None:
     """Power-of-two head_dim >= 16 (tile width) and unit stride along the last dimension."""
-    from fixes.kernels.trtllm_fmha import KernelContractError
-
+    query = args.query
     head_dim = query.shape[2]
     if head_dim < 16 or head_dim & (head_dim - 1):
         raise KernelContractError(
@@ -664,10 +609,10 @@ def _check_layout(
         name: t.stride(-1)
         for name, t in (
             ("query", query),
-            ("k_cache", k_cache),
-            ("v_cache", v_cache),
-            ("out", out),
-            ("block_tables", block_tables),
+            ("k_cache", args.k_cache),
+            ("v_cache", args.v_cache),
+            ("out", args.out),
+            ("block_tables", args.block_tables),
         )
     }
     if any(stride != 1 for stride in strides.values()):

@@ -14,6 +14,9 @@ from typing import Literal
 
 from prtoggle.protocol import OUTCOME_PREFIX  # last stderr line: this prefix, outcome as JSON
 
+DIST_BACKENDS = ("auto", "gloo", "nccl")
+"""Collective backends of multi-rank scenarios; auto: nccl when every rank has a GPU."""
+
 ENGINE_MODULES = (
     "fixes.attention",
     "fixes.cuda_graph",
@@ -39,10 +42,12 @@ padding/graph buffers filled with NaN (poisoned) so a read of padding shows up a
 
 @dataclass(frozen=True)
 class ScenarioOptions:
-    """How to run a scenario: where, and with which kernel provider (None: the default)."""
+    """How to run a scenario: where, with which kernel provider (None: the default), and
+    (multi-rank scenarios only) over which collective backend."""
 
     device: str = "cpu"
     provider: str | None = None
+    dist_backend: str = "auto"  # one of DIST_BACKENDS
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,10 @@ def auto_instrumented() -> Iterator[None]:
 
 
 def run_scenario_main(
-    run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str
+    run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str, multi_rank: bool = False
 ) -> None:
-    """Parse `--device/--provider`, run the scenario, report it, and exit 0 (clean) or 1."""
+    """Parse `--device/--provider` (and `--backend` for a multi-rank scenario), run the
+    scenario, report it, and exit 0 (clean) or 1."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument(
@@ -109,8 +115,20 @@ def run_scenario_main(
         help="no hand-placed probe: instrument every engine function (NaN) with NaN-filled "
         "padding buffers, and report what that finds",
     )
+    if multi_rank:
+        parser.add_argument(
+            "--backend",
+            default="auto",
+            choices=DIST_BACKENDS,
+            help="collective backend of the ranks; auto: nccl with --device cuda and one GPU "
+            "per rank, gloo otherwise",
+        )
     args = parser.parse_args()
-    options = ScenarioOptions(device=args.device, provider=args.provider)
+    options = ScenarioOptions(
+        device=args.device,
+        provider=args.provider,
+        dist_backend=getattr(args, "backend", "auto"),
+    )
     try:
         outcome = run_auto_detect(run, options) if args.auto_detect else run(options)
     except Exception as exc:  # a scenario reports every failure, it never hides one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import sys
 import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -14,8 +15,10 @@ import torch.multiprocessing as mp
 
 from fixes.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
 from fixes.dp_attention import prepare_mlp_sync_batch
+from fixes.errors import EngineUsageError
 from fixes.model.toy_requests import build_stack, random_tokens
 from fixes.scenarios.common import (
+    DIST_BACKENDS,
     ScenarioOptions,
     ScenarioOutcome,
     auto_instrumented,
@@ -38,22 +41,25 @@ class _RankTask:
     rank: int
     world_size: int
     port: int
+    backend: str  # "gloo" or "nccl", resolved by the parent
     options: ScenarioOptions
     reverts: tuple[int, ...]
 
 
 def run(options: ScenarioOptions) -> ScenarioOutcome:
-    """Spawn one process per DP rank (gloo on CPU, nccl on CUDA); first failing rank wins."""
+    """Spawn one process per DP rank (nccl: one GPU each; gloo: CPU collectives, ranks may
+    share a GPU); the first failing rank wins."""
     start_scenario(options)
     reverts = toggle.active_reverts()
     world_size = len(PROMPT_LENS_PER_RANK)
+    backend = collective_backend(options, world_size=world_size)
     context = mp.get_context("spawn")
     results = context.SimpleQueue()
     port = _free_port()
     workers = [
         context.Process(
             target=_rank_main,
-            args=(_RankTask(rank, world_size, port, options, reverts), results),
+            args=(_RankTask(rank, world_size, port, backend, options, reverts), results),
         )
         for rank in range(world_size)
     ]
@@ -70,6 +76,25 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
         rank, outcome = results.get()
         outcomes[rank] = outcome
     return _combine(outcomes, workers, world_size)
+
+
+def collective_backend(options: ScenarioOptions, *, world_size: int) -> str:
+    """gloo or nccl for `options.dist_backend`; nccl needs `--device cuda` and a GPU per rank."""
+    if options.dist_backend not in DIST_BACKENDS:
+        raise EngineUsageError(
+            f"dp_attention_batch_size: --backend {options.dist_backend!r} is unknown; "
+            f"choices: {', '.join(DIST_BACKENDS)}"
+        )
+    gpus = torch.cuda.device_count() if options.device == "cuda" else 0
+    if options.dist_backend == "nccl" and gpus < world_size:
+        raise EngineUsageError(
+            f"dp_attention_batch_size: --backend nccl needs --device cuda and {world_size} GPUs "
+            f"(one per DP rank), got --device {options.device} with {gpus}; choices: "
+            "--backend gloo, or auto (nccl only when there are enough GPUs)"
+        )
+    if options.dist_backend == "auto":
+        return "nccl" if gpus >= world_size else "gloo"
+    return options.dist_backend
 
 
 def _rank_main(task: _RankTask, results: Any) -> None:
@@ -90,13 +115,16 @@ def _rank_forward(task: _RankTask) -> ScenarioOutcome:
     """Prefill this rank's batch, sync batch sizes across ranks, run attention, compare."""
     rank, options = task.rank, task.options
     device = torch.device(options.device)
-    if device.type == "cuda":
+    if device.type == "cuda":  # nccl: rank r owns GPU r; gloo: ranks may share GPUs
         torch.cuda.set_device(rank % torch.cuda.device_count())
         device = torch.device("cuda", torch.cuda.current_device())
-    # nccl needs one GPU per rank; with fewer GPUs the ranks meet over gloo (CPU tensors).
-    enough_gpus = device.type == "cuda" and torch.cuda.device_count() >= task.world_size
+    print(
+        f"dp_rank[{rank}]: {task.backend} process group, device {device}",
+        file=sys.stderr,
+        flush=True,
+    )
     dist.init_process_group(
-        "nccl" if enough_gpus else "gloo",
+        task.backend,
         init_method=f"tcp://127.0.0.1:{task.port}",
         rank=rank,
         world_size=task.world_size,
@@ -160,4 +188,4 @@ def _free_port() -> int:
 
 
 if __name__ == "__main__":
-    run_scenario_main(run, description=__doc__ or "")
+    run_scenario_main(run, description=__doc__ or "", multi_rank=True)

@@ -7,10 +7,9 @@ import torch
 import prtoggle
 from fixes.cuda_graph.draft_extend_runner import build_draft_extend_graph_runner
 from fixes.errors import EngineUsageError
-from fixes.forward_batch import DraftExtendInput, ForwardBatch, ForwardMode
-from fixes.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from fixes.model.draft_model import draft_models, reference_draft_extend
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, run_scenario_main
+from fixes.speculative.eagle_batches import draft_extend_after_verify
 from fixes.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2, VerifyResult
 from prtoggle import detect
 
@@ -67,7 +66,18 @@ def _run_batch(
     name: str,
 ) -> ScenarioOutcome | None:
     """One draft extend; None when the pool and the drafts match the plain reference."""
-    forward_batch, verify = _make_batch(batch, generator=generator, device=device)
+    forward_batch, verify = draft_extend_after_verify(
+        rows=[row for row, _ in batch],
+        accept_lengths=[length for _, length in batch],
+        num_steps=NUM_STEPS,
+        hidden_size=HIDDEN,
+        vocab_size=VOCAB,
+        prefix_len=10,
+        pool_rows=POOL_ROWS,
+        max_context_len=16,
+        generator=generator,
+        device=device,
+    )
     expected_pool = worker.req_to_hidden_states_pool.clone()
     outputs = reference_draft_extend(
         worker.draft_models,
@@ -92,48 +102,6 @@ def _run_batch(
             f"pool rows {wrong} (batch rows {[row for row, _ in batch]})",
         )
     return None
-
-
-def _make_batch(
-    batch: tuple[tuple[int, int], ...], *, generator: torch.Generator, device: torch.device
-) -> tuple[ForwardBatch, VerifyResult]:
-    bs, per_req = len(batch), NUM_STEPS + 1
-    num_tokens = bs * per_req
-    accept = torch.tensor([length for _, length in batch], dtype=torch.int64)
-    verify = VerifyResult(
-        hidden_states=torch.randn(num_tokens, HIDDEN, generator=generator).to(device),
-        next_token_ids=torch.randint(0, VOCAB, (num_tokens,), generator=generator).to(device),
-        accept_lens=accept.to(device),
-    )
-    seq_lens = torch.full((bs,), 10, dtype=torch.int32)
-    forward_batch = ForwardBatch(
-        forward_mode=ForwardMode.DRAFT_EXTEND_V2,
-        batch_size=bs,
-        input_ids=verify.next_token_ids,
-        req_pool_indices=torch.tensor([row for row, _ in batch], device=device),
-        seq_lens=seq_lens.to(device),
-        seq_lens_cpu=seq_lens,
-        out_cache_loc=torch.zeros(num_tokens, dtype=torch.int64, device=device),
-        positions=torch.zeros(num_tokens, dtype=torch.int64, device=device),
-        req_to_token_pool=ReqToTokenPool(size=POOL_ROWS, max_context_len=16, device=device),
-        token_to_kv_pool=MHATokenToKVPool(
-            num_pages=2,
-            page_size=1,
-            num_kv_heads=1,
-            head_dim=4,
-            num_layers=1,
-            dtype=torch.float32,
-            device=device,
-        ),
-        extend_seq_lens=torch.full((bs,), per_req, dtype=torch.int32, device=device),
-        extend_start_loc=torch.arange(0, num_tokens, per_req, dtype=torch.int32, device=device),
-        extend_seq_lens_cpu=[per_req] * bs,
-        spec_info=DraftExtendInput(
-            accept_lengths=accept.to(device=device, dtype=torch.int32),
-            accept_lengths_cpu=[length for _, length in batch],
-        ),
-    )
-    return forward_batch, verify
 
 
 def _select_index(verify: VerifyResult) -> torch.Tensor:

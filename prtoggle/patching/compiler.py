@@ -90,7 +90,8 @@ def parse_definition(
         found = ", ".join(type(node).__name__ for node in body) or "nothing"
         raise PatchApplicationError(
             f"{target}: the edited source must be exactly one definition of {shape.name}(); "
-            f"it holds: {found}"
+            f"it holds: {found}; code outside the def's signature and body cannot take effect "
+            "through a code swap"
         )
     _map_positions(definition, origins, offset=offset)
     return definition

@@ -38,9 +38,9 @@ print("warming up")
 print(json.dumps({
     "name": "fake", "timed": "prtoggle_fake_target.answer", "unit": "ms", "median": 2.0,
     "samples": fixed, "shape": {"bs": 4, "device": args[args.index("--device") + 1]},
-    "reverted": list(active_reverts()), "extras": {"buffer_bytes": 2048},
-    "note": "fake note", "pr": pr, "reverted_samples": reverted, "reverted_in_force": in_force,
-    "reverted_error": None, "reverted_extras": {"buffer_bytes": 1024},
+    "in_force": list(active_reverts()), "extras": {"buffer_bytes": 2048}, "note": "fake note",
+    "reverted": {"pr": pr, "samples": reverted, "in_force": in_force, "error": None,
+                 "extras": {"buffer_bytes": 1024}},
 }))
 '''
 
@@ -73,8 +73,8 @@ except ValueError as exc:
 print(json.dumps({
     "name": "fake_failing", "timed": "prtoggle_fake_target.first_half", "unit": "ms",
     "median": 0.5, "samples": [sample(), sample()], "shape": {},
-    "reverted": list(active_reverts()), "pr": pr, "reverted_samples": [],
-    "reverted_in_force": [], "reverted_error": error,
+    "in_force": list(active_reverts()),
+    "reverted": {"pr": pr, "samples": [], "in_force": [], "error": error, "extras": {}},
 }))
 '''
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,77 @@ def test_show_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None:
     assert len(result.stderr.splitlines()) == 1
 
 
+def second_collection(fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A collection `sglang` holding ANSWER_FIX again (sglang's text: patches only)."""
+    directory = fake_project.registry_dir.parent / "sglang"
+    directory.mkdir()
+    (directory / f"{ANSWER_FIX}.yaml").write_text(
+        f"patches:\n  - target: {TARGET_MODULE}.answer\n    edits:\n"
+        "      - match: value = 42\n        replacement: value = 40\n"
+        "  - target: absent_engine.layers.forward\n    edits:\n      - match: x = 1\n"
+    )
+    monkeypatch.setenv(
+        "PRTOGGLE_YAML_PATH", os.pathsep.join([str(fake_project.registry_dir), str(directory)])
+    )
+    return directory
+
+
+def test_show_of_a_pr_in_two_collections_asks_for_one_and_lists_them(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = second_collection(fake_project, monkeypatch)
+    result = invoke("show", str(ANSWER_FIX))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: PR {ANSWER_FIX} is in 2 collections: registry "
+        f"({fake_project.registry_dir / f'{ANSWER_FIX}.yaml'}), sglang "
+        f"({directory / f'{ANSWER_FIX}.yaml'}); choose one with --collection registry or "
+        "--collection sglang\n"
+    )
+    chosen = invoke("show", str(ANSWER_FIX), "--collection", "sglang", "--json")
+    assert (chosen.exit_code, chosen.stdout, chosen.stderr) == (
+        2,
+        "",
+        f"error: PR {ANSWER_FIX} (sglang): package absent_engine is not installed here, so "
+        "there is no source to diff; `prtoggle check --source-root DIR` reads a source tree "
+        "instead\n",
+    )
+    shown = invoke("show", str(ANSWER_FIX), "--collection", "registry")
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(
+        f"PR {ANSWER_FIX}: fake fix {ANSWER_FIX}\n  collection: registry\n"
+    )
+
+
+def test_list_shows_each_collection_and_absent_packages(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    second_collection(fake_project, monkeypatch)
+    records = json.loads(invoke("list", "--json").output)
+    assert [(r["pr"], r["collection"]) for r in records][-2:] == [
+        (HARMLESS_FIX, "registry"),
+        (ANSWER_FIX, "sglang"),
+    ]
+    sglang = records[-1]
+    assert (sglang["title"], sglang["applies"]) == ("", None)
+    text = invoke("list", "--collection", "sglang")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[1].split() == [
+        str(ANSWER_FIX),
+        "sglang",
+        "-",
+        "-",
+        "-",
+        "absent",
+        "-",
+    ]
+    unknown = invoke("list", "--collection", "vllm")
+    assert (unknown.exit_code, unknown.stderr.splitlines()[0][:45]) == (
+        2,
+        "error: no recipe collection named 'vllm'; col",
+    )
+
+
 def test_check_reports_each_target_and_fails_on_a_broken_revert(
     fake_project: FakeProject,
 ) -> None:
@@ -203,8 +275,8 @@ def test_an_unknown_command_names_the_commands() -> None:
     result = invoke("lsit")
     assert (result.exit_code, result.stderr) == (
         2,
-        "error: no command 'lsit': expected one of bench, bisect, check, list, repro, run, show "
-        "(see `prtoggle --help`)\n",
+        "error: no command 'lsit': expected one of bench, bisect, check, coverage, list, repro, "
+        "run, show (see `prtoggle --help`)\n",
     )
 
 
@@ -368,3 +440,12 @@ def test_a_broken_registry_is_a_one_line_error(fake_project: FakeProject) -> Non
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {fake_project.registry_dir / 'bad.yaml'}:")
     assert "Traceback" not in result.output
+
+
+def test_repro_takes_a_collection_and_names_the_known_ones(fake_project: FakeProject) -> None:
+    result = invoke("repro", "--all", "--collection", "vllm")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: no recipe collection named 'vllm'; collections: registry "
+        f"({fake_project.registry_dir})\n"
+    )

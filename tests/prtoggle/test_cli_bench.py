@@ -105,13 +105,10 @@ def test_bench_json_has_medians_ratio_spread_and_the_run(bench_project: FakeProj
     }
     run = record["run"]
     assert set(run) == {"kind", "error", "result", "seconds", "exit_code"}
-    assert (run["kind"], run["result"]["reverted"], run["result"]["reverted_in_force"]) == (
-        "ok",
-        [],
-        [BENCH_FIX],
-    )
+    reverted = run["result"]["reverted"]
+    assert (run["kind"], run["result"]["in_force"], reverted["in_force"]) == ("ok", [], [BENCH_FIX])
     assert run["result"]["samples"] == [2.0, 2.0, 2.0]
-    assert run["result"]["reverted_samples"] == [1.0, 1.1, 1.2]
+    assert (reverted["pr"], reverted["samples"]) == (BENCH_FIX, [1.0, 1.1, 1.2])
 
 
 def test_a_reverted_sample_that_raises_keeps_the_fixed_median(

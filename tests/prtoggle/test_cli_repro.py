@@ -16,7 +16,10 @@ from cli_fakes import (
 )
 from click.testing import CliRunner, Result
 
+from prtoggle.child_process import CommandRun
 from prtoggle.cli import cli
+from prtoggle.cli_repro import _print_table
+from prtoggle.repro import ReproResult, ScenarioResult
 
 __all__ = ["fake_project"]
 
@@ -164,3 +167,33 @@ def test_repro_all_reproduces_every_shipped_fix_on_cuda() -> None:
         27460: True,
     }, result.output
     assert result.exit_code == 0
+
+
+def scenario_that_took(seconds: float, *, clean: bool) -> ScenarioResult:
+    run = CommandRun(("python",), 0 if clean else 1, seconds, "", "")
+    return ScenarioResult(
+        kind="clean" if clean else "failure",
+        error=None if clean else "WrongAnswer",
+        site=None,
+        message="",
+        seconds=seconds,
+        run=run,
+    )
+
+
+def test_seconds_are_each_runs_wall_time_and_the_total_the_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The two runs overlapped: 1.5 s and 2.0 s each, 2.1 s for the command (not 3.5 s).
+    result = ReproResult(
+        pr=ANSWER_FIX,
+        module=SCENARIO_MODULE,
+        expect="WrongAnswer",
+        fixed=scenario_that_took(1.5, clean=True),
+        reverted=scenario_that_took(2.0, clean=False),
+    )
+    _print_table([result], seconds=2.1)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
+    assert lines[1].split() == [str(ANSWER_FIX), "clean", "WrongAnswer", "yes", "1.5", "/", "2.0"]
+    assert lines[-1] == "1 of 1 fixes reproduced in 2.1 s"

@@ -47,7 +47,8 @@ def finished(stdout: str = "", stderr: str = "", returncode: int | None = 0) -> 
     )
 
 
-def result_line(**overrides: object) -> str:
+def result_line(*, reverted: dict[str, object] | None = None, **overrides: object) -> str:
+    """A well-formed result line; `reverted` overrides keys of its reverted half."""
     record: dict[str, object] = {
         "name": "b",
         "timed": "f",
@@ -55,11 +56,15 @@ def result_line(**overrides: object) -> str:
         "median": 1.5,
         "samples": [1.0, 2.0, 1.5, 1.0],
         "shape": {},
-        "reverted": [],
-        "pr": 7,
-        "reverted_samples": [1.1, 2.4, 1.5, 1.3],
-        "reverted_in_force": [7],
-        "reverted_error": None,
+        "in_force": [],
+        "reverted": {
+            "pr": 7,
+            "samples": [1.1, 2.4, 1.5, 1.3],
+            "in_force": [7],
+            "error": None,
+            "extras": {},
+            **(reverted or {}),
+        },
     }
     record.update(overrides)
     return json.dumps(record)
@@ -110,7 +115,7 @@ def test_the_ratio_is_the_median_of_per_pair_ratios_with_its_spread() -> None:
 
 def test_a_reverted_error_keeps_the_fixed_median_and_gives_no_ratio() -> None:
     cost = cost_of(
-        result_line(reverted_samples=[], reverted_in_force=[], reverted_error="IndexError: row 9")
+        result_line(reverted={"samples": [], "in_force": [], "error": "IndexError: row 9"})
     )
     assert (cost.run.kind, cost.measured, cost.fixed_median) == ("ok", False, 1.25)
     assert (cost.reverted_median, cost.ratio, cost.ratio_iqr) == (None, None, None)
@@ -118,7 +123,7 @@ def test_a_reverted_error_keeps_the_fixed_median_and_gives_no_ratio() -> None:
 
 
 def test_a_revert_not_in_force_while_reverted_is_reported_not_measured() -> None:
-    cost = cost_of(result_line(reverted_in_force=[]))
+    cost = cost_of(result_line(reverted={"in_force": []}))
     assert (cost.measured, cost.ratio, cost.reverted_median) == (False, None, None)
     assert cost.reverted_error == (
         "RevertNotInForce: the child reports PRs [] in force while timing reverted, expected [7]"
@@ -126,7 +131,7 @@ def test_a_revert_not_in_force_while_reverted_is_reported_not_measured() -> None
 
 
 def test_unpaired_samples_are_reported_not_measured() -> None:
-    cost = cost_of(result_line(reverted_samples=[1.0]))
+    cost = cost_of(result_line(reverted={"samples": [1.0]}))
     assert cost.measured is False
     assert cost.reverted_error == (
         "UnpairedSamples: 1 reverted samples for 4 fixed ones; expected one per fixed sample"
@@ -134,7 +139,7 @@ def test_unpaired_samples_are_reported_not_measured() -> None:
 
 
 def test_classify_refuses_a_child_that_timed_fixed_with_a_revert_in_force() -> None:
-    run = classify_bench(finished(stdout=result_line(reverted=[7])), module="m", pr=7)
+    run = classify_bench(finished(stdout=result_line(in_force=[7])), module="m", pr=7)
     assert (run.kind, run.result) == ("failure", None)
     assert run.error == (
         "RevertInForceWhileFixed: the child reports reverted PRs [7] while "
@@ -143,7 +148,7 @@ def test_classify_refuses_a_child_that_timed_fixed_with_a_revert_in_force() -> N
 
 
 def test_classify_refuses_a_child_that_toggled_another_pr() -> None:
-    run = classify_bench(finished(stdout=result_line(pr=8)), module="m", pr=7)
+    run = classify_bench(finished(stdout=result_line(reverted={"pr": 8})), module="m", pr=7)
     assert run.error == "WrongPr: the child toggled PR 8, expected 7"
 
 
@@ -162,10 +167,7 @@ def test_classify_reports_a_timeout() -> None:
     assert run.error == "Timeout: no result within 30 s; the child was killed"
 
 
-KEYS = (
-    "name, timed, unit, median, samples, shape, reverted, pr, reverted_samples, "
-    "reverted_in_force, reverted_error"
-)
+KEYS = "name, timed, unit, median, samples, shape, in_force, reverted"
 
 
 @pytest.mark.parametrize(
@@ -180,22 +182,29 @@ KEYS = (
         (
             '{"name": "b"}\n',
             'benchmark m: result \'{"name": "b"}\' lacks timed, unit, median, '
-            "samples, shape, reverted, pr, reverted_samples, reverted_in_force, "
-            f"reverted_error; expected keys {KEYS}",
+            f"samples, shape, in_force, reverted; expected keys {KEYS}",
+        ),
+        (
+            json.dumps({**json.loads(result_line()), "reverted": None}),
+            "benchmark m: 'reverted' must be an object with pr, samples, in_force, error, "
+            "extras (the child was given --pr), got None",
         ),
         (result_line(median="fast"), "benchmark m: 'median' must be a number, got 'fast'"),
         (
-            result_line(reverted="24856"),
-            "benchmark m: 'reverted' must be a list of PR numbers, got '24856'",
+            result_line(in_force="24856"),
+            "benchmark m: 'in_force' must be a list of PR numbers, got '24856'",
         ),
         (
-            result_line(reverted_samples=[1, "x"]),
-            "benchmark m: 'reverted_samples' must be a list of numbers, got [1, 'x']",
+            result_line(reverted={"samples": [1, "x"]}),
+            "benchmark m: 'reverted.samples' must be a list of numbers, got [1, 'x']",
         ),
-        (result_line(pr=None), "benchmark m: 'pr' must be the PR number toggled, got None"),
         (
-            result_line(reverted_error=3),
-            "benchmark m: 'reverted_error' must be null or a string, got 3",
+            result_line(reverted={"pr": None}),
+            "benchmark m: 'reverted.pr' must be the PR number toggled, got None",
+        ),
+        (
+            result_line(reverted={"error": 3}),
+            "benchmark m: 'reverted.error' must be null or a string, got 3",
         ),
     ],
 )
@@ -216,7 +225,7 @@ def test_fix_cost_interleaves_fixed_and_reverted_in_one_child(
     assert cost.extras_compared() == {"buffer_bytes": (2048, 1024)}
     record = cost.to_dict()
     assert (record["ratio_reverted_over_fixed"], record["ratio_iqr"]) == (0.55, 0.05)
-    assert record["run"]["result"]["reverted_in_force"] == [BENCH_FIX]
+    assert record["run"]["result"]["reverted"]["in_force"] == [BENCH_FIX]
 
 
 def test_a_reverted_sample_that_raises_leaves_the_fixed_median(

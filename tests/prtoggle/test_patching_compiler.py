@@ -138,7 +138,8 @@ def test_edit_that_adds_a_second_statement_is_refused(modules: ModuleFactory) ->
         patch_function("lines.check", ("def check(a: int) -> int:", "prepend", "x = 1"))
     assert str(caught.value) == (
         "lines.check: the edited source must be exactly one definition of check(); it holds: "
-        "Assign, FunctionDef"
+        "Assign, FunctionDef; code outside the def's signature and body cannot take effect "
+        "through a code swap"
     )
 
 

@@ -49,3 +49,34 @@ def test_unwatched_module_is_left_alone(
     finder.uninstall()
     finder.uninstall()
     assert finder not in sys.meta_path
+
+
+def test_every_import_that_reaches_the_finders_is_announced_watched_or_not(
+    modules: ModuleFactory,
+) -> None:
+    requested: list[str] = []
+    finder = ModuleLoadedFinder(
+        is_watched=lambda name: False, on_loaded=lambda name: None, on_requested=requested.append
+    )
+    finder.install()
+    try:
+        modules.write("announced.inner", "VALUE = 1\n")
+        importlib.import_module("announced.inner")
+        importlib.import_module("announced.inner")  # already in sys.modules: no finder asked
+    finally:
+        finder.uninstall()
+    assert requested == ["announced", "announced.inner"]
+
+
+def test_install_puts_the_finder_back_in_front_of_a_later_finder() -> None:
+    finder = ModuleLoadedFinder(is_watched=lambda name: False, on_loaded=lambda name: None)
+    other = ModuleLoadedFinder(is_watched=lambda name: False, on_loaded=lambda name: None)
+    finder.install()
+    sys.meta_path.insert(0, other)
+    try:
+        finder.install()
+        assert sys.meta_path[:2] == [finder, other]
+        assert sys.meta_path.count(finder) == 1
+    finally:
+        sys.meta_path.remove(other)
+        finder.uninstall()

@@ -6,7 +6,14 @@ import importlib
 import os
 
 import pytest
-from cli_fakes import ANSWER_FIX, FIRST_HALF_FIX, TARGET_MODULE, FakeProject, fake_project
+from cli_fakes import (
+    ANSWER_FIX,
+    FIRST_HALF_FIX,
+    SECOND_HALF_FIX,
+    TARGET_MODULE,
+    FakeProject,
+    fake_project,
+)
 
 __all__ = ["fake_project"]
 
@@ -91,7 +98,7 @@ def test_a_guarding_test_passes_fixed_and_reverted(
     result = pytester.runpytest_inprocess("-v", "--strict-markers")
     result.stdout.fnmatch_lines(
         [
-            "*::test_answer_is_right PASSED*",
+            "*::test_answer_is_right[[]fixed[]] PASSED*",
             f"*::test_answer_is_right[[]reverted-{ANSWER_FIX}[]] PASSED*",
         ]
     )
@@ -281,3 +288,120 @@ def test_an_inline_session_restores_its_reverts_and_the_env(
     target = importlib.import_module(TARGET_MODULE)
     assert target.answer() == 42
     assert "SGLANG_DEBUG_REVERT_PR" not in os.environ
+
+
+NEEDS_BOTH_HALVES = f"""
+import pytest
+from prtoggle.toggle import active_reverts
+import {TARGET_MODULE} as target
+
+
+@pytest.mark.guards_pr({ANSWER_FIX}, expect="wrong answer")
+def test_answer():
+    if target.first_half() != 21:
+        raise AssertionError("wrong answer: the first half is gone")
+    if target.answer() != 42:
+        reverts = active_reverts()
+        raise AssertionError(f"wrong answer {{target.answer()}}, reverts {{reverts}}")
+"""
+
+VARIANTS_FIRST = """
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: "reverted-" not in item.name)
+"""
+
+
+def test_the_variant_reverts_only_its_fix_on_top_of_the_sessions(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        NEEDS_BOTH_HALVES.replace('expect="wrong answer"', 'expect=r"reverts \\(90001, 90004\\)"')
+    )
+    result = pytester.runpytest_subprocess("-v", "--revert-pr", str(SECOND_HALF_FIX))
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"*::test_answer[[]reverted-{ANSWER_FIX}[]] PASSED*"])
+
+
+def test_a_session_revert_that_breaks_the_plain_test_makes_the_variant_an_error(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(NEEDS_BOTH_HALVES)
+    result = pytester.runpytest_subprocess("--revert-pr", str(FIRST_HALF_FIX))
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*cannot judge whether *::test_answer guards PR {ANSWER_FIX}: it already fails "
+            f"with the session's reverts (PR {FIRST_HALF_FIX}), before PR {ANSWER_FIX} is "
+            "reverted:",
+            "AssertionError: wrong answer: the first half is gone",
+        ]
+    )
+
+
+def test_a_variant_that_runs_first_asks_a_child_how_the_plain_test_does(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makeconftest(VARIANTS_FIRST)
+    pytester.makepyfile(NEEDS_BOTH_HALVES)
+    result = pytester.runpytest_subprocess("-v", "--revert-pr", str(FIRST_HALF_FIX))
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*::test_answer[[]reverted-{ANSWER_FIX}[]] ERROR*",
+            "*::test_answer[[]fixed[]] FAILED*",
+            f"*cannot judge whether *::test_answer guards PR {ANSWER_FIX}: it already fails "
+            f"with the session's reverts (PR {FIRST_HALF_FIX})*",
+        ]
+    )
+
+
+def test_a_plain_test_that_fails_with_every_fix_in_place_makes_the_variant_an_error(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        f"import pytest\n\n@pytest.mark.guards_pr({ANSWER_FIX}, expect='AssertionError')\n"
+        "def test_always_fails():\n    raise AssertionError('broken anyway')\n"
+    )
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*cannot judge whether *::test_always_fails guards PR {ANSWER_FIX}: it already "
+            f"fails with every fix in place, before PR {ANSWER_FIX} is reverted:",
+            "AssertionError: broken anyway",
+        ]
+    )
+
+
+def test_no_guard_variants_runs_guarded_tests_plain(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(GUARDED)
+    result = pytester.runpytest_inprocess("-v", "--no-guard-variants")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*::test_answer_is_right PASSED*"])
+
+
+def test_a_duplicate_marker_makes_one_variant(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        GUARDED.replace(
+            "@pytest.mark.guards_pr(",
+            f"@pytest.mark.guards_pr({ANSWER_FIX})\n@pytest.mark.guards_pr(",
+            1,
+        )
+    )
+    pytester.runpytest_inprocess().assert_outcomes(passed=2)
+
+
+def test_tests_without_guards_keep_their_ids_whatever_their_parameters(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.parametrize('x', [1], ids=['prefixed'])\n"
+        "def test_x(x):\n    pass\n"
+    )
+    result = pytester.runpytest_inprocess("-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*::test_x[[]prefixed[]] PASSED*"])

@@ -25,6 +25,7 @@ from cli_fakes import (
 
 from prtoggle.child_process import CommandRun, classify_exit, run_command
 from prtoggle.errors import RunnerError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 from prtoggle.toggle import child_env
 from prtoggle.warm_worker import WarmWorker, python_invocation, warm_enabled
 
@@ -183,16 +184,19 @@ def test_exit_status_and_output_are_those_of_a_fresh_process(worker: WarmWorker,
     assert warm.stderr == fresh.stderr
 
 
-def test_a_revert_that_cannot_apply_fails_the_run_as_in_a_fresh_process(
+def test_a_revert_that_cannot_apply_stops_the_run_as_in_a_fresh_process(
     worker: WarmWorker,
 ) -> None:
     env = child_env((BROKEN_FIX,), base=stable_env())
     argv = [sys.executable, "-c", "import prtoggle_fake_target; print('ran unreverted')"]
     fresh, warm = both(worker, argv, env=env)
-    assert warm.returncode == fresh.returncode == 1
+    assert warm.returncode == fresh.returncode == BOOTSTRAP_FAILURE_EXIT_CODE
     assert warm.stdout == fresh.stdout == ""
-    assert warm.stderr.splitlines()[-1] == fresh.stderr.splitlines()[-1]
-    assert "PatchApplicationError: PR 90002 could not be reverted" in warm.stderr
+    assert warm.stderr == fresh.stderr
+    assert warm.stderr.startswith(
+        "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 90002 could not be reverted when "
+        "prtoggle_fake_target was imported"
+    )
     assert classify_exit(warm) == classify_exit(fresh) == "skip"
 
 
@@ -359,8 +363,7 @@ def test_repro_through_the_worker_reports_what_fresh_processes_report(
         assert result.exit_code == 0, result.output
         answer = json.loads(result.stdout)
         for entry in answer:
-            for key in ("seconds",):
-                entry.pop(key)
+            entry.pop("seconds", None)
             for variant in ("fixed", "reverted"):
                 entry[variant].pop("seconds")
         return answer
@@ -369,3 +372,28 @@ def test_repro_through_the_worker_reports_what_fresh_processes_report(
     assert warm == cold
     assert warm[0]["reproduced"] is True
     assert warm[0]["reverted"]["error"] == "WrongAnswer"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_cli_ends_the_warm_runs_and_the_server(
+    project: FakeProject, tmp_path: Path, signum: int
+) -> None:
+    marker = tmp_path / "run.pid"
+    check = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    cli = [sys.executable, "-m", "prtoggle", "bisect", "-r", str(ANSWER_FIX), "--"]
+    process = subprocess.Popen([*cli, sys.executable, "-c", check], env=stable_env(), text=True)
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run_pid = int(marker.read_text())
+    with open(f"/proc/{run_pid}/stat") as stat:
+        server_pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    assert server_pid != process.pid  # the run is the server's child, not the CLI's
+    sent = time.monotonic()
+    process.send_signal(signum)
+    assert process.wait(timeout=10) == 128 + signum
+    assert time.monotonic() - sent < 3
+    deadline = time.monotonic() + 3
+    while (_alive(run_pid) or _alive(server_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in (run_pid, server_pid) if _alive(pid)] == []

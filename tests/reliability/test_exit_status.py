@@ -70,7 +70,7 @@ def test_repro_on_cuda_without_cuda_is_refused_before_any_child_starts(
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    result = prtoggle_cli(sleeping_project, "repro", "91001", "--device", "cuda")
+    result = prtoggle_cli(sleeping_project, "repro", "91001", "--device", "cuda", "--timeout", "5")
     assert (result.returncode, result.stdout, result.stderr) == (
         2,
         "",

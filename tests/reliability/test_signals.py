@@ -6,9 +6,13 @@ grandchildren they start) in files, and the tests check that none of them surviv
 
 from __future__ import annotations
 
+import fcntl
+import os
+import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -90,7 +94,7 @@ def test_repro_ends_running_scenarios_and_never_starts_queued_ones(
     assert sleeping_project.started_children() == 2
 
 
-def test_a_second_ctrl_c_while_children_are_ending_prints_no_traceback(
+def test_more_ctrl_c_while_children_are_ending_print_no_traceback(
     sleeping_project: SleepingProject,
 ) -> None:
     env = sleeping_project.env(SLEEPER_IGNORES_SIGTERM="1")  # the grace then lasts 1 s
@@ -98,9 +102,9 @@ def test_a_second_ctrl_c_while_children_are_ending_prints_no_traceback(
     process = start_prtoggle(args, env=env)
     started(sleeping_project, 2, process)
     sent = time.monotonic()
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    process.send_signal(signal.SIGINT)
+    while process.poll() is None:  # Ctrl-C again and again until prtoggle is gone
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)
     stdout, stderr = process.communicate(timeout=30)
     assert (process.returncode, stdout, stderr) == (130, "", "interrupted by SIGINT\n")
     assert time.monotonic() - sent < LIMIT_S
@@ -146,3 +150,51 @@ def test_repro_all_of_the_shipped_fixes_interrupted_after_5_s_leaves_nothing(
     assert "Traceback" not in stderr
     assert seconds < LIMIT_S
     assert [pid for pid in owned if is_running(pid)] == []
+
+
+def test_run_gives_its_command_the_terminal_for_input_and_ctrl_c(
+    sleeping_project: SleepingProject,
+) -> None:
+    # prtoggle runs on a pseudo-terminal, in the foreground as a shell job would be.
+    master, slave = os.openpty()
+
+    def on_the_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    code = "import sys, time; print('got', input(), flush=True); time.sleep(120)"
+    args = ["run", "-r", str(sleeping_project.prs[0]), "--", sys.executable, "-c", code]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prtoggle", *args],
+        env=sleeping_project.env(),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        preexec_fn=on_the_terminal,  # noqa: PLW1509 (single-threaded test)
+    )
+    os.close(slave)
+    try:
+        os.write(master, b"hello\n")
+        assert "got hello" in read_until(master, "got hello", timeout=60)
+        sent = time.monotonic()
+        os.write(master, b"\x03")  # Ctrl-C typed on the terminal reaches the command
+        assert process.wait(timeout=10) == 130  # the command died of SIGINT: 128 + 2
+        assert time.monotonic() - sent < LIMIT_S
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(master)
+
+
+def read_until(descriptor: int, text: str, *, timeout: float) -> str:
+    """What the terminal shows until `text` appears (or the time runs out)."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([descriptor], [], [], 0.1)
+        if ready:
+            try:
+                seen += os.read(descriptor, 4096).decode(errors="replace")
+            except OSError:  # the terminal closed: every process on it is gone
+                break
+    return seen

@@ -31,7 +31,7 @@ def assert_well_formed(result: BenchResult, *, name: str, reverted: list[int]) -
     assert all(sample > 0 for sample in result.samples)
     assert min(result.samples) <= result.median <= max(result.samples)
     assert result.calls_per_sample >= 1
-    assert result.reverted == reverted
+    assert result.in_force == reverted
 
 
 def paired(pr: int) -> BenchOptions:
@@ -42,6 +42,7 @@ def paired(pr: int) -> BenchOptions:
 def assert_paired(result: BenchResult, *, name: str, pr: int) -> None:
     """Fixed samples with nothing reverted, each paired with one taken with `pr` in force."""
     assert_well_formed(result, name=name, reverted=[])
-    assert (result.pr, result.reverted_in_force, result.reverted_error) == (pr, [pr], None)
-    assert len(result.reverted_samples) == len(result.samples)
-    assert all(sample > 0 for sample in result.reverted_samples)
+    assert result.reverted is not None
+    assert (result.reverted.pr, result.reverted.in_force, result.reverted.error) == (pr, [pr], None)
+    assert len(result.reverted.samples) == len(result.samples)
+    assert all(sample > 0 for sample in result.reverted.samples)

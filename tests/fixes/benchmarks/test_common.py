@@ -24,6 +24,7 @@ from fixes.benchmarks.common import (
     torch_or_triton_provider,
 )
 from fixes.errors import EngineUsageError
+from prtoggle.protocol import BENCH_RESULT_KEYS, BENCH_REVERTED_KEYS
 from prtoggle.toggle import active_reverts, is_reverted
 
 TOGGLED_PR = 21649
@@ -108,20 +109,34 @@ def test_make_result_takes_the_median_and_names_dtypes() -> None:
         "samples": [3.0, 1.0, 2.0],
         "shape": {"bs": 2, "dtype": "bfloat16"},
         "calls_per_sample": 4,
-        "reverted": [],
+        "in_force": [],
         "extras": {"bytes": 8},
         "note": "",
-        "pr": 7,
-        "reverted_samples": [1.5, 1.0, 2.5],
-        "reverted_in_force": [7],
-        "reverted_error": None,
-        "reverted_extras": {"bytes": 4},
+        "reverted": {
+            "pr": 7,
+            "samples": [1.5, 1.0, 2.5],
+            "in_force": [7],
+            "error": None,
+            "extras": {"bytes": 4},
+        },
     }
+    assert set(BENCH_RESULT_KEYS) <= set(record)
+    assert set(record["reverted"]) == set(BENCH_REVERTED_KEYS)
     assert result.describe().splitlines()[-1] == (
         "  PR 7 reverted, interleaved: median 1.5 ms per call"
     )
-    failed = dataclasses.replace(result, reverted_samples=[], reverted_error="KeyError: 'x'")
+    assert result.reverted is not None
+    failed = dataclasses.replace(
+        result, reverted=dataclasses.replace(result.reverted, samples=[], error="KeyError: 'x'")
+    )
     assert failed.describe().splitlines()[-1] == "  PR 7 reverted: failed: KeyError: 'x'"
+
+
+def test_make_result_without_a_pr_has_no_reverted_half() -> None:
+    timing = PairedTiming(calls_per_sample=1, fixed=[1.0])
+    result = make_result(name="n", timed="f", timing=timing, shape={})
+    assert result.reverted is None
+    assert json.loads(result.to_json())["reverted"] is None
 
 
 def test_bad_options_are_refused_naming_the_value() -> None:
@@ -156,25 +171,13 @@ def test_module_entry_prints_one_json_object() -> None:
         "ms",
         2,
     )
-    assert set(record) == {
-        "name",
-        "timed",
-        "unit",
-        "median",
-        "samples",
-        "shape",
-        "calls_per_sample",
-        "reverted",
-        "extras",
-        "note",
-        "pr",
-        "reverted_samples",
-        "reverted_in_force",
-        "reverted_error",
-        "reverted_extras",
-    }
-    assert (record["reverted"], record["pr"], record["reverted_in_force"]) == ([], 26521, [26521])
-    assert len(record["reverted_samples"]) == 2
+    assert set(record) == {*BENCH_RESULT_KEYS, "calls_per_sample", "extras", "note"}
+    assert (record["in_force"], record["reverted"]["pr"], record["reverted"]["in_force"]) == (
+        [],
+        26521,
+        [26521],
+    )
+    assert len(record["reverted"]["samples"]) == 2
 
 
 def test_module_entry_reports_an_error_as_its_last_line() -> None:

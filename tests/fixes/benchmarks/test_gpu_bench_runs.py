@@ -45,7 +45,7 @@ def test_prtoggle_bench_all_on_cuda_measures_every_fix() -> None:
         assert record["ratio_reverted_over_fixed"] > 0
         assert record["ratio_iqr"] >= 0
         assert record["run"]["result"]["shape"]
-        assert record["run"]["result"]["reverted_in_force"] == [record["pr"]]
+        assert record["run"]["result"]["reverted"]["in_force"] == [record["pr"]]
     assert records[24856]["run"]["result"]["shape"]["bs"] == 32
     extras = records[27460]["extras"]["cuda_graph_kv_indices_bytes"]
     assert extras["fixed"] == 4 * extras["reverted"]  # topk 4

@@ -56,7 +56,7 @@ def test_both_variants_pool_the_same_hidden_states_on_a_graph_batch() -> None:
             pool_rows=shape.bs,
             cuda_graph_runner_for_draft_extend=runner,
         )
-        forward_batch, verify = bench._batch(shape, device=device)
+        forward_batch, verify = bench.graph_batch(shape, device=device)
         with prtoggle.reverted(22832) if revert else contextlib.nullcontext():
             assert worker._draft_extend_for_decode(forward_batch, verify).used_cuda_graph
         pools.append(worker.req_to_hidden_states_pool)

@@ -10,6 +10,7 @@ from bench_support import QUICK, assert_paired, assert_well_formed, clean_env, p
 
 import prtoggle
 from fixes.benchmarks import kv_indices_width_cost as bench
+from fixes.benchmarks.common import BenchOptions
 from fixes.errors import EngineUsageError
 
 
@@ -34,7 +35,8 @@ def test_a_paired_run_reports_both_buffer_sizes() -> None:
     result = bench.measure(paired(27460))
     assert_paired(result, name="kv_indices_width_cost", pr=27460)
     assert result.extras == {"cuda_graph_kv_indices_bytes": 8192}
-    assert result.reverted_extras == {"cuda_graph_kv_indices_bytes": 4096}
+    assert result.reverted is not None
+    assert result.reverted.extras == {"cuda_graph_kv_indices_bytes": 4096}
 
 
 def test_a_shape_whose_narrow_rows_overflow_is_refused() -> None:
@@ -49,7 +51,7 @@ def test_a_shape_whose_narrow_rows_overflow_is_refused() -> None:
 
 def test_an_attention_provider_is_refused_with_the_choices() -> None:
     with pytest.raises(EngineUsageError) as caught:
-        bench.measure(bench.BenchOptions(provider="flashinfer", repeat=1))
+        bench.measure(BenchOptions(provider="flashinfer", repeat=1))
     assert str(caught.value) == (
         "kv_indices_width_cost: --provider 'flashinfer' is not supported: expected torch or "
         "triton (the kv_indices kernel; attention is not timed)"

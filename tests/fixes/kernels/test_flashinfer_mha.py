@@ -9,10 +9,10 @@ import pytest
 import torch
 from trtllm_fmha_cases import PagedBatch, assert_matches, make_batch
 
+from fixes.errors import KernelContractError
 from fixes.kernels import flashinfer_mha
 from fixes.kernels.flashinfer_mha import paged_layout
 from fixes.kernels.trtllm_fmha import (
-    KernelContractError,
     trtllm_batch_context_with_kv_cache,
     trtllm_batch_decode_with_kv_cache,
 )

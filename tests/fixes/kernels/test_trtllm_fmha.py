@@ -8,8 +8,8 @@ import pytest
 import torch
 from trtllm_fmha_cases import PagedBatch, assert_matches, make_batch, naive_attention, rel_tolerance
 
+from fixes.errors import KernelContractError
 from fixes.kernels.trtllm_fmha import (
-    KernelContractError,
     default_provider,
     trtllm_batch_context_with_kv_cache,
     trtllm_batch_decode_with_kv_cache,

@@ -13,7 +13,8 @@ import pytest
 import torch
 from trtllm_fmha_cases import PagedBatch, assert_matches, make_batch, naive_attention, rel_tolerance
 
-from fixes.kernels.trtllm_fmha import KernelContractError
+from fixes.errors import KernelContractError
+from fixes.kernels.trtllm_fmha_contract import ContextArgs, DecodeArgs
 from fixes.kernels.trtllm_fmha_triton import TritonBlockConfig, triton_context, triton_decode
 
 interpreted = pytest.mark.skipif(
@@ -47,32 +48,36 @@ def run_decode(batch: PagedBatch, *, q_len_per_req: int, splits: int = 1) -> tor
         (rows, *batch.query.shape[1:]), dtype=batch.query.dtype, device=batch.query.device
     )
     return triton_decode(
-        query=batch.query,
-        k_cache=batch.k_cache,
-        v_cache=batch.v_cache,
-        block_tables=batch.block_tables,
-        seq_lens=batch.seq_lens,
-        max_seq_len=int(batch.seq_lens.max()),
-        softmax_scale=batch.softmax_scale,
-        q_len_per_req=q_len_per_req,
-        out=out,
+        DecodeArgs(
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_seq_len=int(batch.seq_lens.max()),
+            softmax_scale=batch.softmax_scale,
+            q_len_per_req=q_len_per_req,
+            out=out,
+        ),
         config=config,
     )
 
 
 def run_context(batch: PagedBatch, *, config: TritonBlockConfig = CPU_TILES) -> torch.Tensor:
     return triton_context(
-        query=batch.query,
-        k_cache=batch.k_cache,
-        v_cache=batch.v_cache,
-        block_tables=batch.block_tables,
-        seq_lens=batch.seq_lens,
-        max_q_len=max(batch.q_lens),
-        max_kv_len=int(batch.seq_lens.max()),
-        softmax_scale=batch.softmax_scale,
-        batch_size=len(batch.q_lens),
-        cum_seq_lens_q=batch.cum_seq_lens_q,
-        out=torch.zeros_like(batch.query),
+        ContextArgs(
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_q_len=max(batch.q_lens),
+            max_kv_len=int(batch.seq_lens.max()),
+            softmax_scale=batch.softmax_scale,
+            batch_size=len(batch.q_lens),
+            cum_seq_lens_q=batch.cum_seq_lens_q,
+            out=torch.zeros_like(batch.query),
+        ),
         config=config,
     )
 
@@ -264,17 +269,19 @@ def test_both_context_grid_orders_match_dense_attention_with_nan_and_skipped_row
         context_block_m=16, context_block_n=16, context_heads_fastest=heads_fastest
     )
     result = triton_context(
-        query=batch.query,
-        k_cache=batch.k_cache,
-        v_cache=batch.v_cache,
-        block_tables=batch.block_tables,
-        seq_lens=batch.seq_lens,
-        max_q_len=40,
-        max_kv_len=50,
-        softmax_scale=batch.softmax_scale,
-        batch_size=3,
-        cum_seq_lens_q=batch.cum_seq_lens_q,
-        out=torch.zeros_like(batch.query),
+        ContextArgs(
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_q_len=40,
+            max_kv_len=50,
+            softmax_scale=batch.softmax_scale,
+            batch_size=3,
+            cum_seq_lens_q=batch.cum_seq_lens_q,
+            out=torch.zeros_like(batch.query),
+        ),
         config=config,
     )
     expected = naive_attention(batch)
@@ -350,8 +357,10 @@ def test_triton_context_leaves_rows_past_max_q_len_uncomputed_like_the_reference
         batch_size=2,
         cum_seq_lens_q=batch.cum_seq_lens_q,
     )
-    result = triton_context(**common, out=torch.zeros_like(batch.query), config=CPU_TILES)
-    expected = context_reference(**common, out=torch.zeros_like(batch.query))
+    result = triton_context(
+        ContextArgs(**common, out=torch.zeros_like(batch.query)), config=CPU_TILES
+    )
+    expected = context_reference(ContextArgs(**common, out=torch.zeros_like(batch.query)))
     assert torch.equal(result[4:6], torch.zeros_like(result[4:6]))  # request 0 rows 4, 5
     assert_matches(result, expected.double(), rel=1e-5)
 
@@ -435,8 +444,10 @@ def test_packed_context_leaves_rows_past_max_q_len_untouched(splits: int) -> Non
         cum_seq_lens_q=batch.cum_seq_lens_q,
     )
     config = TritonBlockConfig(decode_block_n=16, num_kv_splits=splits)
-    result = triton_context(**common, out=torch.full_like(batch.query, 7.0), config=config)
-    expected = context_reference(**common, out=torch.full_like(batch.query, 7.0))
+    result = triton_context(
+        ContextArgs(**common, out=torch.full_like(batch.query, 7.0)), config=config
+    )
+    expected = context_reference(ContextArgs(**common, out=torch.full_like(batch.query, 7.0)))
     assert torch.equal(result[4:6], torch.full_like(result[4:6], 7.0))  # request 0 rows 4, 5
     assert_matches(result, expected.double(), rel=1e-5)
 
@@ -536,15 +547,17 @@ def test_triton_decode_on_cuda_gives_nan_for_an_empty_range(splits: int) -> None
     )
     out = torch.empty_like(batch.query)
     triton_decode(
-        query=batch.query,
-        k_cache=batch.k_cache,
-        v_cache=batch.v_cache,
-        block_tables=batch.block_tables,
-        seq_lens=batch.seq_lens,
-        max_seq_len=300,
-        softmax_scale=batch.softmax_scale,
-        q_len_per_req=1,
-        out=out,
+        DecodeArgs(
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_seq_len=300,
+            softmax_scale=batch.softmax_scale,
+            q_len_per_req=1,
+            out=out,
+        ),
         config=TritonBlockConfig(num_kv_splits=splits),
     )
     assert torch.isnan(out[0]).all()
@@ -574,17 +587,19 @@ def test_triton_context_on_cuda_matches_the_reference(
 
     result = run_context(batch, config=TritonBlockConfig(context_heads_fastest=heads_fastest))
     expected = context_reference(
-        query=batch.query,
-        k_cache=batch.k_cache,
-        v_cache=batch.v_cache,
-        block_tables=batch.block_tables,
-        seq_lens=batch.seq_lens,
-        max_q_len=300,
-        max_kv_len=700,
-        softmax_scale=batch.softmax_scale,
-        batch_size=4,
-        cum_seq_lens_q=batch.cum_seq_lens_q,
-        out=torch.zeros_like(batch.query),
+        ContextArgs(
+            query=batch.query,
+            k_cache=batch.k_cache,
+            v_cache=batch.v_cache,
+            block_tables=batch.block_tables,
+            seq_lens=batch.seq_lens,
+            max_q_len=300,
+            max_kv_len=700,
+            softmax_scale=batch.softmax_scale,
+            batch_size=4,
+            cum_seq_lens_q=batch.cum_seq_lens_q,
+            out=torch.zeros_like(batch.query),
+        )
     )
     assert not torch.isnan(result).any()
     assert_matches(result, expected.double().cpu(), rel=1e-4 if dtype == torch.float32 else 2e-2)
@@ -623,9 +638,10 @@ def test_packed_context_on_cuda_matches_the_reference(
         cum_seq_lens_q=batch.cum_seq_lens_q,
     )
     result = triton_context(
-        **common, out=torch.zeros_like(batch.query), config=TritonBlockConfig(num_kv_splits=splits)
+        ContextArgs(**common, out=torch.zeros_like(batch.query)),
+        config=TritonBlockConfig(num_kv_splits=splits),
     )
-    expected = context_reference(**common, out=torch.zeros_like(batch.query))
+    expected = context_reference(ContextArgs(**common, out=torch.zeros_like(batch.query)))
     assert not torch.isnan(result).any()
     assert_matches(result, expected.double().cpu(), rel=1e-4 if dtype == torch.float32 else 2e-2)
 

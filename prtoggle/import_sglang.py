@@ -1,0 +1,168 @@
+"""Read sglang's registered revert recipes from `pr_fix_toggle.py` (parsed, never imported)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from prtoggle.errors import PrToggleError
+
+TOGGLE_MODULE_PATH = Path("sglang", "srt", "debug_utils", "pr_fix_toggle.py")
+"""Where sglang keeps its recipe registry, relative to the directory holding `sglang/`."""
+SGLANG_PULL_URL = "https://github.com/sgl-project/sglang/pull/{pr}"
+
+
+class SglangImportError(PrToggleError):
+    """sglang's pr_fix_toggle.py cannot be found or read as a recipe registry."""
+
+
+@dataclass(frozen=True)
+class SglangRecipe:
+    """One recipe sglang registers: its PR number and its YAML text as sglang has it."""
+
+    pr: int
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class WrittenRecipe:
+    """One recipe file of an import and whether this import changed it."""
+
+    pr: int
+    path: Path
+    changed: bool
+
+
+def installed_toggle_module() -> Path:
+    """The installed sglang's pr_fix_toggle.py, found without importing sglang.
+
+    `find_spec` on the top-level package only locates it (no `__init__` runs).
+    """
+    spec = importlib.util.find_spec("sglang")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        candidate = Path(location, *TOGGLE_MODULE_PATH.parts[1:])
+        if candidate.is_file():
+            return candidate
+    where = ", ".join(locations) if locations else "no package named 'sglang' is importable"
+    raise SglangImportError(
+        f"cannot find sglang's {TOGGLE_MODULE_PATH} (searched: {where}); install sglang or "
+        "pass --from PATH/TO/pr_fix_toggle.py"
+    )
+
+
+def read_recipes(path: Path) -> list[SglangRecipe]:
+    """Parse `path` and return the recipes of its `{PR: YAML_TEXT_NAME}` registry dict.
+
+    The registry is the module-level dict whose keys are PR numbers and whose values
+    name module-level string constants (or are string literals).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SglangImportError(f"{path}: cannot read sglang's recipe module: {exc}") from exc
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise SglangImportError(
+            f"{path}:{exc.lineno}: not valid Python ({exc.msg}); expected sglang's pr_fix_toggle.py"
+        ) from exc
+    strings = _string_constants(tree)
+    registries = [node for node in _module_dicts(tree) if _looks_like_registry(node)]
+    if not registries:
+        raise SglangImportError(
+            f"{path}: no recipe registrations found; expected a module-level dict "
+            "{PR_NUMBER: YAML_TEXT, ...} such as sglang's _PR_FIX_REVERT_YAML"
+        )
+    recipes: dict[int, SglangRecipe] = {}
+    for registry in registries:
+        for key, value in zip(registry.keys, registry.values, strict=True):
+            recipe = _recipe(path, key, value, strings)
+            if recipe.pr in recipes:
+                raise SglangImportError(
+                    f"{path}:{recipe.line}: PR {recipe.pr} is registered twice "
+                    f"(first at line {recipes[recipe.pr].line})"
+                )
+            recipes[recipe.pr] = recipe
+    return [recipes[pr] for pr in sorted(recipes)]
+
+
+def recipe_file_text(recipe: SglangRecipe) -> str:
+    """sglang's YAML text unchanged, after the `pr`/`title`/`url` keys prtoggle lists."""
+    header = (
+        "# Imported by `prtoggle import-sglang` from sglang/srt/debug_utils/pr_fix_toggle.py;\n"
+        "# the text after these keys is sglang's, unchanged.\n"
+        f"pr: {recipe.pr}\n"
+        f"title: sglang's revert recipe for PR {recipe.pr}\n"
+        f"url: {SGLANG_PULL_URL.format(pr=recipe.pr)}\n"
+    )
+    body = recipe.text if recipe.text.endswith("\n") else f"{recipe.text}\n"
+    return header + body
+
+
+def write_recipes(recipes: list[SglangRecipe], out: Path) -> list[WrittenRecipe]:
+    """Write `<out>/<PR>.yaml` per recipe; a file already holding that text is left alone."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SglangImportError(f"{out}: cannot create the output directory: {exc}") from exc
+    written = []
+    for recipe in recipes:
+        path = out / f"{recipe.pr}.yaml"
+        wanted = recipe_file_text(recipe)
+        try:
+            current = path.read_text(encoding="utf-8") if path.exists() else None
+            if current != wanted:
+                path.write_text(wanted, encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SglangImportError(f"{path}: cannot write the recipe file: {exc}") from exc
+        written.append(WrittenRecipe(pr=recipe.pr, path=path, changed=current != wanted))
+    return written
+
+
+def _string_constants(tree: ast.Module) -> dict[str, str]:
+    constants = {}
+    for node in tree.body:
+        target, value = _assignment(node)
+        is_text = isinstance(value, ast.Constant) and isinstance(value.value, str)
+        if isinstance(target, ast.Name) and is_text:
+            constants[target.id] = value.value  # type: ignore[union-attr]
+    return constants
+
+
+def _module_dicts(tree: ast.Module) -> list[ast.Dict]:
+    return [value for node in tree.body if isinstance(value := _assignment(node)[1], ast.Dict)]
+
+
+def _assignment(node: ast.stmt) -> tuple[ast.expr | None, ast.expr | None]:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return node.targets[0], node.value
+    if isinstance(node, ast.AnnAssign):
+        return node.target, node.value
+    return None, None
+
+
+def _looks_like_registry(node: ast.Dict) -> bool:
+    return bool(node.keys) and all(
+        isinstance(key, ast.Constant) and isinstance(key.value, int) for key in node.keys
+    )
+
+
+def _recipe(
+    path: Path, key: ast.expr | None, value: ast.expr, strings: dict[str, str]
+) -> SglangRecipe:
+    if not isinstance(key, ast.Constant) or not isinstance(key.value, int):
+        raise SglangImportError(f"{path}: a registry key is not a PR number")
+    pr = key.value
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return SglangRecipe(pr=pr, text=value.value, line=value.lineno)
+    if isinstance(value, ast.Name) and value.id in strings:
+        return SglangRecipe(pr=pr, text=strings[value.id], line=value.lineno)
+    shown = value.id if isinstance(value, ast.Name) else ast.unparse(value)
+    raise SglangImportError(
+        f"{path}:{value.lineno}: the recipe of PR {pr} is {shown}, which is not a module-level "
+        "string constant; expected the name of a YAML text defined in the same file"
+    )

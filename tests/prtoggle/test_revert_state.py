@@ -1,0 +1,73 @@
+"""Tests for prtoggle.revert_state: holds, pending targets of half-imported modules, reports."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
+
+from prtoggle import revert_state, toggle
+from prtoggle.registry import load_registry
+
+FIX = """\
+patches:
+  - target: selfrev.area
+    edits:
+      - match: return w * h
+        replacement: return w + h
+"""
+# A module that asks for its own revert while it is still being imported.
+SELF_REVERTING = """\
+def area(w, h):
+    return w * h
+
+
+from prtoggle import toggle
+
+toggle.apply_revert(921)
+STATE_DURING_IMPORT = (toggle.patched_targets(921), toggle.pending_targets(921))
+"""
+
+
+@pytest.fixture(name="registry_dir")
+def registry_dir_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_fix(tmp_path / "reg", 921, FIX)
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", str(tmp_path / "reg"))
+    return tmp_path / "reg"
+
+
+def test_a_target_of_a_module_still_being_imported_waits_until_it_has_finished(
+    modules: ModuleFactory, registry_dir: Path
+) -> None:
+    selfrev = modules.load("selfrev", SELF_REVERTING)
+    assert selfrev.STATE_DURING_IMPORT == ((), ("selfrev.area",))
+    modules.load("any_later_import", "VALUE = 1\n")  # the next import notices it finished
+    assert toggle.patched_targets(921) == ("selfrev.area",)
+    assert selfrev.area(2, 3) == 5
+
+
+def test_a_finished_module_whose_target_never_applied_is_reported(
+    modules: ModuleFactory, registry_dir: Path
+) -> None:
+    selfrev = modules.load("selfrev", SELF_REVERTING)
+    assert revert_state.unapplied_imported_targets() == {921: ("selfrev.area",)}
+    assert selfrev.area(2, 3) == 6
+
+
+def test_holds_are_released_one_kind_at_a_time(modules: ModuleFactory, tmp_path: Path) -> None:
+    modules.write("selfrev", "def area(w, h):\n    return w * h\n")
+    write_fix(tmp_path / "other", 921, FIX)
+    registry = load_registry(dirs=[tmp_path / "other"])
+    with revert_state.locked():
+        revert_state.hold(921, registry, pin=False)
+        revert_state.hold(921, registry, pin=False)
+        revert_state.hold(921, registry, pin=True)
+        revert_state.release(921, pin=True)
+        revert_state.release(921, pin=False)
+        assert revert_state.held_prs() == (921,)
+        assert revert_state.targets_of(921) == ((), ("selfrev.area",))
+        revert_state.release(921, pin=False)
+        assert revert_state.held_prs() == ()
+    assert "selfrev" not in sys.modules
