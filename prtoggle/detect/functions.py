@@ -92,7 +92,12 @@ def _probing(function: Callable[..., Any]) -> Callable[..., Any]:
             _name_crash(exc, site)
             raise
         if config.nan_detection_enabled():
-            found = list(named_tensors(f"{site}(return)", result))
+            unchanged = {id(t) for _, t, version in before if t._version == version}
+            found = [
+                (name, t)
+                for name, t in named_tensors(f"{site}(return)", result)
+                if id(t) not in unchanged  # handed back as passed: not this call's output
+            ]
             found.extend((name, t) for name, t, version in before if t._version != version)
             probes.record_float_tensors(found)
         return result
