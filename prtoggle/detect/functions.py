@@ -10,7 +10,9 @@ kernel wrappers are plain classes and functions, in sglang as in fixes/):
 Every plain function defined in the named modules (packages: every submodule already
 imported), and every plain method of the classes defined there, is replaced by a wrapper
 that, after the call, probes the float tensors it returned (`QUALNAME(return)`) and the
-float tensors it was passed (`QUALNAME(ARG)`: buffers it wrote in place). Probing goes
+float tensors it was passed and changed in place (`QUALNAME(ARG)`: torch's version counter
+moved during the call; a buffer written by a raw Triton launch does not move it, and an
+output buffer it only passed along is not probed, so unwritten poison is no false hit). Probing goes
 through record_float_tensors(), gated by nan_detection_enabled(), one launch per call.
 An exception leaving a wrapped function gets a note per instrumented function it passes
 through and, unless it already names a site, `exc.site` = the innermost one (where a
@@ -76,18 +78,27 @@ def _probing(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        passed = [
+            (f"{site}({names[i] if i < len(names) else i})", value) for i, value in enumerate(args)
+        ] + [(f"{site}({key})", value) for key, value in kwargs.items()]
+        before = [
+            (name, tensor, tensor._version)
+            for argument, value in passed
+            for name, tensor in named_tensors(argument, value)
+        ]
         try:
             result = function(*args, **kwargs)
         except Exception as exc:
             _name_crash(exc, site)
             raise
         if config.nan_detection_enabled():
-            found = list(named_tensors(f"{site}(return)", result))
-            for index, value in enumerate(args):
-                argument = names[index] if index < len(names) else str(index)
-                found.extend(named_tensors(f"{site}({argument})", value))
-            for argument, value in kwargs.items():
-                found.extend(named_tensors(f"{site}({argument})", value))
+            unchanged = {id(t) for _, t, version in before if t._version == version}
+            found = [
+                (name, t)
+                for name, t in named_tensors(f"{site}(return)", result)
+                if id(t) not in unchanged  # handed back as passed: not this call's output
+            ]
+            found.extend((name, t) for name, t, version in before if t._version != version)
             probes.record_float_tensors(found)
         return result
 

@@ -21,6 +21,7 @@ capture once the device's table exists (detect.prepare_device(), or warm-up runs
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,9 @@ def named_tensors(site: str, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from named_tensors(f"{site}[{key}]", item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for item in dataclasses.fields(value):
+            yield from named_tensors(f"{site}.{item.name}", getattr(value, item.name, None))
 
 
 def _enter_hook(collector: _Collector) -> Any:
