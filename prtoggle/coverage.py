@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, report_options
 
 if TYPE_CHECKING:
+    from prtoggle.child_process import CommandRun
     from prtoggle.registry import Fix
     from prtoggle.warm_worker import CommandRunner
 
@@ -177,7 +178,7 @@ def run_suite(
     runner: CommandRunner | None = None,
 ) -> SuiteRun:
     """Run the pytest command once with `prs` reverted at start-up; read its report."""
-    from prtoggle.child_process import output_tail, run_command
+    from prtoggle.child_process import run_command
     from prtoggle.toggle import child_env
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
@@ -189,8 +190,7 @@ def run_suite(
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
-            last = output_tail(run).splitlines()[-1:] or ["no output"]
-            error = f"exit status {run.returncode}, no report; last line: {last[0]}"
+            error = _no_report_error(run, prs)
         else:
             error = None
         report = read_report(report_path) if error is None else None
@@ -235,6 +235,19 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
         if not nodeid or test.startswith((f"{nodeid}::", f"{nodeid}/")):
             return nodeid
     return None
+
+
+def _no_report_error(run: CommandRun, prs: tuple[int, ...]) -> str:
+    """Why a run wrote no report: the start-up hook refused a revert, or the last line."""
+    from prtoggle.child_process import output_tail
+
+    lines = output_tail(run).splitlines()
+    refused = [line for line in lines if line.startswith(f"{BOOTSTRAP_FAILURE_PREFIX}: ")]
+    if run.returncode == BOOTSTRAP_FAILURE_EXIT_CODE and refused:
+        reason = refused[-1][len(BOOTSTRAP_FAILURE_PREFIX) + 2 :]
+        return f"the revert of PR {', '.join(map(str, prs))} did not apply: {reason}"
+    last = lines[-1:] or ["no output"]
+    return f"exit status {run.returncode}, no report; last line: {last[0]}"
 
 
 def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:

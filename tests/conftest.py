@@ -1,11 +1,26 @@
-"""Session-wide test setup: Triton kernels run in interpreter mode where no GPU is present."""
+"""Session-wide test setup: Triton in interpreter mode without a GPU; sglang's CPU stand-ins."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import torch
 
 if not torch.cuda.is_available():
     # Must be set before triton is imported anywhere: kernels then run on CPU tensors.
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+_SGLANG_STUBS = Path(__file__).parent / "sglang" / "stubs"
+if (
+    importlib.util.find_spec("sglang") is not None
+    and importlib.util.find_spec("torchvision") is None
+):
+    # sglang installed for tests/sglang on a CPU-only machine: every process of the suite
+    # (children included, e.g. `prtoggle check` over all collections) imports sglang's
+    # targets with the import-time stand-ins of tests/sglang/stubs (see its conftest).
+    parts = [str(_SGLANG_STUBS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    sys.path.insert(0, str(_SGLANG_STUBS))

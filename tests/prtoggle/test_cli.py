@@ -275,8 +275,8 @@ def test_an_unknown_command_names_the_commands() -> None:
     result = invoke("lsit")
     assert (result.exit_code, result.stderr) == (
         2,
-        "error: no command 'lsit': expected one of bench, bisect, check, coverage, list, repro, "
-        "run, show (see `prtoggle --help`)\n",
+        "error: no command 'lsit': expected one of bench, bisect, check, coverage, import-sglang, "
+        "list, repro, run, show (see `prtoggle --help`)\n",
     )
 
 

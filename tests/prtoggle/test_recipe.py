@@ -326,3 +326,17 @@ def test_a_file_without_pr_and_without_a_number_for_a_name_is_refused(tmp_path: 
         f"{path}:1: fix file has no 'pr' key and its name is not <PR>.yaml; add `pr: <number>` "
         "or name the file after the PR number"
     )
+
+
+def test_verified_on_lists_the_versions_a_recipe_was_checked_against(tmp_path: Path) -> None:
+    text = """\
+        verified_on: ["0.5.22", "0.5.23"]
+        patches:
+          - target: app.f
+            edits: [{match: a = 1, replacement: a = 2}]
+        """
+    fix = load_fix(write_fix(tmp_path / "sglang", 21649, text))
+    assert fix.verified_on == ("0.5.22", "0.5.23")
+    bad = write_fix(tmp_path / "other", 21649, text.replace('["0.5.22", "0.5.23"]', "0.5.23"))
+    with pytest.raises(RegistryError, match=r"21649.yaml:1: 'verified_on' must be a list of"):
+        load_fix(bad)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,13 +59,25 @@ def sglang_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def sglang_wheel() -> Path:
+@pytest.fixture(scope="session")
+def sglang_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sglang 0.5.23 wheel: $PRTOGGLE_SGLANG_WHEEL, else downloaded once per session."""
     value = os.environ.get(WHEEL_ENV)
-    if not value or not Path(value).is_file():
+    if value:
+        if not Path(value).is_file():
+            pytest.fail(f"{WHEEL_ENV}={value!r} is not a file (expected the sglang wheel)")
+        return Path(value)
+    directory = tmp_path_factory.mktemp("sglang-wheel")
+    spec = f"sglang=={SGLANG_VERSION}"
+    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d"]
+    done = subprocess.run(
+        [*command, str(directory)], capture_output=True, text=True, timeout=600, check=False
+    )
+    wheels = sorted(directory.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+    if done.returncode != 0 or not wheels:
         pytest.fail(
-            f"set {WHEEL_ENV} to the sglang {SGLANG_VERSION} wheel file (`pip download "
-            f"sglang=={SGLANG_VERSION} --no-deps -d DIR`; .ci/run does it); got {value!r}",
+            f"could not download the {spec} wheel (set {WHEEL_ENV} to a local copy): "
+            f"{done.stderr.strip()[-500:]}",
             pytrace=False,
         )
-    return Path(value)
+    return wheels[0]
