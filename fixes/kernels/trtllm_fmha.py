@@ -50,10 +50,10 @@ def trtllm_batch_decode_with_kv_cache(
     chosen = _resolve_provider(provider, query.device)
     if q_len_per_req < 1:
         raise KernelContractError(f"q_len_per_req must be >= 1, got {q_len_per_req}")
-    if out is None:
-        rows = seq_lens.shape[0] * q_len_per_req
-        out = torch.empty((rows, *query.shape[1:]), dtype=query.dtype, device=query.device)
-    paged = _checked_args(query, k_cache, v_cache, block_tables, seq_lens, softmax_scale, out)
+    rows = seq_lens.shape[0] * q_len_per_req
+    paged = _checked_args(
+        query, k_cache, v_cache, block_tables, seq_lens, softmax_scale, out, out_rows=rows
+    )
     decode, _ = _provider_functions(chosen)
     return decode(paged.for_decode(q_len_per_req=q_len_per_req, max_seq_len=max_seq_len))
 
@@ -86,9 +86,9 @@ def trtllm_batch_context_with_kv_cache(
     chosen = _resolve_provider(provider, query.device)
     if batch_size < 0:
         raise KernelContractError(f"batch_size must be >= 0, got {batch_size}")
-    if out is None:
-        out = torch.zeros_like(query)
-    paged = _checked_args(query, k_cache, v_cache, block_tables, seq_lens, softmax_scale, out)
+    paged = _checked_args(
+        query, k_cache, v_cache, block_tables, seq_lens, softmax_scale, out, out_rows=None
+    )
     _, context = _provider_functions(chosen)
     return context(
         paged.for_context(
@@ -145,10 +145,14 @@ def _checked_args(  # noqa: PLR0917 (the kernels' own argument order)
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     softmax_scale: float,
-    out: torch.Tensor,
+    out: torch.Tensor | None,
+    *,
+    out_rows: int | None,
 ) -> PagedAttentionArgs:
     """The inputs bundled for a provider, after host-side shape, dtype and device checks
-    (never the bounds the contract leaves out)."""
+    (never the bounds the contract leaves out). A missing `out` is allocated after the
+    checks: `[out_rows, Hq, D]` uninitialised (decode), or zeros shaped like `query`
+    (context, `out_rows` None)."""
     if query.dim() != 3 or k_cache.dim() != 4:
         raise KernelContractError(
             f"expected query [tokens, Hq, D] and k_cache [pages, page_size, Hkv, D], got "
@@ -175,17 +179,22 @@ def _checked_args(  # noqa: PLR0917 (the kernels' own argument order)
             f"expected block_tables int32 [bs, max_pages] and seq_lens [bs], got block_tables "
             f"{block_tables.dtype} {tuple(block_tables.shape)}, seq_lens {tuple(seq_lens.shape)}"
         )
-    if out.shape[1:] != query.shape[1:] or out.dtype != query.dtype:
+    if out is not None and (out.shape[1:] != query.shape[1:] or out.dtype != query.dtype):
         raise KernelContractError(
             f"out must be [rows, {num_heads}, {head_dim}] of {query.dtype}, got "
             f"{out.dtype} {tuple(out.shape)}"
         )
-    tensors = (k_cache, v_cache, block_tables, seq_lens, out)
+    tensors = (k_cache, v_cache, block_tables, seq_lens) + (() if out is None else (out,))
     if any(t.device != query.device for t in tensors):
         raise KernelContractError(
             f"all tensors must be on query's device {query.device}; got "
             f"{sorted({str(t.device) for t in tensors})}"
         )
+    if out is None and out_rows is None:
+        out = torch.zeros_like(query)
+    elif out is None:
+        shape = (int(out_rows or 0), *query.shape[1:])
+        out = torch.empty(shape, dtype=query.dtype, device=query.device)
     return PagedAttentionArgs(
         query=query,
         k_cache=k_cache,

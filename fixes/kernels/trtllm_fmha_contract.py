@@ -8,7 +8,6 @@ hands the providers (trtllm_fmha_reference, trtllm_fmha_triton, flashinfer_mha) 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
 import torch
 
@@ -36,24 +35,21 @@ class PagedAttentionArgs:
 
     def for_decode(self, *, q_len_per_req: int, max_seq_len: int) -> DecodeArgs:
         """These tensors with the decode kernel's host parameters."""
-        return DecodeArgs(
-            **self._paged_fields(), q_len_per_req=q_len_per_req, max_seq_len=max_seq_len
-        )
+        paged = {f.name: getattr(self, f.name) for f in fields(PagedAttentionArgs)}
+        return DecodeArgs(**paged, q_len_per_req=q_len_per_req, max_seq_len=max_seq_len)
 
     def for_context(
         self, *, batch_size: int, cum_seq_lens_q: torch.Tensor, max_q_len: int, max_kv_len: int
     ) -> ContextArgs:
         """These tensors with the context kernel's host parameters and query offsets."""
+        paged = {f.name: getattr(self, f.name) for f in fields(PagedAttentionArgs)}
         return ContextArgs(
-            **self._paged_fields(),
+            **paged,
             batch_size=batch_size,
             cum_seq_lens_q=cum_seq_lens_q,
             max_q_len=max_q_len,
             max_kv_len=max_kv_len,
         )
-
-    def _paged_fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(PagedAttentionArgs)}
 
 
 @dataclass(frozen=True)

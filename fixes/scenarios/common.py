@@ -73,6 +73,11 @@ def failure_from_exception(exc: BaseException) -> ScenarioOutcome:
     return ScenarioOutcome(outcome="failure", error=type(exc).__name__, site=site, message=str(exc))
 
 
+AUTO_DETECT_EXCLUDE = ("fixes.kernels.trtllm_fmha._checked_args",)
+"""Engine functions --auto-detect leaves unwrapped: `_checked_args` returns the decode
+kernel's output buffer freshly allocated and uninitialised (torch.empty), not yet written."""
+
+
 def run_auto_detect(
     run: Callable[[ScenarioOptions], ScenarioOutcome], options: ScenarioOptions
 ) -> ScenarioOutcome:
@@ -92,7 +97,7 @@ def auto_instrumented() -> Iterator[None]:
         yield
         return
     loaded = [name for name in ENGINE_MODULES if name in sys.modules]
-    with detect.instrument_functions(loaded):
+    with detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE):
         yield
         detect.check()
 

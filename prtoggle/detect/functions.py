@@ -24,6 +24,7 @@ puts every original back. Reverts of fixes swap the
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import inspect
 import sys
@@ -61,11 +62,20 @@ class FunctionInstrumentation:
         self.remove()
 
 
-def instrument_functions(modules: Sequence[str | ModuleType]) -> FunctionInstrumentation:
-    """Wrap every function and method defined in `modules` (and loaded submodules)."""
+def instrument_functions(
+    modules: Sequence[str | ModuleType], *, exclude: Sequence[str] = ()
+) -> FunctionInstrumentation:
+    """Wrap every function and method defined in `modules` (and loaded submodules).
+
+    `exclude`: `module.Class.function` names (fnmatch patterns) left unwrapped, e.g. helpers
+    that hand a kernel freshly allocated, uninitialised output memory: what they return is
+    not written yet, so probing it would report whatever the allocator left there.
+    """
     handle = FunctionInstrumentation()
     for module in _expand(modules):
         for owner, attribute, function in _functions_of(module):
+            if any(fnmatch.fnmatchcase(_qualname(function), pattern) for pattern in exclude):
+                continue
             setattr(owner, attribute, _probing(function))
             handle.wrapped.append((owner, attribute, function))
     return handle
@@ -92,17 +102,24 @@ def _probing(function: Callable[..., Any]) -> Callable[..., Any]:
             _name_crash(exc, site)
             raise
         if config.nan_detection_enabled():
-            unchanged = {id(t) for _, t, version in before if t._version == version}
+            # A returned tensor that is, or views, an argument this call did not write was
+            # handed back (e.g. `out[:rows]` bundled for a kernel): not this call's output.
+            unchanged = {_storage(t) for _, t, version in before if t._version == version}
             found = [
                 (name, t)
                 for name, t in named_tensors(f"{site}(return)", result)
-                if id(t) not in unchanged  # handed back as passed: not this call's output
+                if _storage(t) not in unchanged
             ]
             found.extend((name, t) for name, t, version in before if t._version != version)
             probes.record_float_tensors(found)
         return result
 
     return wrapper
+
+
+def _storage(tensor: Any) -> int:
+    """The address of the memory `tensor` views (shared by a tensor and all its views)."""
+    return int(tensor.untyped_storage().data_ptr())
 
 
 def _name_crash(exc: Exception, site: str) -> None:

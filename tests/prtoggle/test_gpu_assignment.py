@@ -76,7 +76,7 @@ def test_repro_jobs_on_cuda_give_each_running_child_its_own_gpu(
 ) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     seen = _fake_children(monkeypatch, concurrent=2)
-    fixes = [load_registry().get(21649)]
+    fixes = [load_registry().get(21649, collection="fixes")]
     run_repros(fixes, device="cuda", provider=None, timeout=5, jobs=2, gpu_count=lambda: 2)
     assert sorted(gpu for gpu, _ in seen) == ["0", "1"]
     assert {beside for _, beside in seen} == {frozenset({"0", "1"})}
@@ -84,7 +84,7 @@ def test_repro_jobs_on_cuda_give_each_running_child_its_own_gpu(
 
 def test_repro_on_cpu_leaves_cuda_visible_devices_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _fake_children(monkeypatch, concurrent=2)
-    fixes = [load_registry().get(21649)]
+    fixes = [load_registry().get(21649, collection="fixes")]
 
     def never() -> int:
         raise AssertionError("counted GPUs for a CPU run")

@@ -96,7 +96,7 @@ def failure_line(stderr: str) -> str:
 
 
 def assert_matches_expect(pr: int, stderr: str) -> None:
-    expect = load_registry().get(pr).expect
+    expect = load_registry().get(pr, collection="fixes").expect
     assert expect is not None
     line = failure_line(stderr)
     assert re.search(expect, line), f"{expect!r} does not match {line!r}"

@@ -15,7 +15,7 @@ def test_auto_detect_names_the_capture_nan_of_26521_without_hand_probes() -> Non
     assert result.returncode == 1, result.stderr[-2000:]
     assert failure_line(result.stderr).startswith(
         "NaNDetected at fixes.attention.trtllm_mha_backend.TRTLLMHAAttnBackend._run_decode_kernel"
-        "(return): 16 sites hit, in first-hit order: nan at fixes.attention.trtllm_mha_backend"
+        "(return): 14 sites hit, in first-hit order: nan at fixes.attention.trtllm_mha_backend"
         ".TRTLLMHAAttnBackend._run_decode_kernel(return): 4608 elements in rows 0..3, first hit "
         "in phase capture-warmup at step 0"
     )

@@ -19,12 +19,18 @@ import torch
 def produce(n):
     return torch.zeros(n, 2)
 
+def unwritten(n):
+    return torch.full((n, 2), float("nan"))  # stands for uninitialised memory
+
 def poison(x, row):
     x[row, 1] = float("nan")
 
 class Stage:
     def run(self, x):
         return {"out": x * 2, "count": 3}
+
+    def first_rows(self, x, rows):
+        return x[:rows]
 
     def crash(self, rows):
         return index_rows(torch.zeros(2, 2), rows)
@@ -69,7 +75,7 @@ def test_originals_come_back_and_nothing_runs_while_off(engine: types.ModuleType
     handle = detect.instrument_functions([engine])
     assert engine.produce is not originals[0]
     assert engine.produce.__wrapped__ is originals[0]
-    assert len(handle.sites) == 5
+    assert len(handle.sites) == 7
     x = engine.produce(2)
     engine.poison(x, 0)
     detect.check()  # detection off: nothing recorded
@@ -112,3 +118,26 @@ def test_a_crash_names_the_innermost_instrumented_function(engine: types.ModuleT
         "raised through instrumented fake_engine.stages.index_rows",
         "raised through instrumented fake_engine.stages.Stage.crash",
     ]
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_a_view_of_an_unwritten_argument_handed_back_is_not_probed(
+    engine: types.ModuleType,
+) -> None:
+    x = torch.full((3, 2), float("nan"))  # e.g. a poisoned buffer a later kernel will write
+    with detect.instrument_functions(["fake_engine"]):
+        assert engine.Stage().first_rows(x, 2).shape == (2, 2)
+    detect.check()  # nothing raised: first_rows only sliced it
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_excluded_functions_stay_unwrapped(engine: types.ModuleType) -> None:
+    with detect.instrument_functions(["fake_engine"], exclude=["fake_engine.stages.unwr*"]):
+        assert not hasattr(engine.unwritten, "__wrapped__")
+        assert hasattr(engine.produce, "__wrapped__")
+        assert engine.unwritten(2).isnan().all()
+    detect.check()  # unwritten's output was not probed
+    with detect.instrument_functions(["fake_engine"]):
+        engine.unwritten(2)
+    with pytest.raises(NaNDetected):  # and without the exclusion it is
+        detect.check()
