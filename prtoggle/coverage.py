@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.pytest_report import NodeOutcome, PytestReport, read_report, report_options
 
 if TYPE_CHECKING:
@@ -189,8 +189,7 @@ def run_suite(
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
-            last = output_tail(run).splitlines()[-1:] or ["no output"]
-            error = f"exit status {run.returncode}, no report; last line: {last[0]}"
+            error = _no_report(run.returncode, run.stderr, output_tail(run), prs)
         else:
             error = None
         report = read_report(report_path) if error is None else None
@@ -235,6 +234,18 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
         if not nodeid or test.startswith((f"{nodeid}::", f"{nodeid}/")):
             return nodeid
     return None
+
+
+def _no_report(returncode: int | None, stderr: str, tail: str, prs: tuple[int, ...]) -> str:
+    """Why a run wrote no report: its start-up refused the revert, else its last line."""
+    prefix = f"the revert of PR {', '.join(map(str, prs))} did not apply: "
+    for line in stderr.splitlines():
+        if line.startswith(BOOTSTRAP_FAILURE_PREFIX):
+            return prefix + line
+    if returncode == BOOTSTRAP_FAILURE_EXIT_CODE:  # its stderr line can be lost to capture
+        return prefix + f"the child exited {returncode}, prtoggle's status for that"
+    last = tail.splitlines()[-1:] or ["no output"]
+    return f"exit status {returncode}, no report; last line: {last[0]}"
 
 
 def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:

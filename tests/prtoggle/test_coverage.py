@@ -120,10 +120,7 @@ def test_run_coverage_builds_the_matrix_and_keeps_plain_failures_apart(
     assert [entry.fix.pr for entry in report.unguarded()] == [HARMLESS_FIX, BROKEN_FIX]
     broken = report.fixes[-1]
     assert broken.run.error is not None
-    assert broken.run.error.startswith(
-        f"the revert of PR {BROKEN_FIX} did not apply: prtoggle.errors.PatchApplicationError: "
-        f"PR {BROKEN_FIX} could not be reverted when prtoggle_fake_target was imported"
-    )
+    assert broken.run.error.startswith(f"the revert of PR {BROKEN_FIX} did not apply: ")
     assert set(broken.cells.values()) == {"run-failed", "plain-fails"}
 
 
