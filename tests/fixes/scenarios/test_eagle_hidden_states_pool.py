@@ -85,7 +85,7 @@ def child(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def test_reverted_child_exits_1_with_the_yaml_expect() -> None:
     result = child({"SGLANG_DEBUG_REVERT_PR": str(PR), **dict.fromkeys(DETECTION_VARIABLES, "1")})
     assert result.returncode == 1
-    expect = default_registry().get(PR).expect
+    expect = default_registry().get(PR, collection="fixes").expect
     assert expect is not None
     assert re.search(expect, result.stderr), result.stderr[-2000:]
     assert result.stderr.splitlines()[-1].startswith(OUTCOME_PREFIX)
@@ -101,7 +101,7 @@ def test_on_cuda_fixed_is_clean_and_reverted_matches_the_expect() -> None:
         "cuda",
     )
     assert reverted.returncode == 1
-    expect = default_registry().get(PR).expect
+    expect = default_registry().get(PR, collection="fixes").expect
     assert expect is not None
     assert re.search(expect, reverted.stderr), reverted.stderr[-2000:]
 
