@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from fixes.kernels.flashinfer_mha import paged_layout
-from fixes.kernels.trtllm_fmha_contract import ContextArgs, DecodeArgs
+from fixes.kernels.trtllm_fmha_contract import PagedAttentionArgs
 from fixes.kernels.trtllm_fmha_triton import TritonBlockConfig, triton_context, triton_decode
 
 HEADS, KV_HEADS, HEAD_DIM, PAGE = 32, 8, 128, 16
@@ -113,40 +113,31 @@ def time_ms(fn: Callable[[], object], *, iters: int = 20) -> tuple[float, str]:
 def triton_decode_fn(
     b: Batch, out: torch.Tensor, config: TritonBlockConfig | None = None
 ) -> Callable[[], object]:
-    return lambda: triton_decode(
-        DecodeArgs(
-            query=b.query,
-            k_cache=b.k_cache,
-            v_cache=b.v_cache,
-            block_tables=b.block_tables,
-            seq_lens=b.seq_lens,
-            max_seq_len=b.kv_len,
-            softmax_scale=HEAD_DIM**-0.5,
-            q_len_per_req=1,
-            out=out,
-        ),
-        config=config,
-    )
+    args = paged_args(b, out).for_decode(q_len_per_req=1, max_seq_len=b.kv_len)
+    return lambda: triton_decode(args, config=config)
 
 
 def triton_context_fn(
     b: Batch, out: torch.Tensor, config: TritonBlockConfig | None = None
 ) -> Callable[[], object]:
-    return lambda: triton_context(
-        ContextArgs(
-            query=b.query,
-            k_cache=b.k_cache,
-            v_cache=b.v_cache,
-            block_tables=b.block_tables,
-            seq_lens=b.seq_lens,
-            max_q_len=b.q_len,
-            max_kv_len=b.kv_len,
-            softmax_scale=HEAD_DIM**-0.5,
-            batch_size=b.seq_lens.shape[0],
-            cum_seq_lens_q=b.cum_q,
-            out=out,
-        ),
-        config=config,
+    args = paged_args(b, out).for_context(
+        batch_size=b.seq_lens.shape[0],
+        cum_seq_lens_q=b.cum_q,
+        max_q_len=b.q_len,
+        max_kv_len=b.kv_len,
+    )
+    return lambda: triton_context(args, config=config)
+
+
+def paged_args(b: Batch, out: torch.Tensor) -> PagedAttentionArgs:
+    return PagedAttentionArgs(
+        query=b.query,
+        k_cache=b.k_cache,
+        v_cache=b.v_cache,
+        block_tables=b.block_tables,
+        seq_lens=b.seq_lens,
+        softmax_scale=HEAD_DIM**-0.5,
+        out=out,
     )
 
 
