@@ -220,8 +220,23 @@ def _module_exists(name: str) -> bool:
 
 
 def _importable(name: str) -> bool:
-    """Whether `name` can be found; imports its parent packages (check time only)."""
+    """Whether `name` can be found; imports its parent packages (check time only).
+
+    False when `name` or a parent does not exist (or a parent is a module, not a package);
+    a parent package whose own import fails (a missing dependency, an error in its code)
+    is a TargetResolutionError naming the cause, never "not found".
+    """
     try:
         return name in sys.modules or importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(f"{exc.name}.")):
+            return False
+        raise TargetResolutionError(
+            f"{name}: importing its parent packages failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except ValueError:
         return False
+    except Exception as exc:
+        raise TargetResolutionError(
+            f"{name}: importing its parent packages failed: {type(exc).__name__}: {exc}"
+        ) from exc

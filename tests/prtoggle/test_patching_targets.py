@@ -89,6 +89,19 @@ def test_import_target_reports_a_module_that_fails_to_import(modules: ModuleFact
     assert str(caught.value) == "broken.f: importing module broken failed: RuntimeError: no"
 
 
+def test_a_parent_package_whose_import_fails_is_named_with_its_cause(
+    modules: ModuleFactory,
+) -> None:
+    modules.write("heavy.layers", "def f():\n    return 1\n")
+    (modules.root / "heavy" / "__init__.py").write_text("import no_such_dependency_xyz\n")
+    with pytest.raises(TargetResolutionError) as caught:
+        import_target("heavy.layers.f")
+    assert str(caught.value) == (
+        "heavy.layers: importing its parent packages failed: ModuleNotFoundError: "
+        "No module named 'no_such_dependency_xyz'"
+    )
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [
