@@ -55,7 +55,7 @@ def run(options: ScenarioOptions) -> ScenarioOutcome:
     backend = collective_backend(options, world_size=world_size)
     # CPU ranks fork from this process (torch and the engine are imported already: no
     # second start-up per rank); CUDA cannot be forked once initialised, so GPU ranks spawn.
-    context = mp.get_context("fork") if options.device == "cpu" else mp.get_context("spawn")
+    context = mp.get_context("fork" if options.device == "cpu" else "spawn")
     results = context.SimpleQueue()
     port = _free_port()
     workers = [
