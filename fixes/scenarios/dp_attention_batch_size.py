@@ -47,15 +47,13 @@ class _RankTask:
 
 
 def run(options: ScenarioOptions) -> ScenarioOutcome:
-    """Start one process per DP rank (nccl: one GPU each; gloo: CPU collectives, ranks may
+    """Spawn one process per DP rank (nccl: one GPU each; gloo: CPU collectives, ranks may
     share a GPU); the first failing rank wins."""
     start_scenario(options)
     reverts = toggle.active_reverts()
     world_size = len(PROMPT_LENS_PER_RANK)
     backend = collective_backend(options, world_size=world_size)
-    # CPU ranks fork from this process (torch and the engine are imported already: no
-    # second start-up per rank); CUDA cannot be forked once initialised, so GPU ranks spawn.
-    context = mp.get_context("fork" if options.device == "cpu" else "spawn")
+    context = mp.get_context("spawn")
     results = context.SimpleQueue()
     port = _free_port()
     workers = [
