@@ -17,8 +17,9 @@ def decode_reference(args: DecodeArgs) -> torch.Tensor:
     """Paged decode over `bs = seq_lens.shape[0]` requests of `q_len_per_req` rows each.
 
     Request b reads query rows `b*q_len_per_req + i` and writes the same rows of `out`,
-    with no check against the tensors' lengths: a row past the end raises IndexError,
-    where the GPU kernel would read or write out of bounds. Query i attends keys
+    with no check against the tensors' lengths: a row past a tensor's end is read or
+    written inside its allocation as the GPU kernel would (e.g. a redzone), and raises
+    IndexError outside it, where the GPU kernel would fault. Query i attends keys
     `[0, seq_lens[b] - q_len_per_req + i]`; an empty range gives NaN (0/0), unguarded.
     `max_seq_len` is unused here (the GPU kernels size their work splitting with it).
     """
@@ -33,15 +34,17 @@ def context_reference(args: ContextArgs) -> torch.Tensor:
     """Paged causal context attention over requests `b < batch_size`, unchecked.
 
     Reads `cum_seq_lens_q[b]`, `cum_seq_lens_q[b+1]`, `seq_lens[b]` and `block_tables[b]`
-    with real indexing, so an overrun raises IndexError where the GPU kernel would read
-    out of bounds. Query i of request b attends keys `[0, seq_lens[b] - q_len_b + i]`;
-    only the first `max_q_len` rows of a request are computed (the kernel's grid is
-    sized by `max_q_len`). An empty key range gives NaN. `max_kv_len` is unused here.
+    as the GPU kernel does: past a tensor's end inside its allocation it reads what lies
+    there; outside the allocation it raises IndexError where the GPU kernel would fault
+    (so does a page index outside the KV pool). Query i of request b attends keys
+    `[0, seq_lens[b] - q_len_b + i]`; only the first `max_q_len` rows of a request are
+    computed (the kernel's grid is sized by `max_q_len`). An empty key range gives NaN.
+    `max_kv_len` is unused here.
     """
     for b in range(args.batch_size):
-        q_start = int(_checked_get(args.cum_seq_lens_q, b, "cum_seq_lens_q", "context"))
-        q_end = int(_checked_get(args.cum_seq_lens_q, b + 1, "cum_seq_lens_q", "context"))
-        kv_len = int(_checked_get(args.seq_lens, b, "seq_lens", "context"))
+        q_start = int(_row(args.cum_seq_lens_q, b, "cum_seq_lens_q", "context"))
+        q_end = int(_row(args.cum_seq_lens_q, b + 1, "cum_seq_lens_q", "context"))
+        kv_len = int(_row(args.seq_lens, b, "seq_lens", "context"))
         rows = [q_start + i for i in range(min(q_end - q_start, args.max_q_len))]
         if not rows:
             continue
@@ -71,7 +74,7 @@ def _attend_rows(
         num_keys=num_keys,
         what=what,
     )
-    q = torch.stack([_checked_get(args.query, r, "query", what) for r in rows]).float()
+    q = torch.stack([_row(args.query, r, "query", what) for r in rows]).float()
     group = q.shape[1] // keys.shape[1]
     keys = keys.float().repeat_interleave(group, dim=1)  # [n, Hq, D]
     values = values.float().repeat_interleave(group, dim=1)
@@ -87,8 +90,7 @@ def _attend_rows(
     denom = weights.sum(dim=-1).transpose(0, 1)[..., None]  # [rows, Hq, 1]
     result = (numer / denom).to(args.out.dtype)  # 0/0 = NaN for an empty key range, unguarded
     for position, r in enumerate(rows):
-        _checked_index(args.out, r, "out", what)
-        args.out[r] = result[position]
+        _row(args.out, r, "out", what).copy_(result[position])
 
 
 def _gather_request_kv(
@@ -102,7 +104,7 @@ def _gather_request_kv(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [num_keys, Hkv, D] of one request, gathered page by page."""
     page_size = k_cache.shape[1]
-    table_row = _checked_get(block_tables, request, "block_tables", what)
+    table_row = _row(block_tables, request, "block_tables", what)
     num_pages = -(-num_keys // page_size)
     if num_pages > table_row.shape[0]:
         raise IndexError(
@@ -123,15 +125,22 @@ def _gather_request_kv(
     return keys, values
 
 
-def _checked_get(tensor: torch.Tensor, index: int, name: str, what: str) -> torch.Tensor:
-    """tensor[index], raising IndexError (never wrapping) when index is out of range."""
-    _checked_index(tensor, index, name, what)
-    return tensor[index]
-
-
-def _checked_index(tensor: torch.Tensor, index: int, name: str, what: str) -> None:
-    if not 0 <= index < tensor.shape[0]:
+def _row(tensor: torch.Tensor, index: int, name: str, what: str) -> torch.Tensor:
+    """`tensor[index]` as a view, addressed as a kernel does (storage offset plus index
+    times stride): past the tensor's end but inside its allocation it is whatever the
+    allocation holds there (a redzone); outside the allocation it raises IndexError, where
+    the GPU kernel would fault."""
+    if 0 <= index < tensor.shape[0]:
+        return tensor[index]
+    offset = tensor.storage_offset() + index * tensor.stride(0)
+    inner = zip(tensor.shape[1:], tensor.stride()[1:], strict=True)
+    last = offset + sum((size - 1) * step for size, step in inner)
+    elements = tensor.untyped_storage().nbytes() // tensor.element_size()
+    if index < 0 or not 0 <= offset <= last < elements:
         raise IndexError(
             f"trtllm {what}: index {index} is out of bounds for {name} with "
             f"{tensor.shape[0]} rows (the GPU kernel would access memory out of bounds)"
         )
+    return tensor.new_empty(0).set_(
+        tensor.untyped_storage(), offset, tensor.shape[1:], tensor.stride()[1:]
+    )

@@ -97,7 +97,10 @@ def auto_instrumented() -> Iterator[None]:
         yield
         return
     loaded = [name for name in ENGINE_MODULES if name in sys.modules]
-    with detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE):
+    with (
+        detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE),
+        detect.guarded_allocations(),
+    ):
         yield
         detect.check()
 

@@ -32,6 +32,7 @@ from prtoggle.detect.config import (
     set_mode,
 )
 from prtoggle.detect.functions import FunctionInstrumentation, instrument_functions
+from prtoggle.detect.guarded import guarded_allocations
 from prtoggle.detect.host_checks import maybe_check_host_range
 from prtoggle.detect.instrument import Instrumentation, instrument
 from prtoggle.detect.padding import (
@@ -74,6 +75,7 @@ __all__ = [
     "current_mode",
     "current_phase",
     "current_step",
+    "guarded_allocations",
     "hand_probes_enabled",
     "inf_detection_enabled",
     "instrument",

@@ -69,6 +69,8 @@ def _read_device(
     parts = [] if table is None else [table.rows.reshape(-1)]
     if redzone_rows is not None:
         parts.append(redzone_rows.reshape(-1))
+    if not parts:  # no table, and every redzone intact (skipped on CPU)
+        return []
     host = (parts[0] if len(parts) == 1 else torch.cat(parts)).cpu().tolist()
     hits: list[Hit] = []
     table_values = 0

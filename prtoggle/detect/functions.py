@@ -12,7 +12,9 @@ imported), and every plain method of the classes defined there, is replaced by a
 that, after the call, probes the float tensors it returned (`QUALNAME(return)`) and the
 float tensors it was passed and changed in place (`QUALNAME(ARG)`: torch's version counter
 moved during the call; a buffer written by a raw Triton launch does not move it, and an
-output buffer it only passed along is not probed, so unwritten poison is no false hit). Probing goes
+output buffer it only passed along, or a poisoned buffer not written since it was poisoned
+(e.g. a graph runner's freshly allocated buffers), is not probed, so unwritten poison is no
+false hit). Probing goes
 through record_float_tensors(), gated by nan_detection_enabled(), one launch per call.
 An exception leaving a wrapped function gets a note per instrumented function it passes
 through and, unless it already names a site, `exc.site` = the innermost one (where a
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from types import FunctionType, ModuleType
 from typing import Any
 
-from prtoggle.detect import config, probes
+from prtoggle.detect import config, poison, probes
 from prtoggle.detect.instrument import named_tensors
 from prtoggle.errors import DetectUsageError
 
@@ -105,6 +107,7 @@ def _probing(function: Callable[..., Any]) -> Callable[..., Any]:
             # A returned tensor that is, or views, an argument this call did not write was
             # handed back (e.g. `out[:rows]` bundled for a kernel): not this call's output.
             unchanged = {_storage(t) for _, t, version in before if t._version == version}
+            unchanged |= poison.unwritten_poison_storages()  # deliberate poison, no result
             found = [
                 (name, t)
                 for name, t in named_tensors(f"{site}(return)", result)

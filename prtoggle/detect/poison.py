@@ -1,18 +1,24 @@
-"""Poisoned pre-allocated buffers (SGLANG_DEBUG_POISON=1) and their byte-wise redzones.
+"""Poisoned pre-allocated buffers (SGLANG_DEBUG_POISON=1), guarded copies, and their redzones.
 
 Poisoned, a buffer starts as NaN (floats) or an out-of-range sentinel (-1 for signed ints,
 the maximum for unsigned ones), and is a view of the first bytes of a larger uint8 allocation
 whose tail, the redzone, holds a canary byte pattern. check() compares each live redzone
 with its canary byte by byte (integer compares on uint8, never float equality); reset()
 re-arms them. Allocate before CUDA graph capture; using the buffer inside capture is fine.
+
+guarded_copy() gives an existing tensor the same kind of allocation (its data copied, a
+redzone after it; detect.guarded_allocations() does it for every tensor a torch op makes).
+When a guarded copy is freed its redzone is compared once more and the result kept for the
+next check(), so a write past its end is reported even after the tensor is gone.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +43,7 @@ class GuardedBuffer:
     buffer: weakref.ref[torch.Tensor]
     buffer_bytes: int
     canary: torch.Tensor  # uint8 [redzone_bytes], same device
+    poisoned_version: int | None = None  # the version counter right after poisoning
 
     def redzone(self) -> torch.Tensor | None:
         """The redzone bytes after the buffer, or None once the buffer has been freed."""
@@ -52,9 +59,12 @@ class GuardedBuffer:
 
 @dataclass
 class RedzoneRegistry:
-    """Every poisoned buffer still alive, in allocation order."""
+    """Every poisoned buffer and guarded copy still alive, in allocation order, and the
+    last redzone comparisons of freed guarded copies."""
 
     buffers: list[GuardedBuffer] = field(default_factory=list)
+    guarded: dict[int, GuardedBuffer] = field(default_factory=dict)  # by id(entry)
+    freed: list[tuple[GuardedBuffer, torch.Tensor]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def live(self) -> list[tuple[GuardedBuffer, torch.Tensor]]:
@@ -62,10 +72,12 @@ class RedzoneRegistry:
         with self.lock:
             pairs = [(entry, entry.redzone()) for entry in self.buffers]
             self.buffers = [entry for entry, zone in pairs if zone is not None]
+            pairs.extend((entry, entry.redzone()) for entry in self.guarded.values())
         return [(entry, zone) for entry, zone in pairs if zone is not None]
 
 
 _REGISTRY = RedzoneRegistry()
+_CANARIES: dict[tuple[int, str], torch.Tensor] = {}
 
 
 def poisoned_buffer(
@@ -92,10 +104,49 @@ def poisoned_buffer(
     buffer.fill_(poison)
     canary = _canary(redzone_bytes, allocation.device)
     allocation[buffer_bytes:].copy_(canary)
-    entry = GuardedBuffer(name, weakref.ref(buffer), buffer_bytes, canary)
+    entry = GuardedBuffer(name, weakref.ref(buffer), buffer_bytes, canary, buffer._version)
     with _REGISTRY.lock:
         _REGISTRY.buffers.append(entry)
     return buffer
+
+
+def guarded_copy(
+    tensor: torch.Tensor, *, name: str, redzone_bytes: int = DEFAULT_REDZONE_BYTES
+) -> torch.Tensor:
+    """`tensor`'s data, shape, strides and offset in a new allocation with a redzone after
+    its storage. Freed, its redzone is compared one last time (kept for check())."""
+    import torch
+
+    _validate(name, redzone_bytes)
+    storage_bytes = tensor.untyped_storage().nbytes()
+    allocation = torch.empty(storage_bytes + redzone_bytes, dtype=torch.uint8, device=tensor.device)
+    source = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+    source.set_(tensor.untyped_storage(), 0, (storage_bytes,), (1,))
+    allocation[:storage_bytes].copy_(source)
+    canary = _canary(redzone_bytes, allocation.device)
+    zone = allocation[storage_bytes:]
+    zone.copy_(canary)
+    copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    copy.set_(allocation.untyped_storage(), tensor.storage_offset(), tensor.shape, tensor.stride())
+    holder: list[GuardedBuffer] = []
+    entry = GuardedBuffer(name, weakref.ref(copy, _on_free(zone, holder)), storage_bytes, canary)
+    holder.append(entry)
+    with _REGISTRY.lock:
+        _REGISTRY.guarded[id(entry)] = entry
+    return copy
+
+
+def unwritten_poison_storages() -> set[int]:
+    """Storage addresses of the live poisoned buffers not written since they were poisoned
+    (deliberate poison, not a result: handing one back is no fault)."""
+    found = set()
+    with _REGISTRY.lock:
+        entries = list(_REGISTRY.buffers)
+    for entry in entries:
+        buffer = entry.buffer()
+        if buffer is not None and entry.poisoned_version == buffer._version:
+            found.add(int(buffer.untyped_storage().data_ptr()))
+    return found
 
 
 def redzone_probe(device: torch.device) -> tuple[list[GuardedBuffer], torch.Tensor | None]:
@@ -105,13 +156,14 @@ def redzone_probe(device: torch.device) -> tuple[list[GuardedBuffer], torch.Tens
 
     entries, rows = [], []
     for entry, zone in _REGISTRY.live():
-        if zone.device != device:
+        if zone.device != device or (_is_intact_cpu_copy(entry, zone)):
             continue
-        changed = zone != entry.canary
-        offsets = torch.arange(changed.numel(), dtype=torch.int64, device=device)
-        first = torch.where(changed, offsets, 2**63 - 1).min()
-        rows.append(torch.stack([first, changed.sum(dtype=torch.int64)]))
+        rows.append(_zone_summary(zone, entry.canary))
         entries.append(entry)
+    with _REGISTRY.lock:
+        freed = [(entry, row) for entry, row in _REGISTRY.freed if row.device == device]
+    entries.extend(entry for entry, _ in freed)
+    rows.extend(row for _, row in freed)
     return entries, (torch.stack(rows) if rows else None)
 
 
@@ -134,14 +186,66 @@ def redzone_hits(entries: list[GuardedBuffer], rows: list[list[int]]) -> list[Re
 
 
 def redzone_devices() -> set[str]:
-    """The devices holding at least one live poisoned buffer."""
-    return {str(zone.device) for _, zone in _REGISTRY.live()}
+    """The devices holding at least one live poisoned buffer or a freed guarded copy's
+    last redzone comparison."""
+    with _REGISTRY.lock:
+        freed = {str(row.device) for _, row in _REGISTRY.freed}
+    return {str(zone.device) for _, zone in _REGISTRY.live()} | freed
 
 
 def rearm_redzones() -> None:
-    """Write the canary back into every live redzone."""
+    """Write the canary back into every live redzone; forget freed copies' comparisons."""
     for entry, zone in _REGISTRY.live():
+        buffer = entry.buffer()
+        unwritten = buffer is not None and entry.poisoned_version == buffer._version
         zone.copy_(entry.canary)
+        if unwritten and buffer is not None:
+            entry.poisoned_version = buffer._version
+    with _REGISTRY.lock:
+        _REGISTRY.freed.clear()
+
+
+def _is_intact_cpu_copy(entry: GuardedBuffer, zone: torch.Tensor) -> bool:
+    """A guarded copy on CPU whose redzone is intact: left out of the probe (they can be
+    many; on CPU the comparison costs no device sync)."""
+    import torch
+
+    copy = entry.poisoned_version is None
+    return copy and zone.device.type == "cpu" and torch.equal(zone, entry.canary)
+
+
+def _zone_summary(zone: torch.Tensor, canary: torch.Tensor) -> torch.Tensor:
+    """On device, int64 [first changed byte offset or INT64_MAX, changed byte count]."""
+    import torch
+
+    changed = zone != canary
+    offsets = torch.arange(changed.numel(), dtype=torch.int64, device=zone.device)
+    first = torch.where(changed, offsets, 2**63 - 1).min()
+    return torch.stack([first, changed.sum(dtype=torch.int64)])
+
+
+def _on_free(zone: torch.Tensor, entry: list[GuardedBuffer]) -> Callable[[object], None]:
+    """A weakref callback: compare `zone` (which keeps the allocation until then) with the
+    canary one last time; keep the result for check() (on CPU only when bytes changed)."""
+
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    finalizing = sys.is_finalizing  # module globals are gone at interpreter shutdown
+
+    def compare_on_free(_reference: object) -> None:
+        if not entry or finalizing():
+            return
+        with _REGISTRY.lock:
+            _REGISTRY.guarded.pop(id(entry[0]), None)
+        with _disable_current_modes():
+            if zone.device.type == "cpu" and torch.equal(zone, entry[0].canary):
+                return
+            summary = _zone_summary(zone, entry[0].canary)
+        with _REGISTRY.lock:
+            _REGISTRY.freed.append((entry[0], summary))
+
+    return compare_on_free
 
 
 def _validate(name: str, redzone_bytes: int) -> None:
@@ -173,7 +277,16 @@ def _poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
 
 
 def _canary(redzone_bytes: int, device: torch.device) -> torch.Tensor:
-    """A position-dependent byte pattern covering every byte value every 256 bytes."""
+    """A position-dependent byte pattern covering every byte value every 256 bytes
+    (one per size and device, shared: never written)."""
+    key = (redzone_bytes, str(device))
+    canary = _CANARIES.get(key)
+    if canary is None:
+        canary = _CANARIES[key] = _make_canary(redzone_bytes, device)
+    return canary
+
+
+def _make_canary(redzone_bytes: int, device: torch.device) -> torch.Tensor:
     import torch
 
     positions = torch.arange(redzone_bytes, dtype=torch.int64, device=device)
