@@ -44,9 +44,11 @@ def guarded_allocations(*, redzone_bytes: int = poison.DEFAULT_REDZONE_BYTES) ->
 
 
 def allocation_site(op: object) -> str | None:
-    """`OP in module.function` for the innermost caller outside torch; None when that
-    caller is prtoggle itself (the probes' own temporaries are not guarded)."""
+    """`OP in module.function` for the innermost caller outside torch (and this module);
+    None when that caller is prtoggle itself (the probes' own temporaries)."""
     frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # type: ignore[assignment]
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
         package = module.split(".", maxsplit=1)[0]

@@ -129,7 +129,8 @@ def guarded_copy(
     copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
     copy.set_(allocation.untyped_storage(), tensor.storage_offset(), tensor.shape, tensor.stride())
     holder: list[GuardedBuffer] = []
-    entry = GuardedBuffer(name, weakref.ref(copy, _on_free(zone, holder)), storage_bytes, canary)
+    callback = _on_free(zone, holder, _REGISTRY)
+    entry = GuardedBuffer(name, weakref.ref(copy, callback), storage_bytes, canary)
     holder.append(entry)
     with _REGISTRY.lock:
         _REGISTRY.guarded[id(entry)] = entry
@@ -224,7 +225,9 @@ def _zone_summary(zone: torch.Tensor, canary: torch.Tensor) -> torch.Tensor:
     return torch.stack([first, changed.sum(dtype=torch.int64)])
 
 
-def _on_free(zone: torch.Tensor, entry: list[GuardedBuffer]) -> Callable[[object], None]:
+def _on_free(
+    zone: torch.Tensor, entry: list[GuardedBuffer], registry: RedzoneRegistry
+) -> Callable[[object], None]:
     """A weakref callback: compare `zone` (which keeps the allocation until then) with the
     canary one last time; keep the result for check() (on CPU only when bytes changed)."""
 
@@ -236,14 +239,14 @@ def _on_free(zone: torch.Tensor, entry: list[GuardedBuffer]) -> Callable[[object
     def compare_on_free(_reference: object) -> None:
         if not entry or finalizing():
             return
-        with _REGISTRY.lock:
-            _REGISTRY.guarded.pop(id(entry[0]), None)
+        with registry.lock:
+            registry.guarded.pop(id(entry[0]), None)
         with _disable_current_modes():
             if zone.device.type == "cpu" and torch.equal(zone, entry[0].canary):
                 return
             summary = _zone_summary(zone, entry[0].canary)
-        with _REGISTRY.lock:
-            _REGISTRY.freed.append((entry[0], summary))
+        with registry.lock:
+            registry.freed.append((entry[0], summary))
 
     return compare_on_free
 

@@ -285,6 +285,18 @@ def test_decode_writing_past_the_out_raises_index_error() -> None:
         decode(batch, q_len_per_req=2, out=torch.zeros(2, 2, 16))
 
 
+def test_decode_past_the_out_inside_its_allocation_writes_there_as_a_gpu_kernel_does() -> None:
+    # The GPU kernel has no bounds check: past `out`'s end but inside its allocation (here a
+    # larger storage, as a redzone would be) it writes, and only outside it faults.
+    batch = small_batch(q_lens=[2, 2], kv_lens=[5, 7])
+    storage = torch.full((4, 2, 16), -7.0)
+    out = storage[:2]
+    decode(batch, q_len_per_req=2, out=out)
+    expected = naive_attention(small_batch(q_lens=[2, 2], kv_lens=[5, 7]))
+    assert_matches(out, expected[:2], rel=1e-5)
+    assert_matches(storage[2:], expected[2:], rel=1e-5)  # rows 2..3: written past the end
+
+
 def test_context_batch_size_past_the_metadata_raises_index_error() -> None:
     # DP padding: 2 real requests, batch_size padded to 3.
     batch = small_batch(q_lens=[2, 3], kv_lens=[4, 5])

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from prtoggle import detect
+from prtoggle.detect import config
 from prtoggle.errors import DetectUsageError, NaNDetected
 
 ENGINE_SOURCE = """
@@ -141,3 +142,21 @@ def test_excluded_functions_stay_unwrapped(engine: types.ModuleType) -> None:
         engine.unwritten(2)
     with pytest.raises(NaNDetected):  # and without the exclusion it is
         detect.check()
+
+
+@pytest.mark.usefixtures("detection_on")
+def test_an_unwritten_poisoned_buffer_handed_back_is_not_probed(
+    monkeypatch: pytest.MonkeyPatch, engine: types.ModuleType
+) -> None:
+    monkeypatch.setenv(config.POISON_ENV, "1")
+    engine.allocate = lambda: detect.poisoned_buffer(
+        (2, 2), dtype=torch.float32, device="cpu", name="graph.out"
+    )
+    engine.allocate.__module__ = engine.__name__
+    with detect.instrument_functions(["fake_engine"]):
+        buffer = engine.allocate()  # deliberate NaN poison, not a result
+        detect.check()
+        engine.poison(buffer, 0)  # written since: a NaN it holds now is reported
+    with pytest.raises(NaNDetected) as excinfo:
+        detect.check()
+    assert excinfo.value.sites == ("fake_engine.stages.poison(x)",)

@@ -131,3 +131,28 @@ def test_bad_names_and_redzone_sizes_are_refused(
             4, dtype=torch.int32, device="cpu", name=name, redzone_bytes=redzone_bytes
         )
     assert str(excinfo.value) == message
+
+
+@pytest.mark.usefixtures("poisoning_on")
+def test_a_poisoned_buffer_counts_as_unwritten_until_written() -> None:
+    buffer = detect.poisoned_buffer((2, 3), dtype=torch.float32, device="cpu", name="graph.h")
+    address = buffer.untyped_storage().data_ptr()
+    assert poison.unwritten_poison_storages() == {address}
+    detect.reset()  # re-arming the redzone is no write of the buffer
+    assert poison.unwritten_poison_storages() == {address}
+    buffer[0].fill_(1.0)
+    assert poison.unwritten_poison_storages() == set()
+
+
+def test_a_guarded_copy_keeps_the_data_and_layout_with_a_redzone_after_it() -> None:
+    source = torch.arange(6, dtype=torch.int32).reshape(2, 3).t()
+    copy = poison.guarded_copy(source, name="copy", redzone_bytes=64)
+    assert torch.equal(copy, source)
+    assert (copy.stride(), copy.storage_offset()) == (source.stride(), 0)
+    assert copy.untyped_storage().nbytes() == 6 * 4 + 64
+    assert poison.unwritten_poison_storages() == set()  # real data, not poison
+    _overrun(copy, 1)[-1] = 9
+    with pytest.raises(
+        RedzoneViolation, match=r"redzone of buffer copy: 4 bytes overwritten, first at byte 0 "
+    ):
+        detect.check()
