@@ -1,26 +1,127 @@
-"""Tests of fixes.scenarios.common's --auto-detect: no hand-placed probe, the fault found by
-instrumenting the engine."""
+"""Tests of fixes.scenarios.common's --auto-detect: no hand-placed probe; what instrumenting
+the engine (NaN probes on every function, poisoned graph buffers, a redzone after every
+tensor torch allocates) finds in each reverted fix, and that every fixed run stays clean."""
 
 from __future__ import annotations
 
-from scenario_process import failure_line, run_child
+import json
+from collections.abc import Callable
+
+import pytest
+from scenario_process import failure_line, isolate_detection, run_child
+
+import prtoggle
+from fixes.scenarios import (
+    eagle_hidden_states_pool,
+    mla_draft_kv_indices_width,
+    trtllm_draft_decode_capture,
+    trtllm_draft_extend_routing,
+)
+from fixes.scenarios.common import (
+    AUTO_DETECT_ENV,
+    OUTCOME_PREFIX,
+    ScenarioOptions,
+    ScenarioOutcome,
+    failure_from_exception,
+    run_auto_detect,
+)
+
+Scenario = Callable[[ScenarioOptions], ScenarioOutcome]
+SCENARIOS: dict[int, Scenario] = {
+    26521: trtllm_draft_decode_capture.run,
+    24856: trtllm_draft_extend_routing.run,
+    27460: mla_draft_kv_indices_width.run,
+    22832: eagle_hidden_states_pool.run,
+}
+FORWARD_EXTEND = "fixes.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.forward_extend"
 
 
-def test_auto_detect_names_the_capture_nan_of_26521_without_hand_probes() -> None:
-    result = run_child(
-        "fixes.scenarios.trtllm_draft_decode_capture",
-        {"SGLANG_DEBUG_REVERT_PR": "26521"},
-        "--auto-detect",
+def auto_detect(monkeypatch: pytest.MonkeyPatch, pr: int, *, reverted: bool) -> ScenarioOutcome:
+    """The in-process equivalent of `[SGLANG_DEBUG_REVERT_PR=pr] python -m ... --auto-detect`."""
+    isolate_detection(monkeypatch)
+    for name, value in AUTO_DETECT_ENV.items():
+        monkeypatch.setenv(name, value)  # restored after the test
+    try:
+        if not reverted:
+            return run_auto_detect(SCENARIOS[pr], ScenarioOptions())
+        with prtoggle.reverted(pr):
+            return run_auto_detect(SCENARIOS[pr], ScenarioOptions())
+    except Exception as exc:  # the scenario's failure, as run_scenario_main reports it
+        return failure_from_exception(exc)
+
+
+def test_26521_capture_nan_is_found_at_its_first_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    outcome = auto_detect(monkeypatch, 26521, reverted=True)
+    assert (outcome.error, outcome.site) == (
+        "NaNDetected",
+        "fixes.attention.trtllm_mha_backend.TRTLLMHAAttnBackend._run_decode_kernel(return)",
     )
-    assert result.returncode == 1, result.stderr[-2000:]
-    assert failure_line(result.stderr).startswith(
-        "NaNDetected at fixes.attention.trtllm_mha_backend.TRTLLMHAAttnBackend._run_decode_kernel"
-        "(return): 14 sites hit, in first-hit order: nan at fixes.attention.trtllm_mha_backend"
+    assert outcome.message.startswith(
+        "14 sites hit, in first-hit order: nan at fixes.attention.trtllm_mha_backend"
         ".TRTLLMHAAttnBackend._run_decode_kernel(return): 4608 elements in rows 0..3, first hit "
         "in phase capture-warmup at step 0"
     )
 
 
-def test_auto_detect_fixed_run_is_clean() -> None:
-    result = run_child("fixes.scenarios.trtllm_draft_decode_capture", {}, "--auto-detect")
-    assert result.returncode == 0, result.stderr[-2000:]
+def test_24856_decode_kernel_writing_past_its_output_is_found_by_the_redzone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outcome = auto_detect(monkeypatch, 24856, reverted=True)
+    site = f"aten.zeros_like.default in {FORWARD_EXTEND}"
+    assert (outcome.error, outcome.site) == ("RedzoneViolation", site)
+    one = (
+        f"redzone of buffer {site}: 1534 bytes overwritten, first at byte 0 past its end "
+        "(2560-byte buffer on cpu)"
+    )
+    assert outcome.message == f"2 sites hit, in first-hit order: {one}; {one}"  # layers 0, 1
+
+
+def test_27460_kv_indices_overflow_is_found_by_the_graph_buffer_redzone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outcome = auto_detect(monkeypatch, 27460, reverted=True)
+    assert outcome == ScenarioOutcome(
+        outcome="failure",
+        error="RedzoneViolation",
+        site="flashinfer_mla.cuda_graph_kv_indices",
+        message="1 site hit: redzone of buffer flashinfer_mla.cuda_graph_kv_indices: 40 bytes "
+        "overwritten, first at byte 0 past its end (512-byte buffer on cpu)",
+    )
+
+
+def test_22832_stale_index_read_is_only_named_by_the_kernel_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Not found by detection: the kernel reads 4 pool rows from a 2-entry graph buffer (the
+    # last 2 from its redzone) and faults on the first out-of-range row before writing it.
+    outcome = auto_detect(monkeypatch, 22832, reverted=True)
+    assert (outcome.error, outcome.site) == (
+        "IndexError",
+        "fixes.kernels.hidden_states_pool._assign_torch",
+    )
+    assert outcome.message.startswith("assign_hidden_states_pool: pool row ")
+    assert outcome.message.endswith(
+        " outside [0, 8) (req_pool_indices); the real kernel would write unowned memory"
+    )
+
+
+@pytest.mark.parametrize("pr", sorted(SCENARIOS))
+def test_fixed_run_is_clean_under_auto_detect(monkeypatch: pytest.MonkeyPatch, pr: int) -> None:
+    outcome = auto_detect(monkeypatch, pr, reverted=False)
+    assert (outcome.outcome, outcome.error) == ("clean", None), outcome.message
+
+
+def test_21649_dp_padding_is_only_named_by_the_kernel_fault_and_fixed_is_clean() -> None:
+    # Not found by detection: the context kernel reads cu_seq_lens_q, seq_lens and the page
+    # table of requests 2 and 3 past their ends (redzone bytes) and faults on the page count.
+    module = "fixes.scenarios.dp_attention_batch_size"
+    reverted = run_child(module, {"SGLANG_DEBUG_REVERT_PR": "21649"}, "--auto-detect")
+    assert reverted.returncode == 1, reverted.stderr[-2000:]
+    assert failure_line(reverted.stderr) == (
+        f"IndexError at {FORWARD_EXTEND}: trtllm context: request 2 needs 10155280 pages but "
+        "block_tables has 2 columns"
+    )
+    fixed = run_child(module, {}, "--auto-detect")
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    outcome = json.loads(fixed.stderr.rstrip().splitlines()[-1].removeprefix(OUTCOME_PREFIX))
+    assert outcome["outcome"] == "clean"
