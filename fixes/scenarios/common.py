@@ -36,8 +36,9 @@ AUTO_DETECT_ENV = {
     "SGLANG_SPEC_OOB_DETECTION": "0",
     "SGLANG_DEBUG_POISON": "1",
 }
-"""--auto-detect: no hand-placed probe; NaN probes on every engine function's tensors, and
-padding/graph buffers filled with NaN (poisoned) so a read of padding shows up as NaN."""
+"""--auto-detect: no hand-placed probe; NaN probes on every engine function's tensors,
+padding/graph buffers filled with NaN (poisoned) so a read of padding shows up as NaN, and
+(auto_instrumented) a redzone after every tensor the engine allocates."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def run_auto_detect(
 @contextlib.contextmanager
 def auto_instrumented() -> Iterator[None]:
     """Under --auto-detect (PRTOGGLE_AUTO_DETECT=1, inherited by spawned ranks): every loaded
-    engine module instrumented for the body, then detect.check(); otherwise nothing."""
+    engine module instrumented and every new tensor guarded by a redzone for the body, then
+    detect.check(); otherwise nothing."""
     from prtoggle import detect
 
     if os.environ.get("PRTOGGLE_AUTO_DETECT") != "1":
@@ -126,7 +128,7 @@ def run_scenario_main(
         "--auto-detect",
         action="store_true",
         help="no hand-placed probe: instrument every engine function (NaN) with NaN-filled "
-        "padding buffers, and report what that finds",
+        "padding buffers and a redzone after every tensor, and report what that finds",
     )
     if multi_rank:
         parser.add_argument(
