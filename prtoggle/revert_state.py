@@ -5,6 +5,8 @@ half-initialised parents), is pending. Every import under the top-level package 
 pending target is watched: when any such module finishes, and whenever a new import
 starts, the pending targets whose module is complete are patched. A fix that cannot be
 applied then is restored in every collection and the importing statement gets the error.
+A fix whose `applies_to` range excludes the installed distribution is refused when its
+target's module is loaded (VersionRangeError), never patched.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
 from prtoggle.registry import Fix, Patch, Registry, default_registry
+from prtoggle.versions import require_installed_in_range
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +197,7 @@ def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> 
     if isinstance(resolved, PendingTarget):
         active.pending[target] = resolved.module
         return
+    require_installed_in_range(active.fix)
     layer = EditLayer(
         pr=active.fix.pr, patch=_patch_for(active.fix, target), yaml_path=str(active.fix.path)
     )
