@@ -43,7 +43,10 @@ def parse_version_range(text: str) -> VersionRange:
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
-        raise ValueError(f"is not a distribution name and version specifiers: {exc}") from exc
+        raise ValueError(
+            f"is not a distribution name followed by version specifiers, like "
+            f"{APPLIES_TO_EXAMPLE!r}"
+        ) from exc
     if requirement.extras or requirement.marker is not None or requirement.url:
         raise ValueError("takes a name and version specifiers only (no extras, markers or URL)")
     if not str(requirement.specifier):
