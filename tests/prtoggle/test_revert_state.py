@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -130,3 +131,27 @@ def test_a_revert_inside_the_installed_versions_range_applies(
     with toggle.reverted(924):
         assert ranged.area(2, 3) == 5
     assert ranged.area(2, 3) == 6
+
+
+def test_a_fix_outside_its_range_is_left_out_where_another_collection_reverts_the_pr(
+    modules: ModuleFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    write_fix(tmp_path / "demo", 924, FIX.replace("selfrev.area", "demo_area.area"))
+    path = write_fix(tmp_path / "pack", 924, RANGED_FIX)
+    monkeypatch.setenv(
+        "PRTOGGLE_YAML_PATH", os.pathsep.join([str(tmp_path / "demo"), str(tmp_path / "pack")])
+    )
+    install_ranged_distribution(modules.root, "2.1")
+    ranged = modules.load("ranged", "def area(w, h):\n    return w * h\n")
+    demo = modules.load("demo_area", "def area(w, h):\n    return w * h\n")
+    with caplog.at_level("WARNING", logger="prtoggle.revert_state"), toggle.reverted(924):
+        assert (demo.area(2, 3), ranged.area(2, 3)) == (5, 6)
+        assert toggle.patched_targets(924) == ("demo_area.area",)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"pack/924 does not apply to the installed prtoggle-fake-ranged 2.1: {path} covers "
+        "prtoggle-fake-ranged>=1.0,<2.0 (applies_to); use a recipe for 2.1 or install a "
+        "version in that range; left out, demo/924 reverted instead"
+    ]

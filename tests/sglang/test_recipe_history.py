@@ -15,6 +15,7 @@ from prtoggle.check import check_fix
 from prtoggle.errors import VersionRangeError
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.recipe import load_fix
+from prtoggle.registry import default_registry
 
 pytestmark = pytest.mark.sglang
 
@@ -127,7 +128,10 @@ def test_reverting_22832_on_the_installed_0_5_23_is_refused_with_the_range() -> 
 
     function = worker.MultiLayerEagleDraftWorker._draft_extend_for_decode
     code = function.__code__
-    with pytest.raises(VersionRangeError) as caught, prtoggle.reverted(22832):
+    # The sglang collection alone: where the demo engine's 22832 is patched in the same
+    # process (another test imported fixes.speculative), sglang's is left out instead.
+    sglang_only = default_registry().in_collection("sglang")
+    with pytest.raises(VersionRangeError) as caught, prtoggle.reverted(22832, registry=sglang_only):
         pass
     assert str(caught.value) == (
         f"sglang/22832 does not apply to the installed sglang 0.5.23: {PACK / '22832.yaml'} "
