@@ -10,7 +10,12 @@ from pathlib import Path
 from types import FunctionType
 from typing import Literal
 
-from prtoggle.errors import EditMatchError, PrToggleError, TargetResolutionError
+from prtoggle.errors import (
+    EditMatchError,
+    PrToggleError,
+    TargetResolutionError,
+    VersionRangeError,
+)
 from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
@@ -123,9 +128,12 @@ def fix_diffs(fix: Fix, *, source_root: Path | SourceTree | None = None) -> list
 
     An edit that cannot take effect (a decorator line, a default not evaluable in the
     module) is refused here as at apply time, so `show` never shows a diff that a revert
-    would not carry out.
+    would not carry out, nor a diff of a version outside the recipe's `applies_to`.
     """
     tree = _open(source_root)
+    outside = out_of_range(fix, tree=tree)
+    if outside is not None:
+        raise VersionRangeError(f"{fix.label}: no diff to show: {outside}")
     diffs = []
     for patch in fix.patches:
         source, function = _target_source(patch.target, tree=tree)
