@@ -9,8 +9,8 @@ offending row along dim 0.
 
 Each device has one fixed table: MAX_SITES rows, a `when` scalar (the packed current phase
 and step, see clock.py), a `sequence` counter (bumped once per site's first hit, in
-execution order, so graph replays keep counting) and one launch-completion counter per row
-(the Triton probes use the leading site's one to find the last program of a launch).
+execution order, so graph replays keep counting) and one claim lock per row (the Triton
+probes take the leading site's one to claim a launch's first hits; 0 between launches).
 Allocated on first use, never reallocated: CUDA graphs captured against them stay valid. A
 site keeps its row for the life of the process.
 """
@@ -65,7 +65,7 @@ class DeviceTable:
     rows: torch.Tensor  # [max_sites, NUM_COLUMNS] int64
     when: torch.Tensor  # [1] int64, packed phase/step read by probes at run (or replay) time
     sequence: torch.Tensor  # [1] int64, the next first-hit order number
-    finished: torch.Tensor  # [max_sites] int64, programs done per running launch (0 between)
+    claim_locks: torch.Tensor  # [max_sites] int64, a launch's first-hit claim lock (0: free)
 
 
 @dataclass
@@ -126,7 +126,7 @@ class WitnessRegistry:
                     rows=rows,
                     when=stamp,
                     sequence=torch.zeros(1, dtype=torch.int64, device=device),
-                    finished=torch.zeros(self.max_sites, dtype=torch.int64, device=device),
+                    claim_locks=torch.zeros(self.max_sites, dtype=torch.int64, device=device),
                 )
                 self.tables[str(device)] = table
         return table
