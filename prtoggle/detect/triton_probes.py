@@ -140,9 +140,14 @@ def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     CHECK_INF: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    # The first blocks of all tensors: straight-line code, their loads in flight together.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # int32: the grid is small
     flags = tl.zeros([BLOCK], dtype=tl.int1)
     for k in tl.static_range(COUNT_TENSORS):
-        flags = _float_flags(xs[k], ns[k], flags, CHECK_INF, BLOCK)
+        x = tl.load(xs[k] + offsets, mask=offsets < ns[k], other=0.0)
+        flags |= _float_bad(x, CHECK_INF)
+    for k in tl.static_range(COUNT_TENSORS):  # tensors of more than a block per program
+        flags = _float_flags_after_first(xs[k], ns[k], flags, CHECK_INF, BLOCK)
     if tl.max(flags.to(tl.int32), axis=0) > 0:  # this program saw a hit (rare)
         for k in tl.static_range(COUNT_TENSORS):
             row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
@@ -221,17 +226,11 @@ def _float_bad(x, CHECK_INF: tl.constexpr):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
-def _float_flags(x_ptr, n, flags, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    """OR this program's offending elements of one float tensor into `flags`, no reduction.
-
-    The first block is a plain masked load, so the first blocks of a launch's tensors are
-    straight-line code with their loads in flight together; only tensors larger than one
-    block per program loop over the rest."""
-    first = tl.program_id(0).to(tl.int64) * BLOCK
-    offsets = tl.arange(0, BLOCK).to(tl.int64) + first
-    flags |= _float_bad(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), CHECK_INF)
+def _float_flags_after_first(x_ptr, n, flags, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    """OR this program's offending elements past its first block of one float tensor into
+    `flags` (no reduction; no iteration when the grid covers the tensor)."""
     step = tl.num_programs(0).to(tl.int64) * BLOCK
-    for start in range(first + step, n, step):
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK + step, n, step):
         offsets = tl.arange(0, BLOCK).to(tl.int64) + start
         flags |= _float_bad(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), CHECK_INF)
     return flags
