@@ -144,7 +144,8 @@ class WitnessRegistry:
             table.when.fill_(when)
 
     def clear(self) -> None:
-        """Reset every row to its unhit state and the sequence to 0 (sites keep their rows)."""
+        """Reset every row to its unhit state, the sequence to 0 and the claim locks to free
+        (sites keep their rows)."""
         if not self.tables:
             return
         import torch
@@ -155,6 +156,7 @@ class WitnessRegistry:
             empty = torch.tensor(EMPTY_ROW, dtype=torch.int64, device=table.device)
             table.rows.copy_(empty.expand_as(table.rows))
             table.sequence.zero_()
+            table.claim_locks.zero_()  # free even after a launch that never finished
 
     def site_names(self) -> dict[int, tuple[str, str]]:
         """Row index -> (kind, site), a copy safe to use while probes add sites."""
