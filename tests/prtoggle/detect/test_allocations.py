@@ -64,6 +64,8 @@ def test_a_write_past_a_routed_buffer_is_a_redzone_violation_naming_it() -> None
         "engine.init[0]",
         "engine.init[1]",
     ]
+    # the redzone must be there before writing past the buffer (else: real host memory)
+    assert _storage_bytes(rows) == 32 + poison.DEFAULT_REDZONE_BYTES
     overrun = torch.empty(0, dtype=torch.int32).set_(rows.untyped_storage(), 0, (11,), (1,))
     overrun[8:].fill_(5)
     with pytest.raises(RedzoneViolation) as caught:
