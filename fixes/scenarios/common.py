@@ -90,16 +90,27 @@ def run_auto_detect(
 @contextlib.contextmanager
 def auto_instrumented() -> Iterator[None]:
     """Under --auto-detect (PRTOGGLE_AUTO_DETECT=1, inherited by spawned ranks): every loaded
-    engine module instrumented for the body, then detect.check(); otherwise nothing."""
+    engine module instrumented for the body, then detect.check(); otherwise nothing.
+
+    Nested (a rank forked inside the parent's body inherits its wrappers), it only checks:
+    wrapping the wrappers again would report every crash and NaN twice."""
     from prtoggle import detect
 
     if os.environ.get("PRTOGGLE_AUTO_DETECT") != "1":
         yield
         return
-    loaded = [name for name in ENGINE_MODULES if name in sys.modules]
-    with detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE):
+    if _AUTO_INSTRUMENTATION.active:
         yield
         detect.check()
+        return
+    loaded = [name for name in ENGINE_MODULES if name in sys.modules]
+    _AUTO_INSTRUMENTATION.active = True
+    try:
+        with detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE):
+            yield
+            detect.check()
+    finally:
+        _AUTO_INSTRUMENTATION.active = False
 
 
 def run_scenario_main(
@@ -147,3 +158,13 @@ def run_scenario_main(
     sys.stderr.write(f"{outcome.error}{where}: {outcome.message}\n")
     sys.stderr.write(OUTCOME_PREFIX + outcome.to_json() + "\n")
     sys.exit(1)
+
+
+@dataclass
+class _AutoInstrumentation:
+    """Process-global: whether auto_instrumented's wrappers are in force (a fork keeps them)."""
+
+    active: bool = False
+
+
+_AUTO_INSTRUMENTATION = _AutoInstrumentation()
