@@ -14,6 +14,11 @@ from typing import Literal
 
 from prtoggle.protocol import OUTCOME_PREFIX  # last stderr line: this prefix, outcome as JSON
 
+CPU_THREADS = 1
+"""torch intra-op threads of a scenario process on CPU: the toy shapes gain nothing from more,
+`prtoggle repro` runs several scenarios at once, and OpenMP threads waiting for each other
+stall a run many times over on a busy machine."""
+
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 """Collective backends of multi-rank scenarios; auto: nccl when every rank has a GPU."""
 
@@ -117,7 +122,8 @@ def run_scenario_main(
     run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str, multi_rank: bool = False
 ) -> None:
     """Parse `--device/--provider` (and `--backend` for a multi-rank scenario), run the
-    scenario, report it, and exit 0 (clean) or 1."""
+    scenario, report it, and exit 0 (clean) or 1. On CPU the process uses CPU_THREADS torch
+    threads (set here, not in `run`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument(
@@ -145,6 +151,10 @@ def run_scenario_main(
         provider=args.provider,
         dist_backend=getattr(args, "backend", "auto"),
     )
+    if options.device == "cpu":
+        import torch
+
+        torch.set_num_threads(CPU_THREADS)
     try:
         outcome = run_auto_detect(run, options) if args.auto_detect else run(options)
     except Exception as exc:  # a scenario reports every failure, it never hides one
