@@ -18,6 +18,7 @@ Importing this package does not import torch or triton.
 
 from __future__ import annotations
 
+from prtoggle.detect.allocations import AllocationRouting, RoutedAllocation, poisoned_allocations
 from prtoggle.detect.checking import check, report, reset
 from prtoggle.detect.clock import PHASES, current_phase, current_step, phase, set_step
 from prtoggle.detect.config import (
@@ -60,6 +61,7 @@ __all__ = [
     "MODES",
     "PHASES",
     "PROVIDERS",
+    "AllocationRouting",
     "DetectionReport",
     "FunctionInstrumentation",
     "Instrumentation",
@@ -67,6 +69,7 @@ __all__ = [
     "PaddingDivergence",
     "PaddingVariant",
     "RedzoneHit",
+    "RoutedAllocation",
     "SiteHit",
     "check",
     "check_padding_invariance",
@@ -87,6 +90,7 @@ __all__ = [
     "oob_detection_enabled",
     "phase",
     "poison_enabled",
+    "poisoned_allocations",
     "poisoned_buffer",
     "prepare_device",
     "record_float_tensors",

@@ -84,12 +84,34 @@ def poisoned_buffer(
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     if not config.poison_enabled():
         return torch.full(dims, fill, dtype=dtype, device=device)
+    return guarded_buffer(
+        dims,
+        dtype=dtype,
+        device=device,
+        name=name,
+        fill=poison_value(dtype, name),
+        redzone_bytes=redzone_bytes,
+    )
+
+
+def guarded_buffer(
+    dims: tuple[int, ...],
+    *,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    name: str,
+    fill: float | int | complex,
+    redzone_bytes: int = DEFAULT_REDZONE_BYTES,
+) -> torch.Tensor:
+    """A buffer filled with `fill` and guarded by a redzone checked by check(), whatever
+    SGLANG_DEBUG_POISON says (poisoned_buffer() and poisoned_allocations() decide that)."""
+    import torch
+
     _validate(name, redzone_bytes)
-    poison = _poison_value(dtype, name)
     buffer_bytes = math.prod(dims) * dtype.itemsize
     allocation = torch.empty(buffer_bytes + redzone_bytes, dtype=torch.uint8, device=device)
     buffer = allocation[:buffer_bytes].view(dtype).view(dims)
-    buffer.fill_(poison)
+    buffer.fill_(fill)
     canary = _canary(redzone_bytes, allocation.device)
     allocation[buffer_bytes:].copy_(canary)
     entry = GuardedBuffer(name, weakref.ref(buffer), buffer_bytes, canary)
@@ -144,18 +166,7 @@ def rearm_redzones() -> None:
         zone.copy_(entry.canary)
 
 
-def _validate(name: str, redzone_bytes: int) -> None:
-    """Reject an empty buffer name or a non-positive redzone size."""
-    if not isinstance(name, str) or not name.strip():
-        raise DetectUsageError(f"poisoned_buffer(): name must be a non-empty string, got {name!r}")
-    if isinstance(redzone_bytes, bool) or not isinstance(redzone_bytes, int) or redzone_bytes < 1:
-        raise DetectUsageError(
-            f"poisoned_buffer({name!r}): redzone_bytes must be a positive int, "
-            f"got {redzone_bytes!r}"
-        )
-
-
-def _poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
+def poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
     """NaN for floats, -1 for signed ints, the maximum for unsigned ints."""
     import torch
 
@@ -170,6 +181,17 @@ def _poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
         )
     info = torch.iinfo(dtype)
     return -1 if info.min < 0 else info.max
+
+
+def _validate(name: str, redzone_bytes: int) -> None:
+    """Reject an empty buffer name or a non-positive redzone size."""
+    if not isinstance(name, str) or not name.strip():
+        raise DetectUsageError(f"poisoned_buffer(): name must be a non-empty string, got {name!r}")
+    if isinstance(redzone_bytes, bool) or not isinstance(redzone_bytes, int) or redzone_bytes < 1:
+        raise DetectUsageError(
+            f"poisoned_buffer({name!r}): redzone_bytes must be a positive int, "
+            f"got {redzone_bytes!r}"
+        )
 
 
 def _canary(redzone_bytes: int, device: torch.device) -> torch.Tensor:

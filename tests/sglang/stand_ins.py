@@ -73,3 +73,84 @@ print(_eagle_prefill_tail_tokens(batch, torch.tensor([5, 6])).tolist(),
       prtoggle.is_reverted(26329))
 """
 """Import and call the real _eagle_prefill_tail_tokens; print its result and is_reverted."""
+
+
+class DraftStepBackend:
+    """Stand-in for one per-step FlashInferMLAAttnBackend of the multi-step draft backend.
+
+    Where the real one plans its paged MLA read over `spec_info.kv_indptr` and
+    `spec_info.kv_indices`, this probes that the indptr the draft kv-indices kernel wrote
+    stays inside the kv_indices slice the step is handed (prtoggle's range probe).
+    """
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def init_cuda_graph_state(
+        self, max_bs: int, max_num_tokens: int, kv_indices_buf: torch.Tensor | None = None
+    ) -> None:
+        self.kv_indices_buf = kv_indices_buf
+
+    def init_forward_metadata_out_graph(self, forward_batch: Any, in_capture: bool = False) -> None:
+        from prtoggle import detect
+
+        spec_info = forward_batch.spec_info
+        detect.maybe_detect_oob(
+            spec_info.kv_indptr,
+            0,
+            spec_info.kv_indices.numel() + 1,
+            f"flashinfer_mla.draft_kv_indices[step={self.step}].row_width",
+        )
+
+
+def mla_draft_backend(*, max_bs: int, topk: int, num_steps: int, max_context_len: int) -> Any:
+    """A real FlashInferMLAMultiStepDraftBackend built without its model runner (its
+    __init__ needs one and a GPU): the attributes its methods read, on CPU, a static
+    (non-translating) KV pool read through the real KVIndexTranslator, page size 1."""
+    from sglang.srt.layers.attention.flashinfer_mla_backend import (
+        FlashInferMLAMultiStepDraftBackend,
+    )
+    from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
+    from sglang.srt.speculative.spec_utils import generate_draft_decode_kv_indices
+
+    pool_rows, pool_width = 4, 16
+    req_to_token = torch.arange(1000, 1000 + pool_rows * pool_width, dtype=torch.int32)
+    backend = FlashInferMLAMultiStepDraftBackend.__new__(FlashInferMLAMultiStepDraftBackend)
+    backend.__dict__.update(
+        topk=topk,
+        speculative_num_steps=num_steps,
+        max_context_len=max_context_len,
+        generate_draft_decode_kv_indices=generate_draft_decode_kv_indices,
+        attn_backends=[DraftStepBackend(step) for step in range(num_steps - 1)],
+        kv_indptr=torch.zeros((num_steps, max_bs * topk + 1), dtype=torch.int32),
+        page_size=1,
+        kv_index_translator=KVIndexTranslator(
+            req_to_token=req_to_token.reshape(pool_rows, pool_width),
+            token_to_kv_pool_allocator=object(),
+            token_to_kv_pool=object(),
+            page_size=1,
+            device="cpu",
+        ),
+    )
+    return backend
+
+
+def draft_decode_batch(seq_lens: list[int], *, topk: int) -> types.SimpleNamespace:
+    """The forward batch the EAGLE draft CUDA graph runner hands the draft backend at replay
+    (a SimpleNamespace there too): requests in req_to_token rows 1.., one position per
+    branch (the request's length)."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    lengths = torch.tensor(seq_lens, dtype=torch.int64)
+    return types.SimpleNamespace(
+        batch_size=len(seq_lens),
+        forward_mode=ForwardMode.DECODE,
+        seq_lens=lengths,
+        seq_lens_cpu=lengths.clone(),
+        seq_lens_sum=sum(seq_lens),
+        req_pool_indices=torch.arange(1, len(seq_lens) + 1),
+        positions=lengths.repeat_interleave(topk),
+        kv_loc_plan=None,
+        spec_info=types.SimpleNamespace(is_draft_input=lambda: True),
+        num_padding=0,
+    )

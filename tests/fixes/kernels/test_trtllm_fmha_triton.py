@@ -651,7 +651,7 @@ import os, re, subprocess, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from fixes.kernels import trtllm_fmha_triton as kernels
+from fixes.kernels import trtllm_fmha_triton_kernels as kernels
 
 names = ["Q", "K", "V", "BlockTables", "SeqLens", "CumSeqLensQ", "Out", "scale_log2",
          "max_q_len", "stride_qr", "stride_qh", "stride_kp", "stride_ks", "stride_kh",
@@ -661,7 +661,7 @@ const = dict(GROUP=4, HEAD_DIM=128, PAGE_SIZE=16, BLOCK_M=64, BLOCK_N=64, HEADS_
              PRECISION="tf32", UPCAST_DOT=False)  # the <= 2048-row default for bf16 D 128
 signature = dict(zip(names, types), **{name: "constexpr" for name in const})
 attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(names)) if names[i] != "scale_log2"}
-source = ASTSource(fn=kernels._context_kernel, signature=signature, constexprs=const,
+source = ASTSource(fn=kernels.context_kernel, signature=signature, constexprs=const,
                    attrs=attrs)
 compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": 4, "num_stages": 2})
