@@ -26,7 +26,7 @@ from fixes.errors import EngineUsageError
 from fixes.scenarios import dp_attention_batch_size as scenario
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome
 from prtoggle.repro import scenario_env
-from prtoggle.warm_worker import WarmWorker
+from prtoggle.warm_worker import HEAVY_MODULES, WarmWorker
 
 MODULE = "fixes.scenarios.dp_attention_batch_size"
 FORKED = (
@@ -163,7 +163,8 @@ def test_cuda_ranks_always_spawn() -> None:
 def test_through_the_warm_worker_the_ranks_fork_and_reproduce_like_a_fresh_process() -> None:
     base = {k: v for k, v in os.environ.items() if k != "SGLANG_DEBUG_REVERT_PR"}
     argv = [sys.executable, "-m", MODULE]
-    with WarmWorker(preload=("torch", "prtoggle.toggle", MODULE), base_env=base) as worker:
+    preload = (*HEAVY_MODULES, "fixes.attention.trtllm_mha_backend")  # as `repro` preloads
+    with WarmWorker(preload=preload, base_env=base) as worker:
         fixed = worker.run(argv, env=scenario_env((), base=base), timeout=HANG_TIMEOUT_S)
         reverted = worker.run(argv, env=scenario_env((21649,), base=base), timeout=HANG_TIMEOUT_S)
         assert worker.warm_runs == 2
