@@ -10,16 +10,22 @@ from pathlib import Path
 from types import FunctionType
 from typing import Literal
 
-from prtoggle.errors import EditMatchError, PrToggleError, TargetResolutionError
+from prtoggle.errors import (
+    EditMatchError,
+    PrToggleError,
+    TargetResolutionError,
+    VersionRangeError,
+)
 from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
 from prtoggle.patching.targets import FunctionSource, function_source, import_target
 from prtoggle.registry import Fix, Patch, Registry
+from prtoggle.versions import out_of_range
 
 DIFF_CONTEXT_LINES = 3
-CHECK_STATUSES = ("ok", "stale", "absent", "error")
-CheckStatus = Literal["ok", "stale", "absent", "error"]
+CHECK_STATUSES = ("ok", "stale", "absent", "not-applicable", "error")
+CheckStatus = Literal["ok", "stale", "absent", "not-applicable", "error"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +34,10 @@ class TargetCheck:
 
     `status`: ok (applies, compiles, takes effect), stale (a match is not found once, or
     the target's module or function is gone: the code moved on), absent (the target's
-    top-level package is not installed, or not in the checked tree), error (anything
-    else: the edit is refused or does not compile, the module fails to import, ...).
+    top-level package is not installed, or not in the checked tree), not-applicable (the
+    recipe's `applies_to` range excludes the version of the tree or of the installed
+    distribution), error (anything else: the edit is refused or does not compile, the
+    module fails to import, ...).
     `source` is the checked tree or archive, None for the imported modules.
     """
 
@@ -43,7 +51,7 @@ class TargetCheck:
 
     @property
     def failed(self) -> bool:
-        """Stale or error; absent is not a failure unless the caller is strict."""
+        """Stale or error; absent fails only for a strict caller, not-applicable never."""
         return self.status in ("stale", "error")
 
 
@@ -120,9 +128,12 @@ def fix_diffs(fix: Fix, *, source_root: Path | SourceTree | None = None) -> list
 
     An edit that cannot take effect (a decorator line, a default not evaluable in the
     module) is refused here as at apply time, so `show` never shows a diff that a revert
-    would not carry out.
+    would not carry out, nor a diff of a version outside the recipe's `applies_to`.
     """
     tree = _open(source_root)
+    outside = out_of_range(fix, tree=tree)
+    if outside is not None:
+        raise VersionRangeError(f"{fix.label}: no diff to show: {outside}")
     diffs = []
     for patch in fix.patches:
         source, function = _target_source(patch.target, tree=tree)
@@ -147,6 +158,9 @@ def _check_target(fix: Fix, patch: Patch, *, tree: SourceTree | None) -> tuple[C
         return "absent", f"package {top} is not in {tree.label}"
     if tree is None and not _installed(top):
         return "absent", f"package {top} is not installed"
+    outside = out_of_range(fix, tree=tree)
+    if outside is not None:
+        return "not-applicable", outside
     try:
         source, function = _target_source(patch.target, tree=tree)
         build_replacement(source, [_layer(fix, patch)], function=function)

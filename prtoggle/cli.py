@@ -116,7 +116,7 @@ def list_command(collection: str | None, as_json: bool) -> None:
 @cli.command(
     "show",
     epilog=EXIT_STATUS_HELP
-    + "\b\nExamples:\n  prtoggle show 26521\n  prtoggle show 27460 --collection fixes --json",
+    + "\b\nExamples:\n  prtoggle show 26329\n  prtoggle show 27460 --collection fixes --json",
 )
 @click.argument("pr", type=int)
 @collection_option
@@ -218,7 +218,7 @@ def _refuse_reverts_that_do_not_apply(
         if import_free_source_root(fix, search_path=search_path) is not None
     ]
     for pr, checks in check_without_import(registry, findable, search_path=search_path).items():
-        failed = [check for check in checks if not check.ok]
+        failed = [check for check in checks if check.failed]  # not-applicable: inert
         if failed:
             first = failed[0]
             raise PatchApplicationError(

@@ -22,6 +22,7 @@ from prtoggle.cli_support import (
 )
 
 if TYPE_CHECKING:
+    from prtoggle.check import TargetCheck
     from prtoggle.registry import Fix
     from prtoggle.warm_worker import CommandRunner
 
@@ -135,10 +136,10 @@ def bisect_command(
     chosen = set(parse_revert_options(candidate_specs, registry) or registry.prs())
     candidates = [fix for fix in registry.by_merge_date() if fix.pr in chosen]
     checks = check_without_import(registry, candidates)
-    broken = {pr: results for pr, results in checks.items() if not all(c.ok for c in results)}
+    broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
     echo = _progress_echo(as_json)
     for pr, results in broken.items():
-        reason = "; ".join(f"{c.target}: {c.message}" for c in results if not c.ok)
+        reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
         echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
     records: list[RunRecord] = []
     usable = [fix for fix in candidates if fix.pr not in broken]
@@ -239,3 +240,8 @@ def _result_record(
         "not_applicable": not_applicable,
         "probes": [record.to_dict() for record in records],
     }
+
+
+def _unusable(check: TargetCheck) -> bool:
+    """Not ok, except a recipe for another version (not-applicable), which stays inert."""
+    return check.status not in ("ok", "not-applicable")

@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 _EPILOG = """\b
 Status per target: ok; stale (a match is not found exactly once, or the target
 is gone: the code moved on); absent (its top-level package is not installed, or
-not in the tree; not a failure unless --strict); error (the edit cannot take
-effect or does not compile, the module fails to import, ...). Exit status 1
-when any target is stale or in error.
+not in the tree; not a failure unless --strict); not-applicable (the recipe's
+applies_to range excludes the tree's version, read from its dist-info METADATA,
+PKG-INFO or pyproject.toml, or the installed version; never a failure); error
+(the edit cannot take effect or does not compile, the module fails to import,
+...). Exit status 1 when any target is stale or in error.
 
 \b
 Examples:
@@ -88,8 +90,12 @@ def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
         click.echo(f"{check.pr}  {where}{check.target}: {_verdict(check)}")
     ok = sum(check.ok for check in checks)
     absent = sum(check.status == "absent" for check in checks)
+    other = sum(check.status == "not-applicable" for check in checks)
     summary = f"{ok} of {len(checks)} targets of {fix_count} fixes revert cleanly"
-    click.echo(summary + (f"; {absent} absent (package not installed)" if absent else ""))
+    summary += f"; {absent} absent (package not installed)" if absent else ""
+    click.echo(
+        summary + (f"; {other} not applicable (version outside applies_to)" if other else "")
+    )
 
 
 def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str]) -> None:
@@ -118,7 +124,12 @@ def _short_labels(sources: Sequence[str]) -> list[str]:
 def _verdict(check: TargetCheck) -> str:
     if check.ok:
         return "ok"
-    label = {"stale": "STALE", "error": "FAILED", "absent": "absent"}[check.status]
+    label = {
+        "stale": "STALE",
+        "error": "FAILED",
+        "absent": "absent",
+        "not-applicable": "not applicable",
+    }[check.status]
     return f"{label}: {check.message}"
 
 

@@ -38,6 +38,10 @@ class UnsupportedTargetError(PatchApplicationError):
     """A patch target is of a kind whose code cannot be swapped safely."""
 
 
+class VersionRangeError(PatchApplicationError):
+    """A revert was asked for where the installed package is outside the recipe's range."""
+
+
 class RunnerError(PrToggleError):
     """A child command or scenario could not be started or classified."""
 

@@ -13,6 +13,7 @@ import yaml
 
 from prtoggle.errors import RegistryError
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
+from prtoggle.versions import APPLIES_TO_EXAMPLE, VersionRange, parse_version_range
 
 MAX_RECIPE_BYTES = 1024 * 1024
 """A recipe file larger than this (1 MiB) is refused before it is parsed."""
@@ -38,6 +39,7 @@ _FIX_OPTIONAL = (
     "repro",
     "bench",
     "verified_on",
+    "applies_to",
 )
 _PATCH_REQUIRED = ("target", "edits")
 _PATCH_OPTIONAL = ("preamble",)
@@ -67,6 +69,7 @@ class Fix:
     repro: str | None = None
     bench: str | None = None
     verified_on: tuple[str, ...] = ()
+    applies_to: VersionRange | None = None
 
     @property
     def acts_at_capture(self) -> bool:
@@ -193,6 +196,7 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Fix:
         merged=_merged(mapping, path),
         symptom=_symptom(mapping, path),
         verified_on=_verified_on(mapping, path),
+        applies_to=_applies_to(mapping, path),
         **fields,
     )
 
@@ -395,6 +399,28 @@ def _verified_on(mapping: _LineDict, path: Path) -> tuple[str, ...]:
             f"strings like ['0.5.23'], got {_short(value)}"
         )
     return tuple(value)
+
+
+def _applies_to(mapping: _LineDict, path: Path) -> VersionRange | None:
+    """`applies_to`: the distribution and versions the recipe is for; verified_on inside it."""
+    if "applies_to" not in mapping:
+        return None
+    text, where = mapping["applies_to"], _at(path, mapping, "applies_to")
+    if not isinstance(text, str):
+        raise RegistryError(
+            f"{where}: 'applies_to' must be a string like {APPLIES_TO_EXAMPLE!r}, got {text!r}"
+        )
+    try:
+        found = parse_version_range(text)
+    except ValueError as exc:
+        raise RegistryError(f"{where}: 'applies_to' {text!r} {exc}") from exc
+    outside = [v for v in mapping.get("verified_on", []) if not found.contains(v)]
+    if outside:
+        raise RegistryError(
+            f"{_at(path, mapping, 'verified_on')}: 'verified_on' lists {', '.join(outside)}, "
+            f"outside applies_to {found.text}; a recipe is verified only on versions it covers"
+        )
+    return found
 
 
 def _symptom(mapping: _LineDict, path: Path) -> str | None:

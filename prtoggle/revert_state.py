@@ -5,6 +5,9 @@ half-initialised parents), is pending. Every import under the top-level package 
 pending target is watched: when any such module finishes, and whenever a new import
 starts, the pending targets whose module is complete are patched. A fix that cannot be
 applied then is restored in every collection and the importing statement gets the error.
+A fix whose `applies_to` range excludes the installed distribution is never patched: when
+its target's module is loaded it is refused (VersionRangeError), or left out with a warning
+where another collection's fix of the same PR is patched.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FunctionType
 
-from prtoggle.errors import PatchApplicationError
+from prtoggle.errors import PatchApplicationError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
 from prtoggle.registry import Fix, Patch, Registry, default_registry
+from prtoggle.versions import require_installed_in_range
 
 logger = logging.getLogger(__name__)
 
@@ -164,9 +168,7 @@ def _activate(pr: int, registry: Registry | None) -> _Revert:
     fixes = (registry or default_registry()).find(pr)
     revert = _Revert(pr=pr, fixes=[_ActiveFix(fix=fix) for fix in fixes])
     try:
-        for active in revert.fixes:
-            for patch in active.fix.patches:
-                _patch_or_wait(active, patch.target, finished=None)
+        _patch_ready(revert, finished=None, initial=True)
     except BaseException:
         _unpatch_all(revert)
         raise
@@ -184,6 +186,30 @@ def _deactivate(revert: _Revert) -> None:
     _update_watch()
 
 
+def _patch_ready(revert: _Revert, *, finished: str | None, initial: bool) -> None:
+    """Patch every target of `revert` whose module is complete; the others wait.
+
+    A fix whose `applies_to` excludes the installed version is refused (VersionRangeError)
+    once its target's module is loaded, unless another collection's fix of the same PR is
+    patched: then it is left out with a warning (a PR number shared by two collections,
+    e.g. the demo engine's and sglang's, in a process that loaded both).
+    """
+    refused: list[tuple[_ActiveFix, VersionRangeError]] = []
+    for active in revert.fixes:
+        targets = [p.target for p in active.fix.patches] if initial else list(active.pending)
+        try:
+            for target in targets:
+                _patch_or_wait(active, target, finished=finished)
+        except VersionRangeError as exc:
+            refused.append((active, exc))
+    for active, error in refused:
+        reverted = [other.fix.label for other in revert.fixes if other.patched]
+        if not reverted:
+            raise error
+        active.pending.clear()
+        logger.warning("%s; left out, %s reverted instead", error, ", ".join(reverted))
+
+
 def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> None:
     """Patch `target` if its module has finished importing, else record it as pending."""
     waiting_for = _pending_module(target, finished=finished)
@@ -194,6 +220,7 @@ def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> 
     if isinstance(resolved, PendingTarget):
         active.pending[target] = resolved.module
         return
+    require_installed_in_range(active.fix)
     layer = EditLayer(
         pr=active.fix.pr, patch=_patch_for(active.fix, target), yaml_path=str(active.fix.path)
     )
@@ -272,9 +299,7 @@ def _retry_pending(*, finished: str | None) -> None:
             if not any(active.pending for active in revert.fixes):
                 continue
             try:
-                for active in revert.fixes:
-                    for target in list(active.pending):
-                        _patch_or_wait(active, target, finished=finished)
+                _patch_ready(revert, finished=finished, initial=False)
             except PatchApplicationError as exc:
                 _deactivate(revert)
                 where = f"when {finished} was imported" if finished else "on import"

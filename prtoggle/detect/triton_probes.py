@@ -1,15 +1,21 @@
 """The Triton provider of the probes: one launch per probe (or per group of tensors).
 
 A launch runs a fixed number of programs that stride over the blocks of each of its
-tensors; a program with hits folds them into the tensor's witness row with atomics (count,
-lowest offending index, first and last row, value range). The last program of the launch
-to finish (found with the leading row's completion counter, which also carries whether any
-program hit: a clean launch stops there) then claims the first hit of every newly hit row
-in the launch's tensor order: it stamps the `when`, takes the next
-number of the device's sequence counter and, for range probes, stores the bounds in force.
-So first-hit order numbers follow execution order, within a launch too, and replays of a
-CUDA graph keep counting. Same rows as torch_probes.py. Runs on CUDA, and on CPU tensors
-under TRITON_INTERPRET=1 (set before triton is first imported).
+tensors. The clean path, taken by every program that sees no offending element, is one
+masked load per block (the first blocks of all tensors issued together), an OR into a flag
+vector, one reduction and no atomics: a clean launch writes nothing. A program that saw a
+hit rescans its blocks, folds them into each tensor's witness row with atomics (count,
+lowest offending index, first and last row, value range), and then tries the launch's
+claim lock (the leading row's slot of the table's `claim_locks`). The holder claims the
+first hit of every row of the launch that is still unclaimed and has an offending element
+anywhere in its tensor (it looks for itself, since other programs may still be folding), in
+the launch's tensor order: it stamps the `when`, takes the next number of the device's
+sequence counter and, for range probes, stores the bounds in force; then it releases the
+lock. A program that finds the lock taken leaves: the holder sees its hits too, since the
+data does not change during the launch. So first-hit order numbers follow execution order,
+within a launch too, and replays of a CUDA graph keep counting. Same rows as
+torch_probes.py. Runs on CUDA, and on CPU tensors under TRITON_INTERPRET=1 (set before
+triton is first imported).
 
 The witness layout reaches the kernels as constexprs named after witness.py's columns.
 Sizes and scalar bounds are not specialized on, nor are the alignments of the table
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 
 BLOCK_SIZE = 1024
 PROGRAMS_PER_SM = 4
+NUM_WARPS = 4
 _CPU_PROGRAMS = 4
 
 COUNT: tl.constexpr = tl.constexpr(witness.COL_COUNT)
@@ -53,8 +60,6 @@ UNHIT_WHEN: tl.constexpr = tl.constexpr(witness.UNHIT_WHEN)
 INT64_MAX: tl.constexpr = tl.constexpr(witness.INT64_MAX)
 INT64_MIN: tl.constexpr = tl.constexpr(witness.INT64_MIN)
 
-_HIT_UNIT: tl.constexpr = tl.constexpr(2**32)
-
 _SM_COUNTS: dict[int, int] = {}
 
 
@@ -68,10 +73,11 @@ def record_float(table: DeviceTable, items: Sequence[ProbeItem], *, check_inf: b
         table.rows,
         table.when,
         table.sequence,
-        table.finished[items[0].slot :],
+        table.claim_locks[items[0].slot :],
         COUNT_TENSORS=len(items),
         CHECK_INF=check_inf,
         BLOCK=BLOCK_SIZE,
+        num_warps=NUM_WARPS,
     )
 
 
@@ -95,10 +101,11 @@ def record_oob(
         table.rows[item.slot :],
         table.when,
         table.sequence,
-        table.finished[item.slot :],
+        table.claim_locks[item.slot :],
         LOW_IS_PTR=low_is_ptr,
         HIGH_IS_PTR=high_is_ptr,
         BLOCK=BLOCK_SIZE,
+        num_warps=NUM_WARPS,
     )
 
 
@@ -116,76 +123,9 @@ def _programs(items: Sequence[ProbeItem]) -> int:
     return max(1, min(blocks, PROGRAMS_PER_SM * _SM_COUNTS[index]))
 
 
-@triton.jit
-def _fold_float_hits(x_ptr, n, width, row_ptr, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    """Scan this program's blocks of one float tensor; fold its hits into the row."""
-    count = tl.full((), 0, tl.int64)
-    lowest = tl.full((), INT64_MAX, tl.int64)
-    highest = tl.full((), -1, tl.int64)
-    lowest_sign = tl.full((), 1, tl.int64)
-    highest_sign = tl.full((), -1, tl.int64)
-    step = tl.num_programs(0).to(tl.int64) * BLOCK
-    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
-        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
-        in_range = offsets < n
-        x = tl.load(x_ptr + offsets, mask=in_range, other=0.0)
-        if x_ptr.dtype.element_ty.primitive_bitwidth < 32:
-            x = x.to(tl.float32)
-        if CHECK_INF:
-            bad = ((x == float("inf")) | (x == float("-inf"))) & in_range
-            signs = tl.where(x > 0, 1, -1).to(tl.int64)
-            lowest_sign = tl.minimum(lowest_sign, tl.min(tl.where(bad, signs, 1), axis=0))
-            highest_sign = tl.maximum(highest_sign, tl.max(tl.where(bad, signs, -1), axis=0))
-        else:
-            bad = (x != x) & in_range  # noqa: PLR0124 (NaN is the one value unequal to itself)
-        count += tl.sum(bad.to(tl.int64), axis=0)
-        lowest = tl.minimum(lowest, tl.min(tl.where(bad, offsets, INT64_MAX), axis=0))
-        highest = tl.maximum(highest, tl.max(tl.where(bad, offsets, -1), axis=0))
-    if count > 0:
-        _fold_counts(row_ptr, count, lowest, highest, width)
-        if CHECK_INF:
-            tl.atomic_min(row_ptr + MIN_VALUE, lowest_sign)
-            tl.atomic_max(row_ptr + MAX_VALUE, highest_sign)
-    return count
-
-
-@triton.jit
-def _fold_counts(row_ptr, count, lowest, highest, width):  # type: ignore[no-untyped-def]
-    """Add a program's hit count, lowest flat index and offending row range to the row."""
-    tl.atomic_add(row_ptr + COUNT, count)
-    tl.atomic_min(row_ptr + LOWEST_INDEX, lowest)
-    tl.atomic_min(row_ptr + FIRST_ROW, lowest // width)
-    tl.atomic_max(row_ptr + LAST_ROW, highest // width)
-
-
-@triton.jit
-def _claim_first_hit(row_ptr, when, sequence_ptr):  # type: ignore[no-untyped-def]
-    """If the row was hit but never claimed: stamp `when` and the next order; True if so."""
-    count = tl.atomic_add(row_ptr + COUNT, 0)
-    first_when = tl.atomic_add(row_ptr + FIRST_WHEN, 0)
-    claimed = (count > 0) & (first_when == UNHIT_WHEN)
-    if claimed:
-        tl.atomic_xchg(row_ptr + FIRST_WHEN, when)
-        tl.atomic_xchg(row_ptr + FIRST_ORDER, tl.atomic_add(sequence_ptr, 1))
-    return claimed
-
-
-@triton.jit
-def _last_program_after_a_hit(finished_ptr, hits):  # type: ignore[no-untyped-def]
-    """Count this program done (hits ride in the counter's high half); True for the launch's
-    last program when any program hit (it re-arms the counter either way). Without a hit in
-    the launch nothing is left to claim, so a clean launch costs one atomic per program."""
-    hit_flag = (hits > 0).to(tl.int64)
-    done = tl.atomic_add(finished_ptr, 1 + hit_flag * _HIT_UNIT)
-    last = (done % _HIT_UNIT) == tl.num_programs(0) - 1
-    if last:
-        tl.store(finished_ptr, 0)
-    return last & ((done // _HIT_UNIT + hit_flag) > 0)
-
-
 @triton.jit(
     do_not_specialize=["ns", "widths", "slots"],
-    do_not_specialize_on_alignment=["rows_ptr", "when_ptr", "sequence_ptr", "finished_ptr"],
+    do_not_specialize_on_alignment=["rows_ptr", "when_ptr", "sequence_ptr", "lock_ptr"],
 )
 def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     xs,
@@ -195,19 +135,31 @@ def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     rows_ptr,
     when_ptr,
     sequence_ptr,
-    finished_ptr,
+    lock_ptr,
     COUNT_TENSORS: tl.constexpr,
     CHECK_INF: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    hits = tl.full((), 0, tl.int64)
+    # The first blocks of all tensors: straight-line code, their loads in flight together.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # int32: the grid is small
+    flags = tl.zeros([BLOCK], dtype=tl.int1)
     for k in tl.static_range(COUNT_TENSORS):
-        row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
-        hits += _fold_float_hits(xs[k], ns[k], widths[k], row_ptr, CHECK_INF, BLOCK)
-    if _last_program_after_a_hit(finished_ptr, hits):
-        when = tl.load(when_ptr)
+        x = tl.load(xs[k] + offsets, mask=offsets < ns[k], other=0.0)
+        flags |= _float_bad(x, CHECK_INF)
+    for k in tl.static_range(COUNT_TENSORS):  # tensors of more than a block per program
+        flags = _float_flags_after_first(xs[k], ns[k], flags, CHECK_INF, BLOCK)
+    if tl.max(flags.to(tl.int32), axis=0) > 0:  # this program saw a hit (rare)
         for k in tl.static_range(COUNT_TENSORS):
-            _claim_first_hit(rows_ptr + slots[k] * NUM_COLUMNS, when, sequence_ptr)
+            row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
+            _fold_float_hits(xs[k], ns[k], widths[k], row_ptr, CHECK_INF, BLOCK)
+        if _take_claim_lock(lock_ptr):
+            when = tl.load(when_ptr)
+            for k in tl.static_range(COUNT_TENSORS):
+                row_ptr = rows_ptr + slots[k] * NUM_COLUMNS
+                if _unclaimed(row_ptr):  # noqa: SIM102 (the scan runs only for unclaimed rows)
+                    if _float_tensor_hit(xs[k], ns[k], CHECK_INF, BLOCK):
+                        _stamp_first_hit(row_ptr, when, sequence_ptr)
+            tl.atomic_xchg(lock_ptr, 0)
 
 
 @triton.jit(
@@ -218,7 +170,7 @@ def _float_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         "row_ptr",
         "when_ptr",
         "sequence_ptr",
-        "finished_ptr",
+        "lock_ptr",
     ],
 )
 def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
@@ -232,7 +184,7 @@ def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     row_ptr,
     when_ptr,
     sequence_ptr,
-    finished_ptr,
+    lock_ptr,
     LOW_IS_PTR: tl.constexpr,
     HIGH_IS_PTR: tl.constexpr,
     BLOCK: tl.constexpr,
@@ -245,6 +197,104 @@ def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         high = tl.load(high_ptr).to(tl.int64)
     else:
         high = high_value.to(tl.int64)
+    flags = tl.zeros([BLOCK], dtype=tl.int1)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        in_range = offsets < n
+        values = tl.load(x_ptr + offsets, mask=in_range, other=0).to(tl.int64)
+        flags |= ((values < low) | (values >= high)) & in_range
+    if tl.max(flags.to(tl.int32), axis=0) > 0:  # this program saw a hit (rare)
+        _fold_oob_hits(x_ptr, n, width, low, high, row_ptr, BLOCK)
+        if _take_claim_lock(lock_ptr):
+            if _unclaimed(row_ptr):  # noqa: SIM102 (the scan runs only for unclaimed rows)
+                if _oob_tensor_hit(x_ptr, n, low, high, BLOCK):
+                    _stamp_first_hit(row_ptr, tl.load(when_ptr), sequence_ptr)
+                    tl.atomic_xchg(row_ptr + FIRST_LOW, low)
+                    tl.atomic_xchg(row_ptr + FIRST_HIGH, high)
+            tl.atomic_xchg(lock_ptr, 0)
+
+
+@triton.jit
+def _float_bad(x, CHECK_INF: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Offending elements of a loaded float block: NaNs, or +/-inf with CHECK_INF."""
+    if x.dtype.primitive_bitwidth < 32:
+        x = x.to(tl.float32)
+    if CHECK_INF:
+        return (x == float("inf")) | (x == float("-inf"))
+    return x != x  # noqa: PLR0124 (NaN is the one value unequal to itself)
+
+
+@triton.jit
+def _float_flags_after_first(x_ptr, n, flags, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    """OR this program's offending elements past its first block of one float tensor into
+    `flags` (no reduction; no iteration when the grid covers the tensor)."""
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK + step, n, step):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        flags |= _float_bad(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), CHECK_INF)
+    return flags
+
+
+@triton.jit
+def _float_tensor_hit(x_ptr, n, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Whether any element of the whole tensor offends (one program; stops at a hit)."""
+    found = tl.full((), 0, tl.int32)
+    start = tl.full((), 0, tl.int64)
+    while (start < n) & (found == 0):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        found = tl.max(_float_bad(x, CHECK_INF).to(tl.int32), axis=0)
+        start += BLOCK
+    return found > 0
+
+
+@triton.jit
+def _oob_tensor_hit(x_ptr, n, low, high, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Whether any value of the whole tensor is outside [low, high) (one program)."""
+    found = tl.full((), 0, tl.int32)
+    start = tl.full((), 0, tl.int64)
+    while (start < n) & (found == 0):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        in_range = offsets < n
+        values = tl.load(x_ptr + offsets, mask=in_range, other=0).to(tl.int64)
+        found = tl.max((((values < low) | (values >= high)) & in_range).to(tl.int32), axis=0)
+        start += BLOCK
+    return found > 0
+
+
+@triton.jit
+def _fold_float_hits(x_ptr, n, width, row_ptr, CHECK_INF: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Rescan this program's blocks of one float tensor; fold its hits into the row."""
+    count = tl.full((), 0, tl.int64)
+    lowest = tl.full((), INT64_MAX, tl.int64)
+    highest = tl.full((), -1, tl.int64)
+    lowest_sign = tl.full((), 1, tl.int64)
+    highest_sign = tl.full((), -1, tl.int64)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offsets = tl.arange(0, BLOCK).to(tl.int64) + start
+        x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+        if x_ptr.dtype.element_ty.primitive_bitwidth < 32:
+            x = x.to(tl.float32)  # float64 stays: a finite value past float32's range
+        bad = _float_bad(x, CHECK_INF)
+        if CHECK_INF:
+            signs = tl.where(x > 0, 1, -1).to(tl.int64)
+            lowest_sign = tl.minimum(lowest_sign, tl.min(tl.where(bad, signs, 1), axis=0))
+            highest_sign = tl.maximum(highest_sign, tl.max(tl.where(bad, signs, -1), axis=0))
+        count += tl.sum(bad.to(tl.int64), axis=0)
+        lowest = tl.minimum(lowest, tl.min(tl.where(bad, offsets, INT64_MAX), axis=0))
+        highest = tl.maximum(highest, tl.max(tl.where(bad, offsets, -1), axis=0))
+    if count > 0:
+        _fold_counts(row_ptr, count, lowest, highest, width)
+        if CHECK_INF:
+            tl.atomic_min(row_ptr + MIN_VALUE, lowest_sign)
+            tl.atomic_max(row_ptr + MAX_VALUE, highest_sign)
+
+
+@triton.jit
+def _fold_oob_hits(x_ptr, n, width, low, high, row_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Rescan this program's blocks of an integer tensor; fold its out-of-range values."""
     count = tl.full((), 0, tl.int64)
     lowest = tl.full((), INT64_MAX, tl.int64)
     highest = tl.full((), -1, tl.int64)
@@ -265,7 +315,31 @@ def _oob_probe_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         _fold_counts(row_ptr, count, lowest, highest, width)
         tl.atomic_min(row_ptr + MIN_VALUE, lowest_value)
         tl.atomic_max(row_ptr + MAX_VALUE, highest_value)
-    if _last_program_after_a_hit(finished_ptr, count):  # noqa: SIM102 (last program only)
-        if _claim_first_hit(row_ptr, tl.load(when_ptr), sequence_ptr):
-            tl.atomic_xchg(row_ptr + FIRST_LOW, low)
-            tl.atomic_xchg(row_ptr + FIRST_HIGH, high)
+
+
+@triton.jit
+def _fold_counts(row_ptr, count, lowest, highest, width):  # type: ignore[no-untyped-def]
+    """Add a program's hit count, lowest flat index and offending row range to the row."""
+    tl.atomic_add(row_ptr + COUNT, count)
+    tl.atomic_min(row_ptr + LOWEST_INDEX, lowest)
+    tl.atomic_min(row_ptr + FIRST_ROW, lowest // width)
+    tl.atomic_max(row_ptr + LAST_ROW, highest // width)
+
+
+@triton.jit
+def _take_claim_lock(lock_ptr):  # type: ignore[no-untyped-def]
+    """True if this program took the launch's claim lock (0 free, 1 held; acq_rel)."""
+    return tl.atomic_xchg(lock_ptr, 1) == 0
+
+
+@triton.jit
+def _unclaimed(row_ptr):  # type: ignore[no-untyped-def]
+    """Whether the row's first hit has not been claimed yet (read through L2)."""
+    return tl.atomic_add(row_ptr + FIRST_WHEN, 0) == UNHIT_WHEN
+
+
+@triton.jit
+def _stamp_first_hit(row_ptr, when, sequence_ptr):  # type: ignore[no-untyped-def]
+    """Claim the row's first hit: stamp `when` and take the next first-hit order number."""
+    tl.atomic_xchg(row_ptr + FIRST_WHEN, when)
+    tl.atomic_xchg(row_ptr + FIRST_ORDER, tl.atomic_add(sequence_ptr, 1))

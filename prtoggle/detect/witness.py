@@ -9,8 +9,8 @@ offending row along dim 0.
 
 Each device has one fixed table: MAX_SITES rows, a `when` scalar (the packed current phase
 and step, see clock.py), a `sequence` counter (bumped once per site's first hit, in
-execution order, so graph replays keep counting) and one launch-completion counter per row
-(the Triton probes use the leading site's one to find the last program of a launch).
+execution order, so graph replays keep counting) and one claim lock per row (the Triton
+probes take the leading site's one to claim a launch's first hits; 0 between launches).
 Allocated on first use, never reallocated: CUDA graphs captured against them stay valid. A
 site keeps its row for the life of the process.
 """
@@ -65,7 +65,7 @@ class DeviceTable:
     rows: torch.Tensor  # [max_sites, NUM_COLUMNS] int64
     when: torch.Tensor  # [1] int64, packed phase/step read by probes at run (or replay) time
     sequence: torch.Tensor  # [1] int64, the next first-hit order number
-    finished: torch.Tensor  # [max_sites] int64, programs done per running launch (0 between)
+    claim_locks: torch.Tensor  # [max_sites] int64, a launch's first-hit claim lock (0: free)
 
 
 @dataclass
@@ -126,7 +126,7 @@ class WitnessRegistry:
                     rows=rows,
                     when=stamp,
                     sequence=torch.zeros(1, dtype=torch.int64, device=device),
-                    finished=torch.zeros(self.max_sites, dtype=torch.int64, device=device),
+                    claim_locks=torch.zeros(self.max_sites, dtype=torch.int64, device=device),
                 )
                 self.tables[str(device)] = table
         return table
@@ -144,7 +144,8 @@ class WitnessRegistry:
             table.when.fill_(when)
 
     def clear(self) -> None:
-        """Reset every row to its unhit state and the sequence to 0 (sites keep their rows)."""
+        """Reset every row to its unhit state, the sequence to 0 and the claim locks to free
+        (sites keep their rows)."""
         if not self.tables:
             return
         import torch
@@ -155,6 +156,7 @@ class WitnessRegistry:
             empty = torch.tensor(EMPTY_ROW, dtype=torch.int64, device=table.device)
             table.rows.copy_(empty.expand_as(table.rows))
             table.sequence.zero_()
+            table.claim_locks.zero_()  # free even after a launch that never finished
 
     def site_names(self) -> dict[int, tuple[str, str]]:
         """Row index -> (kind, site), a copy safe to use while probes add sites."""

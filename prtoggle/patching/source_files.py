@@ -58,6 +58,23 @@ class SourceTree:
         names = self._members.get(f"{top}.py", []) + self._members.get("__init__.py", [])
         return any(_under(name, f"{top}.py") or f"/{top}/" in f"/{name}" for name in names)
 
+    def metadata_files(self) -> list[tuple[str, str]]:
+        """(name, text) of the files that may give the tree's distribution and version.
+
+        `*.dist-info/METADATA` and `PKG-INFO` at the top or one folder down (a wheel, an
+        sdist), and a directory's own `pyproject.toml`.
+        """
+        if self._archive is None:
+            paths = [*self.path.glob("*.dist-info/METADATA"), self.path / "PKG-INFO"]
+            paths.append(self.path / "pyproject.toml")
+            return [(str(p), _decode_text(p.read_bytes())) for p in paths if p.is_file()]
+        if isinstance(self._archive, zipfile.ZipFile):
+            names = self._archive.namelist()
+        else:
+            names = [member.name for member in self._archive.getmembers() if member.isfile()]
+        wanted = [name for name in names if _is_metadata_member(name)]
+        return [(name, _decode_text(self._read_bytes(name))) for name in wanted]
+
     def looked_for(self, relative: str) -> str:
         if self._archive is None:
             return str(self.path.joinpath(*PurePosixPath(relative).parts))
@@ -69,14 +86,15 @@ class SourceTree:
         return min(found, key=len) if found else None
 
     def _read_member(self, member: str) -> str:
+        return _decode(self._read_bytes(member), Path(f"{self.path}!{member}"))
+
+    def _read_bytes(self, member: str) -> bytes:
         if isinstance(self._archive, zipfile.ZipFile):
-            data = self._archive.read(member)
-        else:
-            extracted = self._archive.extractfile(member) if self._archive else None
-            if extracted is None:
-                raise TargetResolutionError(f"{self.path}: {member} is not a regular file")
-            data = extracted.read()
-        return _decode(data, Path(f"{self.path}!{member}"))
+            return self._archive.read(member)
+        extracted = self._archive.extractfile(member) if self._archive else None
+        if extracted is None:
+            raise TargetResolutionError(f"{self.path}: {member} is not a regular file")
+        return extracted.read()
 
 
 def open_source_tree(path: Path) -> SourceTree:
@@ -119,3 +137,14 @@ def _decode(data: bytes, where: Path) -> str:
         return importlib.util.decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         raise TargetResolutionError(f"{where}: cannot decode the source file ({exc})") from exc
+
+
+def _is_metadata_member(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    if parts[-1:] == ("METADATA",):
+        return len(parts) == 2 and parts[0].endswith(".dist-info")
+    return parts[-1:] == ("PKG-INFO",) and len(parts) <= 2
+
+
+def _decode_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

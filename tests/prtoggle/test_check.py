@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
 from prtoggle.check import TargetCheck, TargetDiff, check_fixes, fix_diffs
+from prtoggle.errors import VersionRangeError
 from prtoggle.registry import Registry, load_registry
 
 APP_MODULE = '''\
@@ -214,3 +216,23 @@ def test_every_shipped_fix_applies_to_the_fixes_tree_without_importing_it() -> N
     checks = check_fixes(registry=registry, source_root=shipped_yaml_dir().parent)
     assert [check for check in checks if not check.ok] == []
     assert {check.pr for check in checks} == set(registry.prs())
+
+
+def test_a_diff_of_a_tree_outside_the_recipes_applies_to_is_refused(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "app").mkdir(parents=True)
+    (tree / "app" / "__init__.py").write_text("")
+    (tree / "app" / "core.py").write_text(APP_MODULE)
+    (tree / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "3.0"\n')
+    write_fix(tmp_path / "reg", 923, "applies_to: app<3\n" + FIX.replace("pr: 921\n", ""))
+    fix = load_registry(dirs=[tmp_path / "reg"]).get(923)
+    with pytest.raises(VersionRangeError) as caught:
+        fix_diffs(fix, source_root=tree)
+    assert str(caught.value) == (
+        f"reg/923: no diff to show: app 3.0 (in {tree}) is outside the recipe's range app<3 "
+        "(applies_to)"
+    )
+    assert [
+        check.status
+        for check in check_fixes(registry=load_registry(dirs=[tmp_path / "reg"]), source_root=tree)
+    ] == ["not-applicable"] * 2

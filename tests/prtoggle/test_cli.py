@@ -115,13 +115,13 @@ def test_show_json_includes_each_target_diff(fake_project: FakeProject) -> None:
 
 
 def test_show_json_names_the_benchmark_module_of_a_shipped_fix() -> None:
-    result = invoke("show", "24856", "--json")
+    result = invoke("show", "--collection", "fixes", "24856", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["bench"] == "fixes.benchmarks.draft_extend_routing_cost"
 
 
 def test_show_of_a_capture_time_fix_carries_the_capture_note() -> None:
-    result = invoke("show", "26521")  # the shipped registry
+    result = invoke("show", "--collection", "fixes", "26521")  # the shipped demo recipe
     assert result.exit_code == 0, result.output
     assert f"  note:      {CAPTURE_NOTE}\n" in result.output
     assert CAPTURE_NOTE == (
@@ -416,7 +416,9 @@ def test_importing_the_cli_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("argv", [["list"], ["show", "26521"], ["list", "--json"]])
+@pytest.mark.parametrize(
+    "argv", [["list"], ["show", "--collection", "fixes", "26521"], ["list", "--json"]]
+)
 def test_listing_commands_do_not_import_torch(argv: list[str]) -> None:
     code = (
         f"import sys\nfrom prtoggle.cli import main\nsys.argv = ['prtoggle', *{argv!r}]\n"
@@ -448,4 +450,38 @@ def test_repro_takes_a_collection_and_names_the_known_ones(fake_project: FakePro
     assert result.stderr == (
         f"error: no recipe collection named 'vllm'; collections: registry "
         f"({fake_project.registry_dir})\n"
+    )
+
+
+def test_run_starts_a_revert_outside_its_range_and_the_child_refuses_it_at_import(
+    fake_project: FakeProject,
+) -> None:
+    """A recipe for other versions is inert until its module is imported; then status 78."""
+    path = fake_project.registry_dir / "90013.yaml"
+    path.write_text(
+        f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 41\n"
+    )
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    run = ["prtoggle", "run", "-r", "90013", "--"]
+    untouched = subprocess.run(
+        [*run, *python_command("import sys; sys.exit(5)")], env=fake_project.env(), check=False
+    )
+    assert untouched.returncode == 5
+    code = f"import {TARGET_MODULE} as m, sys; sys.exit(m.answer())"
+    refused = subprocess.run(
+        [*run, *python_command(code)],
+        env=fake_project.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (refused.returncode, refused.stderr) == (
+        78,
+        "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 90013 could not be reverted when "
+        f"{TARGET_MODULE} was imported, so it is not reverted at all: registry/90013 does not "
+        f"apply to the installed prtoggle-fake 2.3: {path} covers prtoggle-fake>=1.0,<2.0 "
+        "(applies_to); use a recipe for 2.3 or install a version in that range\n",
     )

@@ -154,3 +154,66 @@ def test_a_pr_in_two_collections_is_checked_in_each_and_collection_narrows_it(
     assert [(row["pr"], row["collection"], row["status"]) for row in narrowed] == [
         (ANSWER_FIX, "other", "ok")
     ]
+
+
+RANGED_FIX = 90012
+
+
+def add_ranged_fix(project: FakeProject, applies_to: str) -> Path:
+    path = project.registry_dir / f"{RANGED_FIX}.yaml"
+    path.write_text(
+        f"applies_to: {applies_to}\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 41\n"
+    )
+    return path
+
+
+def fake_wheel(path: Path, version: str) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{TARGET_MODULE}.py", TARGET_SOURCE)
+        archive.writestr(
+            f"prtoggle_fake-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: prtoggle-fake\nVersion: {version}\n",
+        )
+    return path
+
+
+def test_a_tree_outside_a_recipes_applies_to_is_not_applicable_and_never_a_failure(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    add_ranged_fix(fake_project, "prtoggle-fake>=1.0,<2.0")
+    old = fake_wheel(tmp_path / "prtoggle_fake-1.5-py3-none-any.whl", "1.5")
+    new = fake_wheel(tmp_path / "prtoggle_fake-2.0-py3-none-any.whl", "2.0")
+    args = ["check", "--strict", "--source-root", str(old), "--source-root", str(new)]
+    result = invoke(*args, str(RANGED_FIX))
+    assert result.exit_code == 0, result.output
+    assert [line.split() for line in result.output.splitlines()[:2]] == [
+        ["PR", "COLLECTION", "TARGET", old.name, new.name],
+        [str(RANGED_FIX), "registry", f"{TARGET_MODULE}.answer", "ok", "not-applicable"],
+    ]
+    assert result.output.splitlines()[2:] == [
+        f"{new.name}: {RANGED_FIX}  {TARGET_MODULE}.answer: not-applicable: prtoggle-fake 2.0 "
+        f"(in {new}) is outside the recipe's range prtoggle-fake>=1.0,<2.0 (applies_to)"
+    ]
+    rows = json.loads(invoke(*args, "--json", str(RANGED_FIX)).output)
+    assert [(row["source"], row["ok"], row["status"]) for row in rows] == [
+        (str(old), True, "ok"),
+        (str(new), False, "not-applicable"),
+    ]
+
+
+def test_an_installed_version_outside_applies_to_is_not_applicable(
+    fake_project: FakeProject,
+) -> None:
+    add_ranged_fix(fake_project, "prtoggle-fake>=1.0,<2.0")
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    result = invoke("check", str(ANSWER_FIX), str(RANGED_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok",
+        f"{RANGED_FIX}  {TARGET_MODULE}.answer: not applicable: prtoggle-fake 2.3 (installed) "
+        "is outside the recipe's range prtoggle-fake>=1.0,<2.0 (applies_to)",
+        "1 of 2 targets of 2 fixes revert cleanly; 1 not applicable (version outside applies_to)",
+    ]

@@ -168,7 +168,7 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
         (
             MINIMAL + "        replacement: b\nowner: me\n",
             "F:8: unknown key 'owner' in fix file; expected one of: patches, pr, title, url, "
-            "merged, component, symptom, expect, repro, bench, verified_on",
+            "merged, component, symptom, expect, repro, bench, verified_on, applies_to",
         ),
         (
             "pr: 903\ntitle: t\n",
@@ -340,3 +340,54 @@ def test_verified_on_lists_the_versions_a_recipe_was_checked_against(tmp_path: P
     bad = write_fix(tmp_path / "other", 21649, text.replace('["0.5.22", "0.5.23"]', "0.5.23"))
     with pytest.raises(RegistryError, match=r"21649.yaml:1: 'verified_on' must be a list of"):
         load_fix(bad)
+
+
+def test_applies_to_names_the_distribution_and_versions_a_recipe_is_for(tmp_path: Path) -> None:
+    text = """\
+        applies_to: sglang>=0.5.12,<0.5.14
+        verified_on: ["0.5.12", "0.5.13.post1"]
+        patches:
+          - target: app.f
+            edits: [{match: a = 1, replacement: a = 2}]
+        """
+    fix = load_fix(write_fix(tmp_path / "sglang", 24856, text))
+    assert fix.applies_to is not None
+    assert (fix.applies_to.distribution, fix.applies_to.text) == (
+        "sglang",
+        "sglang>=0.5.12,<0.5.14",
+    )
+    assert load_fix(write_fix(tmp_path / "plain", 24856, ONE_EDIT)).applies_to is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "[sglang]",
+            "F:1: 'applies_to' must be a string like 'sglang>=0.5.11,<0.5.15', got ['sglang']",
+        ),
+        (
+            "'>=0.5.12'",
+            "F:1: 'applies_to' '>=0.5.12' is not a distribution name followed by version "
+            "specifiers, like 'sglang>=0.5.11,<0.5.15'",
+        ),
+        (
+            "sglang",
+            "F:1: 'applies_to' 'sglang' names no versions; give specifiers, like "
+            "'sglang>=0.5.11,<0.5.15'",
+        ),
+        (
+            "sglang>=0.5.14",
+            "F:2: 'verified_on' lists 0.5.12, 0.5.13, outside applies_to sglang>=0.5.14; a "
+            "recipe is verified only on versions it covers",
+        ),
+    ],
+)
+def test_a_malformed_applies_to_names_the_file_line_and_what_is_expected(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    text = f'applies_to: {value}\nverified_on: ["0.5.12", "0.5.13"]\n{ONE_EDIT}'
+    path = write_fix(tmp_path / "sglang", 24856, text)
+    with pytest.raises(RegistryError) as caught:
+        load_fix(path)
+    assert str(caught.value) == message.replace("F:", f"{path}:")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from prtoggle import detect
-from prtoggle.detect import poison
+from prtoggle.detect import poison, probes, witness
 from prtoggle.detect.report import Hit, SiteHit
 from prtoggle.errors import NaNDetected, OOBDetected, RedzoneViolation
 
@@ -261,6 +261,26 @@ def test_redzone_overwrite_inside_a_cuda_graph_is_reported(
     assert poison.redzone_devices() == {"cuda:0"}
 
 
+@interpreter_only
+@pytest.mark.usefixtures("detection_on")
+def test_first_hits_of_one_launch_follow_tensor_order_whichever_program_sees_them() -> None:
+    late = torch.zeros(3000)  # three blocks: only the third program sees its NaN
+    late[2500] = float("nan")
+    early = torch.zeros(10)  # the first program sees this one
+    early[0] = float("nan")
+    probes.record_float_tensors([("late", late), ("early", early)], provider="triton")
+    hits = detect.report().hits
+    assert [(hit.site, hit.order, hit.first_row) for hit in hits if isinstance(hit, SiteHit)] == [
+        ("late", 0, 2500),
+        ("early", 1, 0),
+    ]
+    table = witness.witness_tables().tables["cpu"]
+    assert table.claim_locks.count_nonzero().item() == 0  # released for the next launch
+    before = table.rows.clone()
+    probes.record_float_tensors([("late", torch.zeros(3000))], provider="triton")
+    assert torch.equal(table.rows, before)  # a clean launch writes nothing
+
+
 _COMPILE_SCRIPT = r"""
 import re
 import triton
@@ -268,13 +288,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from prtoggle.detect import triton_probes as tp
 
-TABLE = {"rows_ptr": "*i64", "when_ptr": "*i64", "sequence_ptr": "*i64", "finished_ptr": "*i64"}
+TABLE = {"rows_ptr": "*i64", "when_ptr": "*i64", "sequence_ptr": "*i64", "lock_ptr": "*i64"}
 FLOAT = {"xs": ("*bf16", "*fp32"), "ns": ("i32", "i64"), "widths": ("i32", "i32"),
          "slots": ("i32", "i32"), **TABLE,
          "COUNT_TENSORS": "constexpr", "CHECK_INF": "constexpr", "BLOCK": "constexpr"}
 OOB = {"x_ptr": "*i32", "n": "i64", "width": "i32", "low_ptr": "*i64", "high_ptr": "*i32",
        "low_value": "i32", "high_value": "i64", "row_ptr": "*i64", "when_ptr": "*i64",
-       "sequence_ptr": "*i64", "finished_ptr": "*i64", "LOW_IS_PTR": "constexpr",
+       "sequence_ptr": "*i64", "lock_ptr": "*i64", "LOW_IS_PTR": "constexpr",
        "HIGH_IS_PTR": "constexpr", "BLOCK": "constexpr"}
 # Triton may turn tuple elements equal to 1 into constants: the kernel must compile so too.
 ONES = {**FLOAT, "ns": ("constexpr", "i64"), "widths": ("constexpr", "i32"),

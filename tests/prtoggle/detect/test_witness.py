@@ -82,6 +82,16 @@ def test_clear_resets_rows_in_place_and_keeps_assignments() -> None:
     assert registry.slot_for("oob", "a") == slot
 
 
+def test_clear_frees_a_claim_lock_left_taken_by_a_launch_that_never_finished() -> None:
+    registry = witness.WitnessRegistry(max_sites=2)
+    table = registry.table_for(torch.device("cpu"), when=0)
+    table.claim_locks[1] = 1
+    table.sequence.fill_(4)
+    registry.clear()
+    assert table.claim_locks.tolist() == [0, 0]
+    assert table.sequence.tolist() == [0]
+
+
 def test_clear_is_refused_during_capture(monkeypatch: pytest.MonkeyPatch) -> None:
     registry = witness.WitnessRegistry(max_sites=1)
     registry.table_for(torch.device("cpu"), when=0)
