@@ -14,6 +14,11 @@ from typing import Literal
 
 from prtoggle.protocol import OUTCOME_PREFIX  # last stderr line: this prefix, outcome as JSON
 
+CPU_THREADS = 1
+"""torch intra-op threads of a scenario process on CPU: the toy shapes gain nothing from more,
+`prtoggle repro` runs several scenarios at once, and OpenMP threads waiting for each other
+stall a run many times over on a busy machine."""
+
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 """Collective backends of multi-rank scenarios; auto: nccl when every rank has a GPU."""
 
@@ -99,26 +104,38 @@ def run_auto_detect(
 def auto_instrumented() -> Iterator[None]:
     """Under --auto-detect (PRTOGGLE_AUTO_DETECT=1, inherited by spawned ranks): every loaded
     engine module instrumented and every new tensor guarded by a redzone for the body, then
-    detect.check(); otherwise nothing."""
+    detect.check(); otherwise nothing.
+
+    Nested (a rank forked inside the parent's body inherits its wrappers), it only checks:
+    wrapping the wrappers again would report every crash and NaN twice."""
     from prtoggle import detect
 
     if os.environ.get("PRTOGGLE_AUTO_DETECT") != "1":
         yield
         return
-    loaded = [name for name in ENGINE_MODULES if name in sys.modules]
-    with (
-        detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE),
-        detect.guarded_allocations(),
-    ):
+    if _AUTO_INSTRUMENTATION.active:
         yield
         detect.check()
+        return
+    loaded = [name for name in ENGINE_MODULES if name in sys.modules]
+    _AUTO_INSTRUMENTATION.active = True
+    try:
+        with (
+            detect.instrument_functions(loaded, exclude=AUTO_DETECT_EXCLUDE),
+            detect.guarded_allocations(),
+        ):
+            yield
+            detect.check()
+    finally:
+        _AUTO_INSTRUMENTATION.active = False
 
 
 def run_scenario_main(
     run: Callable[[ScenarioOptions], ScenarioOutcome], *, description: str, multi_rank: bool = False
 ) -> None:
     """Parse `--device/--provider` (and `--backend` for a multi-rank scenario), run the
-    scenario, report it, and exit 0 (clean) or 1."""
+    scenario, report it, and exit 0 (clean) or 1. On CPU the process uses CPU_THREADS torch
+    threads (set here, not in `run`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument(
@@ -146,6 +163,10 @@ def run_scenario_main(
         provider=args.provider,
         dist_backend=getattr(args, "backend", "auto"),
     )
+    if options.device == "cpu":
+        import torch
+
+        torch.set_num_threads(CPU_THREADS)
     try:
         outcome = run_auto_detect(run, options) if args.auto_detect else run(options)
     except Exception as exc:  # a scenario reports every failure, it never hides one
@@ -159,3 +180,13 @@ def run_scenario_main(
     sys.stderr.write(f"{outcome.error}{where}: {outcome.message}\n")
     sys.stderr.write(OUTCOME_PREFIX + outcome.to_json() + "\n")
     sys.exit(1)
+
+
+@dataclass
+class _AutoInstrumentation:
+    """Process-global: whether auto_instrumented's wrappers are in force (a fork keeps them)."""
+
+    active: bool = False
+
+
+_AUTO_INSTRUMENTATION = _AutoInstrumentation()

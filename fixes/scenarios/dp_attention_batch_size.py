@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import _thread
 import datetime
 import socket
 import sys
 import traceback
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -33,10 +34,12 @@ PROMPT_LENS_PER_RANK = ([5, 7], [4, 6, 3, 8])
 
 RANK_TIMEOUT_S = 120
 
+StartMethod = Literal["fork", "spawn"]
+
 
 @dataclass(frozen=True)
 class _RankTask:
-    """What a spawned rank needs (picklable): where to meet, how to run, what to revert."""
+    """What a rank needs (picklable for spawn): where to meet, how to run, what to revert."""
 
     rank: int
     world_size: int
@@ -44,22 +47,25 @@ class _RankTask:
     backend: str  # "gloo" or "nccl", resolved by the parent
     options: ScenarioOptions
     reverts: tuple[int, ...]
+    start_method: StartMethod
 
 
 def run(options: ScenarioOptions) -> ScenarioOutcome:
-    """Spawn one process per DP rank (nccl: one GPU each; gloo: CPU collectives, ranks may
-    share a GPU); the first failing rank wins."""
+    """Start one process per DP rank (nccl: one GPU each; gloo: CPU collectives, ranks may
+    share a GPU), by fork or spawn as `rank_start_method` says; the first failing rank wins."""
     start_scenario(options)
     reverts = toggle.active_reverts()
     world_size = len(PROMPT_LENS_PER_RANK)
     backend = collective_backend(options, world_size=world_size)
-    context = mp.get_context("spawn")
+    method, why = rank_start_method(options)
+    print(f"dp ranks: started by {method} ({why})", file=sys.stderr, flush=True)
+    context = mp.get_context("fork") if method == "fork" else mp.get_context("spawn")
     results = context.SimpleQueue()
     port = _free_port()
     workers = [
         context.Process(
             target=_rank_main,
-            args=(_RankTask(rank, world_size, port, backend, options, reverts), results),
+            args=(_RankTask(rank, world_size, port, backend, options, reverts, method), results),
         )
         for rank in range(world_size)
     ]
@@ -97,9 +103,35 @@ def collective_backend(options: ScenarioOptions, *, world_size: int) -> str:
     return options.dist_backend
 
 
+def rank_start_method(options: ScenarioOptions) -> tuple[StartMethod, str]:
+    """How the ranks start, and why. Fork (no second torch start-up per rank) only on CPU from
+    a process with one Python thread; spawn otherwise.
+
+    A forked child keeps only the forking thread: a lock another thread held at the fork (a
+    stream's, an import's) stays held forever. `threading.active_count()` misses threads
+    started with `_thread`, such as execnet's I/O thread in a pytest-xdist worker; they are
+    counted here (`_thread._count()`, and thread states running Python code, which covers
+    threads that native code attached to the interpreter). GNU OpenMP's thread pool does not
+    survive a fork either (a parallel region in the child after one in the parent waits
+    forever), so a forked rank runs torch single-threaded. A CUDA context cannot cross a
+    fork at all.
+    """
+    if options.device != "cpu":
+        return "spawn", f"--device {options.device}: a CUDA context cannot cross a fork"
+    threads = max(1 + _thread._count(), len(sys._current_frames()))
+    if threads > 1:
+        return "spawn", (
+            f"{threads} Python threads in this process: a forked rank would inherit the "
+            "locks they hold"
+        )
+    return "fork", "one Python thread in this process; each rank runs torch on one thread"
+
+
 def _rank_main(task: _RankTask, results: Any) -> None:
     """One DP rank: apply the parent's reverts, run, and report its outcome to the parent."""
     try:
+        if task.start_method == "fork":
+            torch.set_num_threads(1)  # before any torch op: the inherited OpenMP pool is dead
         for pr in task.reverts:
             toggle.apply_revert(pr)
         detect.reset()

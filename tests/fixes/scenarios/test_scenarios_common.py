@@ -5,10 +5,13 @@ tensor torch allocates) finds in each reverted fix, and that every fixed run sta
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
-from scenario_process import failure_line, isolate_detection, run_child
+from scenario_process import SCENARIO_TIMEOUT_S, failure_line, isolate_detection, run_child
 
 import prtoggle
 from fixes.scenarios import (
@@ -19,6 +22,7 @@ from fixes.scenarios import (
 )
 from fixes.scenarios.common import (
     AUTO_DETECT_ENV,
+    CPU_THREADS,
     OUTCOME_PREFIX,
     ScenarioOptions,
     ScenarioOutcome,
@@ -125,3 +129,31 @@ def test_21649_dp_padding_is_only_named_by_the_kernel_fault_and_fixed_is_clean()
     assert fixed.returncode == 0, fixed.stderr[-2000:]
     outcome = json.loads(fixed.stderr.rstrip().splitlines()[-1].removeprefix(OUTCOME_PREFIX))
     assert outcome["outcome"] == "clean"
+
+
+THREADS_REPORTER = """
+import torch
+from fixes.scenarios.common import ScenarioOutcome, run_scenario_main
+run_scenario_main(
+    lambda options: ScenarioOutcome(outcome="clean", message=str(torch.get_num_threads())),
+    description="reports its torch threads",
+)
+"""
+
+
+def test_a_scenario_process_on_cpu_runs_torch_on_cpu_threads() -> None:
+    result = _python_c(THREADS_REPORTER, "--device", "cpu")
+    assert (result.returncode, result.stdout) == (0, f"clean: {CPU_THREADS}\n"), result.stderr
+    assert _python_c("import torch; print(torch.get_num_threads())").stdout != f"{CPU_THREADS}\n"
+
+
+def _python_c(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}  # a default above CPU_THREADS on any machine
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SCENARIO_TIMEOUT_S,
+        check=False,
+    )
