@@ -156,6 +156,11 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def below_children(pid: int) -> set[int]:
+    """The live descendants of `pid` that are not its own children (a worker's forked runs)."""
+    return descendants(pid) - {child for child in descendants(pid) if _parent_of(child) == pid}
+
+
 def survivors(pids: set[int] | list[int]) -> list[int]:
     """The pids still running a moment after their owner exited (reparented ones too)."""
     time.sleep(0.2)
@@ -174,3 +179,10 @@ def sleeping_project(tmp_path: Path) -> Iterator[SleepingProject]:
 
 def python_code(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
