@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prtoggle.detect import config, poison
-from prtoggle.errors import DetectUsageError
 
 if TYPE_CHECKING:
     import torch
@@ -64,15 +63,9 @@ def poisoned_allocations(
 ) -> Iterator[AllocationRouting]:
     """Within the block, allocate torch.zeros/ones/full/empty as guarded buffers named
     `prefix[k]` when SGLANG_DEBUG_POISON is set; otherwise change nothing."""
-    if not isinstance(prefix, str) or not prefix.strip():
-        raise DetectUsageError(
-            f"poisoned_allocations(): prefix must be a non-empty string, got {prefix!r}"
-        )
-    if isinstance(redzone_bytes, bool) or not isinstance(redzone_bytes, int) or redzone_bytes < 1:
-        raise DetectUsageError(
-            f"poisoned_allocations({prefix!r}): redzone_bytes must be a positive int, "
-            f"got {redzone_bytes!r}"
-        )
+    poison.validate_guard_arguments(
+        caller="poisoned_allocations", argument="prefix", name=prefix, redzone_bytes=redzone_bytes
+    )
     routing = AllocationRouting(prefix, redzone_bytes)
     if not config.poison_enabled():
         yield routing

@@ -119,7 +119,9 @@ def guarded_buffer(
     SGLANG_DEBUG_POISON says (poisoned_buffer() and poisoned_allocations() decide that)."""
     import torch
 
-    _validate(name, redzone_bytes)
+    validate_guard_arguments(
+        caller="poisoned_buffer", argument="name", name=name, redzone_bytes=redzone_bytes
+    )
     buffer_bytes = math.prod(dims) * dtype.itemsize
     allocation = torch.empty(buffer_bytes + redzone_bytes, dtype=torch.uint8, device=device)
     buffer = allocation[:buffer_bytes].view(dtype).view(dims)
@@ -139,7 +141,9 @@ def guarded_copy(
     its storage. Freed, its redzone is compared one last time (kept for check())."""
     import torch
 
-    _validate(name, redzone_bytes)
+    validate_guard_arguments(
+        caller="guarded_copy", argument="name", name=name, redzone_bytes=redzone_bytes
+    )
     storage_bytes = tensor.untyped_storage().nbytes()
     allocation = torch.empty(storage_bytes + redzone_bytes, dtype=torch.uint8, device=tensor.device)
     source = torch.empty(0, dtype=torch.uint8, device=tensor.device)
@@ -228,6 +232,36 @@ def rearm_redzones() -> None:
         _REGISTRY.freed.clear()
 
 
+def poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
+    """NaN for floats, -1 for signed ints, the maximum for unsigned ints."""
+    import torch
+
+    if dtype.is_floating_point:
+        return math.nan
+    if dtype.is_complex:
+        return complex(math.nan, math.nan)
+    if dtype == torch.bool:
+        raise DetectUsageError(
+            f"poisoned_buffer({name!r}): bool buffers cannot be poisoned (no out-of-range "
+            f"value); expected a float, complex or integer dtype"
+        )
+    info = torch.iinfo(dtype)
+    return -1 if info.min < 0 else info.max
+
+
+def validate_guard_arguments(
+    *, caller: str, argument: str, name: object, redzone_bytes: object
+) -> None:
+    """Reject an empty buffer name (or prefix) or a non-positive redzone size, naming the
+    public function that was called."""
+    if not isinstance(name, str) or not name.strip():
+        raise DetectUsageError(f"{caller}(): {argument} must be a non-empty string, got {name!r}")
+    if isinstance(redzone_bytes, bool) or not isinstance(redzone_bytes, int) or redzone_bytes < 1:
+        raise DetectUsageError(
+            f"{caller}({name!r}): redzone_bytes must be a positive int, got {redzone_bytes!r}"
+        )
+
+
 def _is_intact_cpu_copy(entry: GuardedBuffer, zone: torch.Tensor) -> bool:
     """A guarded copy on CPU whose redzone is intact: left out of the probe (they can be
     many; on CPU the comparison costs no device sync)."""
@@ -271,34 +305,6 @@ def _on_free(
             registry.freed.append((entry[0], summary))
 
     return compare_on_free
-
-
-def poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
-    """NaN for floats, -1 for signed ints, the maximum for unsigned ints."""
-    import torch
-
-    if dtype.is_floating_point:
-        return math.nan
-    if dtype.is_complex:
-        return complex(math.nan, math.nan)
-    if dtype == torch.bool:
-        raise DetectUsageError(
-            f"poisoned_buffer({name!r}): bool buffers cannot be poisoned (no out-of-range "
-            f"value); expected a float, complex or integer dtype"
-        )
-    info = torch.iinfo(dtype)
-    return -1 if info.min < 0 else info.max
-
-
-def _validate(name: str, redzone_bytes: int) -> None:
-    """Reject an empty buffer name or a non-positive redzone size."""
-    if not isinstance(name, str) or not name.strip():
-        raise DetectUsageError(f"poisoned_buffer(): name must be a non-empty string, got {name!r}")
-    if isinstance(redzone_bytes, bool) or not isinstance(redzone_bytes, int) or redzone_bytes < 1:
-        raise DetectUsageError(
-            f"poisoned_buffer({name!r}): redzone_bytes must be a positive int, "
-            f"got {redzone_bytes!r}"
-        )
 
 
 def _canary(redzone_bytes: int, device: torch.device) -> torch.Tensor:
