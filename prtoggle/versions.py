@@ -90,7 +90,7 @@ def out_of_range(fix: Fix, *, tree: SourceTree | None) -> str | None:
         version, where = installed_version(distribution), "installed"
     else:
         version, where = tree_version(tree, distribution), f"in {tree.label}"
-    if version is None or fix.applies_to.contains(version):
+    if not _excludes(fix, version):
         return None
     return (
         f"{distribution} {version} ({where}) is outside the recipe's range "
@@ -103,12 +103,19 @@ def require_installed_in_range(fix: Fix) -> None:
     if fix.applies_to is None:
         return
     version = installed_version(fix.applies_to.distribution)
-    if version is None or fix.applies_to.contains(version):
+    if not _excludes(fix, version):
         return
     raise VersionRangeError(
         f"{fix.label} does not apply to the installed {fix.applies_to.distribution} "
         f"{version}: {fix.path} covers {fix.applies_to.text} (applies_to); use a recipe "
         f"for {version} or install a version in that range"
+    )
+
+
+def _excludes(fix: Fix, version: str | None) -> bool:
+    """A known version outside the recipe's range (an unknown one: the text decides)."""
+    return (
+        fix.applies_to is not None and version is not None and not fix.applies_to.contains(version)
     )
 
 
