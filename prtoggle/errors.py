@@ -82,6 +82,11 @@ class RedzoneViolation(DetectionError):
     """Bytes past the end of a guarded buffer were overwritten."""
 
 
+class RedzoneRead(RedzoneViolation):
+    """A kernel read bytes past the end of a guarded buffer (its redzone), reported by
+    detect.check_read() at the read."""
+
+
 class PaddingLeakDetected(DetectionError):
     """Real rows of an output changed with the values (or amount) of padding around them."""
 

@@ -10,6 +10,7 @@ import triton.language as tl
 
 from fixes.errors import KernelContractError
 from fixes.kernels.draft_kv_indices import storage_tail_view
+from prtoggle import detect
 
 PROVIDERS = ("triton", "torch")
 
@@ -112,7 +113,8 @@ def _assign_torch(args: _PoolAssignment) -> None:
 
 
 def _read_through_storage(values: torch.Tensor, count: int, *, name: str) -> list[int]:
-    """The first `count` entries at `values`' address, past its end if `count` is larger."""
+    """The first `count` entries at `values`' address, past its end if `count` is larger
+    (through detect.check_read: RedzoneRead when they reach a guarded buffer's redzone)."""
     flat = storage_tail_view(values)
     if count > flat.numel():
         raise IndexError(
@@ -120,7 +122,9 @@ def _read_through_storage(values: torch.Tensor, count: int, *, name: str) -> lis
             f"holds {flat.numel()} (tensor length {values.numel()}); the real kernel would "
             "read unowned memory"
         )
-    return [int(v) for v in flat[:count].tolist()]
+    entries = flat[:count]
+    detect.check_read(entries, reader=f"assign_hidden_states_pool: {name}[:{count}]")
+    return [int(v) for v in entries.tolist()]
 
 
 @triton.jit

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from fixes.kernels.trtllm_fmha_contract import ContextArgs, DecodeArgs, PagedAttentionArgs
+from prtoggle import detect
 
 __all__ = ["context_reference", "decode_reference"]
 
@@ -90,7 +91,7 @@ def _attend_rows(
     denom = weights.sum(dim=-1).transpose(0, 1)[..., None]  # [rows, Hq, 1]
     result = (numer / denom).to(args.out.dtype)  # 0/0 = NaN for an empty key range, unguarded
     for position, r in enumerate(rows):
-        _row(args.out, r, "out", what).copy_(result[position])
+        _row(args.out, r, "out", what, reading=False).copy_(result[position])
 
 
 def _gather_request_kv(
@@ -125,11 +126,15 @@ def _gather_request_kv(
     return keys, values
 
 
-def _row(tensor: torch.Tensor, index: int, name: str, what: str) -> torch.Tensor:
+def _row(
+    tensor: torch.Tensor, index: int, name: str, what: str, *, reading: bool = True
+) -> torch.Tensor:
     """`tensor[index]` as a view, addressed as a kernel does (storage offset plus index
     times stride): past the tensor's end but inside its allocation it is whatever the
     allocation holds there (a redzone); outside the allocation it raises IndexError, where
-    the GPU kernel would fault."""
+    the GPU kernel would fault. A row read past the end goes through detect.check_read
+    (RedzoneRead when it lies in a guarded buffer's redzone: a memory checker's load
+    check, which the GPU kernel does not have)."""
     if 0 <= index < tensor.shape[0]:
         return tensor[index]
     offset = tensor.storage_offset() + index * tensor.stride(0)
@@ -141,6 +146,9 @@ def _row(tensor: torch.Tensor, index: int, name: str, what: str) -> torch.Tensor
             f"trtllm {what}: index {index} is out of bounds for {name} with "
             f"{tensor.shape[0]} rows (the GPU kernel would access memory out of bounds)"
         )
-    return tensor.new_empty(0).set_(
+    row = tensor.new_empty(0).set_(
         tensor.untyped_storage(), offset, tensor.shape[1:], tensor.stride()[1:]
     )
+    if reading:
+        detect.check_read(row, reader=f"trtllm {what} kernel: {name}[{index}]")
+    return row

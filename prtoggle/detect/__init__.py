@@ -54,7 +54,8 @@ from prtoggle.detect.probes import (
     prepare_device,
     record_float_tensors,
 )
-from prtoggle.detect.report import DetectionReport, RedzoneHit, SiteHit
+from prtoggle.detect.redzone_reads import check_read
+from prtoggle.detect.report import DetectionReport, RedzoneHit, RedzoneReadHit, SiteHit
 from prtoggle.detect.requests import requests_for_rows, requests_hit
 
 __all__ = [
@@ -70,10 +71,12 @@ __all__ = [
     "PaddingDivergence",
     "PaddingVariant",
     "RedzoneHit",
+    "RedzoneReadHit",
     "RoutedAllocation",
     "SiteHit",
     "check",
     "check_padding_invariance",
+    "check_read",
     "compare_padding",
     "current_mode",
     "current_phase",

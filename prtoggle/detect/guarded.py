@@ -17,7 +17,9 @@ read the canary and are not reported (that needs a memory checker on every load)
 
 The mode is process-global while active (torch dispatch modes are per thread: threads
 started inside the block are not guarded). Every op output is copied once: a debugging mode
-for eager CPU (and CUDA) runs, not for timing; do not enter it around CUDA graph capture.
+for eager CPU (and CUDA) runs, not for timing. Inside a CUDA graph capture nothing is guarded
+(the graph's pool reuses the memory of its temporaries, which a redzone would report as
+overwritten): a capture in the block runs as without it.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class _GuardingMode:
                 kwargs = kwargs or {}
                 result = func(*args, **kwargs)
                 site = allocation_site(func)
-                if site is None:
+                if site is None or _capturing():
                     return result
                 inputs = {
                     _address(value)
@@ -93,6 +95,15 @@ class _GuardingMode:
                 return tree_map(guard, result)
 
         return GuardingMode()
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph: its outputs then live in the
+    graph's private pool, which reuses their memory across the capture (and replays write
+    them in place), so they are left unguarded."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _is_plain_tensor(value: object) -> bool:

@@ -60,11 +60,13 @@ class GuardedBuffer:
 @dataclass
 class RedzoneRegistry:
     """Every poisoned buffer and guarded copy still alive, in allocation order, and the
-    last redzone comparisons of freed guarded copies."""
+    last redzone comparisons of freed guarded copies (those freed while a CUDA graph was
+    being captured keep their redzone until check(): no kernel may run then)."""
 
     buffers: list[GuardedBuffer] = field(default_factory=list)
     guarded: dict[int, GuardedBuffer] = field(default_factory=dict)  # by id(entry)
     freed: list[tuple[GuardedBuffer, torch.Tensor]] = field(default_factory=list)
+    freed_in_capture: list[tuple[GuardedBuffer, torch.Tensor]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def live(self) -> list[tuple[GuardedBuffer, torch.Tensor]]:
@@ -176,6 +178,14 @@ def unwritten_poison_storages() -> set[int]:
     return found
 
 
+def live_guarded_buffers() -> list[tuple[GuardedBuffer, torch.Tensor]]:
+    """(entry, tensor) of every live poisoned buffer and guarded copy (a snapshot)."""
+    with _REGISTRY.lock:
+        entries = [*_REGISTRY.buffers, *_REGISTRY.guarded.values()]
+    pairs = [(entry, entry.buffer()) for entry in entries]
+    return [(entry, buffer) for entry, buffer in pairs if buffer is not None]
+
+
 def redzone_probe(device: torch.device) -> tuple[list[GuardedBuffer], torch.Tensor | None]:
     """The live buffers on `device` and, on device, [n, 2] int64 rows of (first changed
     byte offset or INT64_MAX, changed byte count), for check() to read in its one copy."""
@@ -189,6 +199,8 @@ def redzone_probe(device: torch.device) -> tuple[list[GuardedBuffer], torch.Tens
         entries.append(entry)
     with _REGISTRY.lock:
         freed = [(entry, row) for entry, row in _REGISTRY.freed if row.device == device]
+        pending = [(e, zone) for e, zone in _REGISTRY.freed_in_capture if zone.device == device]
+    freed.extend((entry, _zone_summary(zone, entry.canary)) for entry, zone in pending)
     entries.extend(entry for entry, _ in freed)
     rows.extend(row for _, row in freed)
     return entries, (torch.stack(rows) if rows else None)
@@ -217,6 +229,7 @@ def redzone_devices() -> set[str]:
     last redzone comparison."""
     with _REGISTRY.lock:
         freed = {str(row.device) for _, row in _REGISTRY.freed}
+        freed |= {str(zone.device) for _, zone in _REGISTRY.freed_in_capture}
     return {str(zone.device) for _, zone in _REGISTRY.live()} | freed
 
 
@@ -230,6 +243,7 @@ def rearm_redzones() -> None:
             entry.poisoned_version = buffer._version
     with _REGISTRY.lock:
         _REGISTRY.freed.clear()
+        _REGISTRY.freed_in_capture.clear()
 
 
 def poison_value(dtype: torch.dtype, name: str) -> float | int | complex:
@@ -297,6 +311,10 @@ def _on_free(
             return
         with registry.lock:
             registry.guarded.pop(id(entry[0]), None)
+        if zone.is_cuda and torch.cuda.is_current_stream_capturing():
+            with registry.lock:  # a kernel now would be captured, not run: compare at check()
+                registry.freed_in_capture.append((entry[0], zone))
+            return
         with _disable_current_modes():
             if zone.device.type == "cpu" and torch.equal(zone, entry[0].canary):
                 return

@@ -13,12 +13,15 @@ index I` (`in row A` when A == B; no rows for host checks); inf adds the signs s
 `(+inf and -inf)`; oob adds the lowest and highest offending values and the bounds in force
 at the first hit, `values LO..HI outside [L, H)` (`value V` when LO == HI); a redzone reads
 `redzone of buffer NAME: B bytes overwritten, first at byte O past its end (N-byte buffer
-on DEVICE)`. When hits come from more than one device, each item names its device after the
+on DEVICE)`; a redzone read (detect.check_read, raised at the read, never by check())
+`redzone of buffer NAME: B bytes read by READER, first at byte O past its end (...)`.
+When hits come from more than one device, each item names its device after the
 site, `nan at SITE [cuda:1]: ...`; order numbers count per device.
 
-Severity, most severe first: RedzoneViolation (memory already corrupted), OOBDetected (an
-index that faults or corrupts), NaNDetected, InfDetected; check() raises the class of the
-most severe hit, with `.first` (the first writer), `.hits` and `.sites` in report order.
+Severity, most severe first: RedzoneViolation (memory already corrupted), RedzoneRead,
+OOBDetected (an index that faults or corrupts), NaNDetected, InfDetected; check() raises
+the class of the most severe hit, with `.first` (the first writer), `.hits` and `.sites` in
+report order.
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ from prtoggle.errors import (
     InfDetected,
     NaNDetected,
     OOBDetected,
+    RedzoneRead,
     RedzoneViolation,
 )
 
-SEVERITY = ("redzone", "oob", "nan", "inf")
+SEVERITY = ("redzone", "redzone-read", "oob", "nan", "inf")
 ERROR_TYPES: dict[str, type[DetectionError]] = {
     "redzone": RedzoneViolation,
+    "redzone-read": RedzoneRead,
     "oob": OOBDetected,
     "nan": NaNDetected,
     "inf": InfDetected,
@@ -82,7 +87,26 @@ class RedzoneHit:
         return self.name
 
 
-Hit = SiteHit | RedzoneHit
+@dataclass(frozen=True)
+class RedzoneReadHit:
+    """A read reaching into the redzone of a guarded buffer (detect.check_read)."""
+
+    name: str
+    device: str
+    buffer_bytes: int
+    redzone_bytes: int
+    first_offset: int
+    read_bytes: int
+    reader: str
+    kind: str = "redzone-read"
+
+    @property
+    def site(self) -> str:
+        """The buffer's name stands for the site in reports."""
+        return self.name
+
+
+Hit = SiteHit | RedzoneHit | RedzoneReadHit
 
 
 @dataclass(frozen=True)
@@ -163,6 +187,12 @@ def _first_hit_key(hit: Hit) -> tuple[int, int, str]:
 def _format_hit(hit: Hit, *, with_device: bool) -> str:
     """One item of the message."""
     device = f" [{hit.device}]" if with_device else ""
+    if isinstance(hit, RedzoneReadHit):
+        return (
+            f"redzone of buffer {hit.name}{device}: {_plural(hit.read_bytes, 'byte')} read by "
+            f"{hit.reader}, first at byte {hit.first_offset} past its end "
+            f"({hit.buffer_bytes}-byte buffer on {hit.device})"
+        )
     if isinstance(hit, RedzoneHit):
         return (
             f"redzone of buffer {hit.name}{device}: {_plural(hit.changed_bytes, 'byte')} "

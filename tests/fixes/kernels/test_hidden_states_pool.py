@@ -7,6 +7,8 @@ import torch
 
 from fixes.errors import KernelContractError
 from fixes.kernels.hidden_states_pool import assign_hidden_states_pool
+from prtoggle.detect import poison
+from prtoggle.errors import RedzoneRead
 
 PROVIDERS = ["torch", "triton"]
 
@@ -187,3 +189,26 @@ def test_triton_on_gpu_matches_the_naive_copy() -> None:
         provider="triton",
     )
     assert torch.equal(on_gpu.cpu(), expected)
+
+
+def test_torch_provider_names_a_read_of_a_guarded_index_buffers_redzone() -> None:
+    # A stale 2-entry graph buffer read for 4 requests, guarded as under --auto-detect.
+    indices = poison.guarded_buffer(
+        (2,), dtype=torch.int64, device="cpu", name="graph.rows", fill=0
+    )
+    with pytest.raises(RedzoneRead) as info:
+        assign(
+            torch.zeros(8, 2),
+            indices,
+            torch.zeros(4, 1, 2),
+            pool_size=1,
+            num_seqs=4,
+            lens=torch.tensor([2, 2, 2, 2]),
+            starts=torch.tensor([0, 2, 4, 6]),
+            provider="torch",
+        )
+    assert str(info.value) == (
+        "1 site hit: redzone of buffer graph.rows: 16 bytes read by "
+        "assign_hidden_states_pool: req_pool_indices[:4], first at byte 0 past its end "
+        "(16-byte buffer on cpu)"
+    )

@@ -179,10 +179,12 @@ def test_auto_detect_in_forked_ranks_wraps_each_engine_function_once() -> None:
     result = run_child(MODULE, {"SGLANG_DEBUG_REVERT_PR": "21649"}, "--auto-detect")
     assert result.returncode == 1, result.stderr[-3000:]
     assert FORKED in result.stderr.splitlines()
-    assert failure_line(result.stderr).startswith(
-        "IndexError at fixes.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.forward_extend: "
-        "trtllm context: request 2 needs 10155280 pages but block_tables has 2 columns"
-    )  # cu_seq_lens_q and seq_lens read past their ends, in their redzones (auto mode)
+    buffer = "aten.cat.default in fixes.attention.trtllm_mha_metadata.cumsum_with_zero"
+    assert failure_line(result.stderr) == (
+        f"RedzoneRead at {buffer}: 1 site hit: redzone of buffer {buffer}: 4 bytes read by "
+        "trtllm context kernel: cum_seq_lens_q[3], first at byte 0 past its end (12-byte buffer "
+        "on cpu)"
+    )  # the 2-request rank's context kernel runs over the DP-padded batch of 4
     through_model = "raised through instrumented fixes.model.toy_attention_model.ToyAttentionModel"
     assert result.stderr.count(through_model + ".forward\n") == 1
 

@@ -66,15 +66,19 @@ def test_reverted_with_detection_names_the_req_pool_indices_length(
     assert "value 4 outside [0, 3)" in outcome.message
 
 
-def test_reverted_with_poisoning_only_reads_redzone_bytes_as_pool_rows(
+def test_reverted_with_poisoning_only_names_the_read_of_the_graph_buffer_redzone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SGLANG_DEBUG_POISON", "1")
     outcome = run_reverted(run, PR)
-    assert outcome.error == "IndexError"
-    assert outcome.message.startswith("assign_hidden_states_pool: pool row ")
-    assert outcome.message.endswith(
-        " outside [0, 8) (req_pool_indices); the real kernel would write unowned memory"
+    assert (outcome.error, outcome.site) == (
+        "RedzoneRead",
+        "draft_extend_graph[step=2].req_pool_indices",
+    )
+    assert outcome.message == (
+        "1 site hit: redzone of buffer draft_extend_graph[step=2].req_pool_indices: 16 bytes "
+        "read by assign_hidden_states_pool: req_pool_indices[:4], first at byte 0 past its end "
+        "(16-byte buffer on cpu)"
     )
 
 

@@ -1,6 +1,7 @@
 """Tests of fixes.scenarios.common's --auto-detect: no hand-placed probe; what instrumenting
 the engine (NaN probes on every function, poisoned graph buffers, a redzone after every
-tensor torch allocates) finds in each reverted fix, and that every fixed run stays clean."""
+tensor torch allocates, the reference kernels' reads checked against redzones) finds in
+each reverted fix, and that every fixed run stays clean."""
 
 from __future__ import annotations
 
@@ -67,17 +68,21 @@ def test_26521_capture_nan_is_found_at_its_first_writer(monkeypatch: pytest.Monk
     )
 
 
-def test_24856_decode_kernel_writing_past_its_output_is_found_by_the_redzone(
+def test_24856_decode_kernel_reading_query_rows_past_the_end_is_found_by_the_read_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The decode kernel is given 16 query rows (4 per request) of a 10-row extend batch: its
+    # first load past the end reads the query's redzone (before it writes rows 10..15 of the
+    # 10-row output, which the output's redzone would catch next).
     outcome = auto_detect(monkeypatch, 24856, reverted=True)
-    site = f"aten.zeros_like.default in {FORWARD_EXTEND}"
-    assert (outcome.error, outcome.site) == ("RedzoneViolation", site)
-    one = (
-        f"redzone of buffer {site}: 1534 bytes overwritten, first at byte 0 past its end "
-        "(2560-byte buffer on cpu)"
+    site = "aten.mm.default in fixes.model.toy_attention_model.ToyAttentionModel.forward"
+    assert outcome == ScenarioOutcome(
+        outcome="failure",
+        error="RedzoneRead",
+        site=site,
+        message=f"1 site hit: redzone of buffer {site}: 256 bytes read by trtllm decode kernel: "
+        "query[10], first at byte 0 past its end (2560-byte buffer on cpu)",
     )
-    assert outcome.message == f"2 sites hit, in first-hit order: {one}; {one}"  # layers 0, 1
 
 
 def test_27460_kv_indices_overflow_is_found_by_the_graph_buffer_redzone(
@@ -93,19 +98,20 @@ def test_27460_kv_indices_overflow_is_found_by_the_graph_buffer_redzone(
     )
 
 
-def test_22832_stale_index_read_is_only_named_by_the_kernel_fault(
+def test_22832_stale_index_read_is_found_by_the_read_check_on_the_graph_buffer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Not found by detection: the kernel reads 4 pool rows from a 2-entry graph buffer (the
-    # last 2 from its redzone) and faults on the first out-of-range row before writing it.
+    # The kernel reads 4 pool rows from the 2-entry graph buffer of a smaller captured batch:
+    # the last 2 lie in its redzone (without the read check they fault as a pool row outside
+    # [0, 8) before anything is written).
     outcome = auto_detect(monkeypatch, 22832, reverted=True)
-    assert (outcome.error, outcome.site) == (
-        "IndexError",
-        "fixes.kernels.hidden_states_pool._assign_torch",
-    )
-    assert outcome.message.startswith("assign_hidden_states_pool: pool row ")
-    assert outcome.message.endswith(
-        " outside [0, 8) (req_pool_indices); the real kernel would write unowned memory"
+    assert outcome == ScenarioOutcome(
+        outcome="failure",
+        error="RedzoneRead",
+        site="draft_extend_graph[step=2].req_pool_indices",
+        message="1 site hit: redzone of buffer draft_extend_graph[step=2].req_pool_indices: "
+        "16 bytes read by assign_hidden_states_pool: req_pool_indices[:4], first at byte 0 past "
+        "its end (16-byte buffer on cpu)",
     )
 
 
@@ -116,7 +122,7 @@ def test_fixed_run_is_clean_under_auto_detect(monkeypatch: pytest.MonkeyPatch, p
 
 
 def test_21649_fixed_run_is_clean_under_auto_detect() -> None:
-    # Reverted, auto mode names only the kernel fault: test_dp_attention_batch_size's
+    # Reverted (a read of cu_seq_lens_q's redzone): test_dp_attention_batch_size's
     # test_auto_detect_in_forked_ranks_wraps_each_engine_function_once asserts that line.
     fixed = run_child("fixes.scenarios.dp_attention_batch_size", {}, "--auto-detect")
     assert fixed.returncode == 0, fixed.stderr[-2000:]

@@ -84,3 +84,58 @@ def _called_from_prtoggle() -> str | None:
     namespace = {"__name__": "prtoggle.detect.fake", "site": guarded.allocation_site}
     exec("def probe():\n    return site('op')\n", namespace)  # a module stand-in
     return namespace["probe"]()  # type: ignore[operator,no-any-return]
+
+
+# ---------------------------------------------------------------- GPU (run with -m gpu)
+
+
+def chain(x: torch.Tensor) -> torch.Tensor:
+    """Temporaries the graph pool frees and reuses during capture."""
+    return ((x * 2).sin() + 1).cos().sum(dim=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_graph_captured_in_the_block_is_left_unguarded_and_reports_nothing() -> None:
+    static = torch.ones(64, 32, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with guarded.guarded_allocations():
+        eager = make_output(static)  # guarded: outside the capture
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            chain(static)  # warm-up, eager: guarded copies, freed on the side stream
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            out = chain(static)
+        graph.replay()
+    torch.cuda.synchronize()
+    assert eager.untyped_storage().nbytes() == 64 * 32 * 4 + poison.DEFAULT_REDZONE_BYTES
+    assert out.untyped_storage().nbytes() == 32 * 4  # made in the capture: no redzone
+    assert torch.allclose(out, chain(static))
+    detect.check()  # nothing past any end was written: clean
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_guarded_copy_freed_during_capture_is_compared_at_the_next_check() -> None:
+    with guarded.guarded_allocations():
+        doomed = make_output(torch.ones(4, device="cuda"))
+    _write_past_end_cuda(doomed, 1)
+    graph = torch.cuda.CUDAGraph()
+    static = torch.ones(8, device="cuda")
+    with torch.cuda.graph(graph):
+        del doomed  # freed while capturing: no comparison kernel may run now
+        gc.collect()
+        static.mul_(2)
+    assert len(poison._REGISTRY.freed_in_capture) == 1
+    with pytest.raises(RedzoneViolation, match=r"make_output: 4 bytes overwritten"):
+        detect.check()
+    detect.reset()
+    assert poison._REGISTRY.freed_in_capture == []
+
+
+def _write_past_end_cuda(tensor: torch.Tensor, extra: int) -> None:
+    view = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    view.set_(tensor.untyped_storage(), tensor.storage_offset(), (tensor.numel() + extra,), (1,))
+    view[tensor.numel() :] = 5.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from prtoggle.detect.report import RedzoneHit, SiteHit, format_hits, make_report
-from prtoggle.errors import InfDetected, NaNDetected, OOBDetected, RedzoneViolation
+from prtoggle.detect.report import RedzoneHit, RedzoneReadHit, SiteHit, format_hits, make_report
+from prtoggle.errors import InfDetected, NaNDetected, OOBDetected, RedzoneRead, RedzoneViolation
 
 NAN_HIT = SiteHit(
     kind="nan",
@@ -148,3 +148,21 @@ def test_a_clean_report_has_no_message_and_no_error() -> None:
     assert report.clean
     assert report.message() == ""
     assert report.error() is None
+
+
+def test_a_redzone_read_has_its_own_item_and_error_class() -> None:
+    read = RedzoneReadHit(
+        name="cu_q",
+        device="cpu",
+        buffer_bytes=12,
+        redzone_bytes=4096,
+        first_offset=0,
+        read_bytes=4,
+        reader="context kernel: cu_q[3]",
+    )
+    assert format_hits([read]) == (
+        "1 site hit: redzone of buffer cu_q: 4 bytes read by context kernel: cu_q[3], first at "
+        "byte 0 past its end (12-byte buffer on cpu)"
+    )
+    assert type(make_report([NAN_HIT, read]).error()) is RedzoneRead
+    assert type(make_report([REDZONE_HIT, read]).error()) is RedzoneViolation
