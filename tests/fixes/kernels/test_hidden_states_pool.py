@@ -100,18 +100,23 @@ def test_num_seqs_larger_than_the_index_tensors_reads_on_into_their_allocation(
     assert pool[2, 0].tolist() == [22.0, 23.0]  # the third request came from past the views
 
 
+def assign_four_requests(req_pool_indices: torch.Tensor) -> None:
+    """Four requests' pool rows read from `req_pool_indices` (torch provider)."""
+    assign(
+        torch.zeros(8, 2),
+        req_pool_indices,
+        torch.zeros(4, 1, 2),
+        pool_size=1,
+        num_seqs=4,
+        lens=torch.tensor([2, 2, 2, 2]),
+        starts=torch.tensor([0, 2, 4, 6]),
+        provider="torch",
+    )
+
+
 def test_torch_provider_raises_where_the_kernel_would_read_past_the_allocation() -> None:
     with pytest.raises(IndexError) as info:
-        assign(
-            torch.zeros(8, 2),
-            torch.tensor([0, 1]),
-            torch.zeros(4, 1, 2),
-            pool_size=1,
-            num_seqs=4,
-            lens=torch.tensor([2, 2, 2, 2]),
-            starts=torch.tensor([0, 2, 4, 6]),
-            provider="torch",
-        )
+        assign_four_requests(torch.tensor([0, 1]))
     assert str(info.value) == (
         "assign_hidden_states_pool: reads 4 entries of req_pool_indices, whose allocation "
         "holds 2 (tensor length 2); the real kernel would read unowned memory"
@@ -197,16 +202,7 @@ def test_torch_provider_names_a_read_of_a_guarded_index_buffers_redzone() -> Non
         (2,), dtype=torch.int64, device="cpu", name="graph.rows", fill=0
     )
     with pytest.raises(RedzoneRead) as info:
-        assign(
-            torch.zeros(8, 2),
-            indices,
-            torch.zeros(4, 1, 2),
-            pool_size=1,
-            num_seqs=4,
-            lens=torch.tensor([2, 2, 2, 2]),
-            starts=torch.tensor([0, 2, 4, 6]),
-            provider="torch",
-        )
+        assign_four_requests(indices)
     assert str(info.value) == (
         "1 site hit: redzone of buffer graph.rows: 16 bytes read by "
         "assign_hidden_states_pool: req_pool_indices[:4], first at byte 0 past its end "
