@@ -116,7 +116,8 @@ def list_command(collection: str | None, as_json: bool) -> None:
 @cli.command(
     "show",
     epilog=EXIT_STATUS_HELP
-    + "\b\nExamples:\n  prtoggle show 26329\n  prtoggle show 27460 --collection fixes --json",
+    + "\b\nExamples:\n  prtoggle show 21649 --collection sglang\n"
+    + "  prtoggle show 27460 --collection fixes --json",
 )
 @click.argument("pr", type=int)
 @collection_option

@@ -411,6 +411,14 @@ def test_every_command_has_help_with_examples(command: str) -> None:
     assert f"  Examples:\n    prtoggle {command}" in result.output
 
 
+def test_the_examples_of_show_and_list_run_on_the_shipped_recipes() -> None:
+    for command in ("show", "list"):
+        examples = invoke(command, "--help").output.split("Examples:\n", 1)[1].splitlines()
+        for line in filter(None, (example.strip() for example in examples)):
+            result = invoke(*line.split()[1:])
+            assert result.exit_code == 0, f"{line}: {result.output}"
+
+
 def test_importing_the_cli_does_not_import_torch() -> None:
     code = "import prtoggle.cli, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
