@@ -91,11 +91,12 @@ def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
     ok = sum(check.ok for check in checks)
     absent = sum(check.status == "absent" for check in checks)
     other = sum(check.status == "not-applicable" for check in checks)
-    summary = f"{ok} of {len(checks)} targets of {fix_count} fixes revert cleanly"
-    summary += f"; {absent} absent (package not installed)" if absent else ""
-    click.echo(
-        summary + (f"; {other} not applicable (version outside applies_to)" if other else "")
-    )
+    parts = [f"{ok} of {len(checks)} targets of {fix_count} fixes revert cleanly"]
+    if absent:
+        parts.append(f"{absent} absent (package not installed)")
+    if other:
+        parts.append(f"{other} not applicable (version outside applies_to)")
+    click.echo("; ".join(parts))
 
 
 def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str]) -> None:
