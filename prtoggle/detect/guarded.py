@@ -29,7 +29,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prtoggle.detect import poison
+from prtoggle.detect import poison, witness
 
 if TYPE_CHECKING:
     import torch
@@ -77,7 +77,7 @@ class _GuardingMode:
                 kwargs = kwargs or {}
                 result = func(*args, **kwargs)
                 site = allocation_site(func)
-                if site is None or _capturing():
+                if site is None or witness.is_capturing():  # the graph pool reuses memory
                     return result
                 inputs = {
                     _address(value)
@@ -95,15 +95,6 @@ class _GuardingMode:
                 return tree_map(guard, result)
 
         return GuardingMode()
-
-
-def _capturing() -> bool:
-    """Whether the current CUDA stream is capturing a graph: its outputs then live in the
-    graph's private pool, which reuses their memory across the capture (and replays write
-    them in place), so they are left unguarded."""
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _is_plain_tensor(value: object) -> bool:

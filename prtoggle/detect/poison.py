@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from prtoggle.detect import config
+from prtoggle.detect import config, witness
 from prtoggle.detect.report import RedzoneHit
 from prtoggle.errors import DetectUsageError
 
@@ -311,7 +311,7 @@ def _on_free(
             return
         with registry.lock:
             registry.guarded.pop(id(entry[0]), None)
-        if zone.is_cuda and torch.cuda.is_current_stream_capturing():
+        if zone.is_cuda and witness.is_capturing():
             with registry.lock:  # a kernel now would be captured, not run: compare at check()
                 registry.freed_in_capture.append((entry[0], zone))
             return
