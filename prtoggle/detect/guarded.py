@@ -13,7 +13,8 @@ alone). Kernels that read or write
 through raw pointers (Triton, CUDA, or CPU stand-ins that access past a tensor's end within
 its allocation, as a GPU kernel does) then write into the redzone instead of a neighbour;
 check() compares every redzone, freed copies' last comparison included. Reads past the end
-read the canary and are not reported (that needs a memory checker on every load).
+read the canary and change nothing: code that addresses memory itself can report them with
+detect.check_read() (a load check); GPU kernels' loads are not seen.
 
 The mode is process-global while active (torch dispatch modes are per thread: threads
 started inside the block are not guarded). Every op output is copied once: a debugging mode
