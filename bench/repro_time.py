@@ -30,7 +30,7 @@ import sys
 import time
 
 from prtoggle.protocol import DETECTION_ENV
-from prtoggle.registry import default_registry
+from prtoggle.recipes.registry import default_registry
 
 CHILD = """
 import importlib, json, sys, time

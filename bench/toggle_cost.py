@@ -16,9 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from prtoggle import toggle
 from prtoggle.patching.targets import import_target
-from prtoggle.registry import default_registry
+from prtoggle.recipes.registry import default_registry
+from prtoggle.revert import toggle
 
 
 def main() -> None:

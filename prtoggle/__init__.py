@@ -28,11 +28,11 @@ _SOURCE_PATCHER_EXPORTS = frozenset({"CodePatcher", "apply_edits", "apply_patche
 def __getattr__(name: str) -> Any:
     """Resolve the toggle API on first use, keeping `import prtoggle` cheap."""
     if name in _TOGGLE_EXPORTS:
-        from prtoggle import toggle
+        from prtoggle.revert import toggle
 
         return getattr(toggle, name)
     if name in _SOURCE_PATCHER_EXPORTS:
-        from prtoggle import source_patcher
+        from prtoggle.revert import source_patcher
 
         return getattr(source_patcher, name)
     raise AttributeError(f"module 'prtoggle' has no attribute {name!r}")

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from prtoggle.cli import main
+from prtoggle.cli.main import main
 
 main()

@@ -27,7 +27,8 @@ from fixes.scenarios.common import (
     run_scenario_main,
 )
 from fixes.scenarios.trtllm_scenario_support import compare_with_reference, start_scenario
-from prtoggle import detect, toggle
+from prtoggle import detect
+from prtoggle.revert import toggle
 
 PROMPT_LENS_PER_RANK = ([5, 7], [4, 6, 3, 8])
 """Rank r prefills these requests: rank 0 has the smaller batch and gets padded."""

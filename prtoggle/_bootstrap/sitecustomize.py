@@ -1,6 +1,6 @@
 """Start-up hook for child processes: apply SGLANG_DEBUG_REVERT_PR before the program runs.
 
-`prtoggle.toggle.child_env` puts this directory first on PYTHONPATH. The hook first
+`prtoggle.revert.toggle.child_env` puts this directory first on PYTHONPATH. The hook first
 runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is not
 empty, reverts the named fixes (targets not imported yet are patched as soon as their
 module has finished importing). A revert request that cannot be honoured (bad value,
@@ -42,7 +42,7 @@ def _apply_reverts() -> None:
     try:
         _import_own_prtoggle()
         from prtoggle.errors import PrToggleError
-        from prtoggle.toggle import guard_child_process, maybe_revert_pr_fix
+        from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
 
         guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
         maybe_revert_pr_fix()

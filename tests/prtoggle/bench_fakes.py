@@ -16,7 +16,7 @@ import sys
 
 import prtoggle
 import prtoggle_fake_target
-from prtoggle.toggle import active_reverts, is_reverted
+from prtoggle.revert.toggle import active_reverts, is_reverted
 
 args = sys.argv[1:]
 if "--json" not in args or args[args.index("--repeat") + 1] != "3":
@@ -51,7 +51,7 @@ import sys
 
 import prtoggle
 import prtoggle_fake_target
-from prtoggle.toggle import active_reverts
+from prtoggle.revert.toggle import active_reverts
 
 args = sys.argv[1:]
 pr = int(args[args.index("--pr") + 1])

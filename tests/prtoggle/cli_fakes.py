@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import prtoggle.registry
+import prtoggle.recipes.registry
 
 TARGET_MODULE = "prtoggle_fake_target"
 SCENARIO_MODULE = "prtoggle_fake_scenario"
@@ -124,7 +124,7 @@ def fake_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
     project = write_fake_project(tmp_path)
     empty = tmp_path / "no-shipped-fixes"
     empty.mkdir()
-    monkeypatch.setattr(prtoggle.registry, "shipped_yaml_dir", lambda: empty)
+    monkeypatch.setattr(prtoggle.recipes.registry, "shipped_yaml_dir", lambda: empty)
     for key, value in project.env().items():
         if os.environ.get(key) != value:
             monkeypatch.setenv(key, value)

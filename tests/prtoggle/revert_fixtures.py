@@ -12,10 +12,11 @@ from types import FunctionType, ModuleType
 
 import pytest
 
-from prtoggle import registry, toggle
 from prtoggle.patching.swap import EditLayer
 from prtoggle.patching.targets import ResolvedTarget, resolve_loaded
 from prtoggle.patching.types import Edit, Patch
+from prtoggle.recipes import registry
+from prtoggle.revert import toggle
 
 
 @dataclass

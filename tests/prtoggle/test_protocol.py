@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from prtoggle import protocol
-from prtoggle.toggle import child_env
+from prtoggle.revert.toggle import child_env
 
 
 @pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-2, 130), (-15, 143)])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX
-from prtoggle.toggle import child_env
+from prtoggle.revert.toggle import child_env
 
 FIRST, SECOND = 91001, 91002
 MODULE = "conflict_target"

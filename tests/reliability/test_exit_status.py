@@ -13,7 +13,7 @@ import sys
 import pytest
 from processes import SleepingProject
 
-import prtoggle.cli_support
+import prtoggle.cli.common
 
 
 def prtoggle_cli(project: SleepingProject, *args: str) -> subprocess.CompletedProcess[str]:
@@ -114,4 +114,4 @@ def test_the_documented_scheme_is_in_every_commands_help() -> None:
             check=True,
         )
         assert "130/143" in result.stdout, command
-    assert "130/143" in prtoggle.cli_support.EXIT_STATUS_HELP
+    assert "130/143" in prtoggle.cli.common.EXIT_STATUS_HELP

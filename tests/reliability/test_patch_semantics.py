@@ -154,7 +154,7 @@ def test_a_source_file_edited_after_import_is_refused_and_the_code_left_alone(
 ) -> None:
     code = f"""\
         import pathlib, relmod
-        from prtoggle.toggle import apply_revert
+        from prtoggle.revert.toggle import apply_revert
         from prtoggle.errors import PrToggleError
         path = pathlib.Path(relmod.__file__)
         path.write_text("# a line added after the import\\n" + path.read_text())

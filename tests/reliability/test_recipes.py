@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX
-from prtoggle.registry import MAX_RECIPE_BYTES
+from prtoggle.recipes.registry import MAX_RECIPE_BYTES
 
 CORRUPT = {
     "nesting": (
@@ -94,7 +94,7 @@ def test_each_kind_of_unreadable_recipe_is_one_error_line_naming_the_file(
 def test_a_reverting_child_with_an_unreadable_recipe_stops_before_the_program_runs(
     tmp_path: Path, kind: str
 ) -> None:
-    from prtoggle.toggle import child_env
+    from prtoggle.revert.toggle import child_env
 
     directory, message = corrupt_registry(tmp_path, kind)
     env = child_env([], base={**os.environ, "PRTOGGLE_YAML_PATH": str(directory)})

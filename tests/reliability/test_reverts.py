@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from prtoggle import toggle
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
+from prtoggle.revert import toggle
 
 # A package shaped like sglang's: packages import each other while half-initialised.
 #   cyc/__init__          imports cyc.srt.server
@@ -95,7 +95,7 @@ RECIPES = {
 }
 SHOW_STATE = """\
 import prtoggle
-from prtoggle import toggle
+from prtoggle.revert import toggle
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 for pr in {prs}:
     print(pr, prtoggle.is_reverted(pr), toggle.patched_targets(pr), toggle.pending_targets(pr))

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import prtoggle
-from prtoggle.check import check_fix
 from prtoggle.errors import VersionRangeError
 from prtoggle.patching.source_files import open_source_tree
-from prtoggle.recipe import load_fix
-from prtoggle.registry import default_registry
+from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.registry import default_registry
+from prtoggle.recipes.schema import load_fix
 
 pytestmark = pytest.mark.sglang
 

@@ -10,7 +10,7 @@ import pytest
 from stand_ins import WIDTH_SCRIPT, CudaDevicesOnCpu
 
 import prtoggle
-from prtoggle.recipe import load_fix
+from prtoggle.recipes.schema import load_fix
 
 pytestmark = pytest.mark.sglang
 

@@ -25,7 +25,7 @@ from fixes.benchmarks.common import (
 )
 from fixes.errors import EngineUsageError
 from prtoggle.protocol import BENCH_RESULT_KEYS, BENCH_REVERTED_KEYS
-from prtoggle.toggle import active_reverts, is_reverted
+from prtoggle.revert.toggle import active_reverts, is_reverted
 
 TOGGLED_PR = 21649
 CPU = torch.device("cpu")

@@ -15,7 +15,7 @@ import prtoggle
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, failure_from_exception
 from prtoggle.detect import clock, config, poison, witness
 from prtoggle.protocol import DETECTION_ENV
-from prtoggle.registry import load_registry
+from prtoggle.recipes.registry import load_registry
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DETECTION_VARIABLES = tuple(DETECTION_ENV)

@@ -18,7 +18,7 @@ from scenario_process import (
 from fixes.scenarios.common import OUTCOME_PREFIX, ScenarioOptions, ScenarioOutcome
 from fixes.scenarios.eagle_hidden_states_pool import run
 from prtoggle import detect
-from prtoggle.registry import default_registry
+from prtoggle.recipes.registry import default_registry
 
 PR = 22832
 MODULE = "fixes.scenarios.eagle_hidden_states_pool"

@@ -19,7 +19,7 @@ from fixes.errors import EngineUsageError
 from fixes.scenarios.common import OUTCOME_PREFIX, ScenarioOptions, ScenarioOutcome
 from fixes.scenarios.mla_draft_kv_indices_width import run
 from prtoggle import detect
-from prtoggle.registry import default_registry
+from prtoggle.recipes.registry import default_registry
 
 PR = 27460
 MODULE = "fixes.scenarios.mla_draft_kv_indices_width"

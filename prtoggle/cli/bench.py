@@ -1,0 +1,197 @@
+"""`prtoggle bench`: each fix's cost in speed, fixed and reverted timed side by side."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    echo_json,
+    format_table,
+    json_option,
+    load_default_registry,
+    provider_option,
+    require_device,
+    select_fixes_having,
+)
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.workflows.revert_cost import BenchRun, FixCost
+
+_EPILOG = """\b
+Each fix's `bench:` module times the code path the fix changes, in a state
+where the reverted code also runs correctly. One child process per fix
+(detection probes off) builds that state once, warms both variants up, then
+takes --repeat pairs of samples side by side: one with the fix in force, one
+inside prtoggle.reverted(N), the order alternating pair by pair (ABBA), so
+that what differs between processes (memory layout, clocks) cancels out.
+FIXED / REVERTED = median of each variant's samples; RATIO = median of the
+per-pair reverted/fixed ratios; IQR = their interquartile range (a ratio
+within about IQR of 1.0 is noise); FIX COST = how much longer the fixed code
+takes (negative: the fix is faster). A variant that fails is reported with
+its error, not as a number (a reverted path that raises still leaves the
+fixed median). Exit status 0 only if every selected fix was measured both
+ways; 1 if one was not; 2 bad input (`--device cuda` without CUDA: before any
+child starts); 130/143 interrupted (the running child is ended).
+
+\b
+Examples:
+  prtoggle bench --all
+  prtoggle bench 24856 --repeat 30
+  prtoggle bench 24856 27460 --device cuda --provider triton --json
+"""
+
+
+@click.command("bench", epilog=_EPILOG)
+@click.argument("prs", nargs=-1, type=int)
+@click.option("--all", "run_all", is_flag=True, help="Every fix that has a benchmark.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@provider_option
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Interleaved fixed/reverted sample pairs per fix, all in one child process.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds each child may run before it is killed and reported as a timeout.",
+)
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every benchmark as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
+@json_option
+def bench_command(
+    *,
+    prs: tuple[int, ...],
+    run_all: bool,
+    device: str,
+    provider: str | None,
+    repeat: int,
+    timeout: float,
+    cold: bool,
+    as_json: bool,
+) -> None:
+    """Time each fix's code path fixed and reverted, side by side; print the ratios."""
+    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
+    from prtoggle.workflows.revert_cost import measure_fix_cost
+
+    registry = load_default_registry()
+    fixes = _selected(registry, prs, run_all=run_all)
+    require_device(device)
+    costs = []
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        for fix in fixes:
+            cost = measure_fix_cost(
+                fix,
+                device=device,
+                provider=provider,
+                repeat=repeat,
+                timeout=timeout,
+                runner=runner,
+            )
+            _print_progress(cost)
+            costs.append(cost)
+    if as_json:
+        echo_json([cost.to_dict() for cost in costs])
+    else:
+        _print_table(costs, device=device, pairs=repeat)
+    if not all(cost.measured for cost in costs):
+        sys.exit(EXIT_NEGATIVE)
+
+
+def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
+    return select_fixes_having(registry, prs, run_all=run_all, key="bench", what="benchmark")
+
+
+def _print_table(costs: Sequence[FixCost], *, device: str, pairs: int) -> None:
+    rows = [
+        [
+            str(cost.pr),
+            cost.module.rsplit(".", 1)[-1],
+            _cell(cost, cost.fixed_median, failed=cost.run.kind != "ok"),
+            _cell(cost, cost.reverted_median, failed=cost.reverted_error is not None),
+            _number(cost.ratio, "{:.3f}"),
+            _number(cost.ratio_iqr, "{:.3f}"),
+            _number(cost.fix_cost_percent, "{:+.1f}%"),
+        ]
+        for cost in costs
+    ]
+    headers = ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "IQR", "FIX COST"]
+    click.echo(format_table(headers, rows))
+    click.echo("")
+    for cost in costs:
+        click.echo(_details(cost))
+    measured = sum(cost.measured for cost in costs)
+    click.echo(
+        f"\n{measured} of {len(costs)} fixes measured on {device}, {pairs} interleaved "
+        "fixed/reverted sample pairs each in one process; RATIO = median of per-pair "
+        "reverted/fixed (above 1: the fix is faster), IQR = its interquartile range"
+    )
+
+
+def _cell(cost: FixCost, median: float | None, *, failed: bool) -> str:
+    if median is not None and not failed:
+        return f"{median:.4g} {(cost.run.result or {}).get('unit', '')}".rstrip()
+    return "timeout" if cost.run.kind == "timeout" else "FAILED"
+
+
+def _number(value: float | None, template: str) -> str:
+    return template.format(value) if value is not None else "-"
+
+
+def _print_progress(cost: FixCost) -> None:
+    """One stderr line as each fix's child finishes (each takes seconds)."""
+    run = cost.run
+    if run.kind != "ok":
+        outcome = f"{run.kind}: {run.error}"
+    elif cost.reverted_error is not None:
+        outcome = (
+            f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted failed: "
+            f"{cost.reverted_error}"
+        )
+    else:
+        outcome = (
+            f"fixed {_cell(cost, cost.fixed_median, failed=False)}, reverted "
+            f"{_cell(cost, cost.reverted_median, failed=False)}, ratio "
+            f"{_number(cost.ratio, '{:.3f}')}"
+        )
+    click.echo(f"PR {cost.pr}: {outcome} ({run.run.seconds:.1f} s)", err=True)
+
+
+def _details(cost: FixCost) -> str:
+    """What was timed, on which shape, what to expect; extra figures; failures."""
+    result = cost.run.result
+    lines = [f"PR {cost.pr}:"]
+    if result is not None:
+        shape = ", ".join(f"{key}={value}" for key, value in result["shape"].items())
+        lines.append(f"  timed: {result['timed']}")
+        lines.append(f"  shape: {shape}")
+        if result.get("note"):
+            lines.append(f"  note: {result['note']}")
+    for key, (fixed, reverted) in cost.extras_compared().items():
+        lines.append(f"  {key}: fixed {fixed}, reverted {reverted}")
+    if cost.run.kind != "ok":
+        lines.append(f"  run failed ({cost.run.kind}): {cost.run.error}")
+        lines.append(_tail(cost.run))
+    elif cost.reverted_error is not None:
+        lines.append(f"  reverted failed: {cost.reverted_error}")
+    return "\n".join(lines)
+
+
+def _tail(run: BenchRun) -> str:
+    from prtoggle.runners.child_process import output_tail
+
+    return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

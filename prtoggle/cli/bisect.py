@@ -1,0 +1,247 @@
+"""`prtoggle bisect`: find the fix(es) a command's failure depends on, like `git bisect run`."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    check_without_import,
+    echo_json,
+    join_prs,
+    load_default_registry,
+    parse_revert_options,
+)
+from prtoggle.workflows.bisect_runs import MetricRule, RunRecord, command_oracle
+from prtoggle.workflows.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.check import TargetCheck
+    from prtoggle.recipes.registry import Fix
+    from prtoggle.runners.warm_client import CommandRunner
+
+_EPILOG = """\b
+COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
+1..127 bad. A crash (signal, status above 127) counts as bad and a timeout as
+skip, unless --crash-as/--timeout-as say so; both are reported, never fatal.
+A candidate whose revert does not apply to the current code (checked first,
+without importing it) is a skip: it is left out of the search. A run whose
+child reports a PatchApplicationError at start-up is a skip too. A set of
+reverts that cannot apply together (two recipes edit one line; checked on the
+source files before running) is a conflict: a skip that names the recipes;
+when it is the all-reverted set, ordered and ddmin answer "inconclusive".
+
+\b
+With --metric REGEX --threshold X, a run that exited is judged by a number:
+REGEX's first group (or whole match) in its last match in stdout, else
+stderr; good when >= X (<= X with --lower-is-better). A run whose output has
+no match is a skip ("no metric"). --json carries each run's metric.
+
+\b
+Python commands (python -m M / SCRIPT / -c CODE) run in children forked from
+a warm worker that imported the engine once; --cold (or PRTOGGLE_WARM=0)
+starts each run as a fresh process. Other commands are plain children.
+
+\b
+Modes:
+  attribute  baseline must be good; revert each candidate alone; culprits are
+             those that turn the run bad (N+1 runs).
+  ordered    candidates by merge date; find the fix k such that reverting k and
+             every newer fix is bad but only the newer ones is good
+             (at most ceil(log2 N)+2 runs, sanity runs included).
+  ddmin      shrink the failing all-reverted set to a 1-minimal failing set
+             (finds fixes that only fail together).
+
+\b
+Exit status: 0 a culprit was found; 1 none (or only a suspect range); 2 error.
+
+\b
+Examples:
+  prtoggle bisect -- pytest -q tests/regression/test_pr26521_draft_decode_capture.py
+  prtoggle bisect --mode ddmin -r 24856,26521,27460 -- python app.py
+  prtoggle bisect --mode ordered --timeout 600 --json -- ./run_eval.sh
+  prtoggle bisect --metric 'accuracy: ([0-9.]+)' --threshold 0.9 -- python eval.py
+"""
+
+
+@click.command(
+    "bisect",
+    epilog=_EPILOG,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--mode", type=click.Choice(MODES), default="attribute", show_default=True)
+@click.option(
+    "-r",
+    "--candidates",
+    "candidate_specs",
+    multiple=True,
+    metavar="SPEC",
+    help="Candidate PRs (`26521,24856`, `all`; repeatable) [default: all registered].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds each run may take before it is killed [default: no limit].",
+)
+@click.option("--crash-as", type=click.Choice(["bad", "skip"]), default="bad", show_default=True)
+@click.option("--timeout-as", type=click.Choice(["bad", "skip"]), default="skip", show_default=True)
+@click.option(
+    "--metric",
+    metavar="REGEX",
+    default=None,
+    help="Judge each run by a number in its output: REGEX's first group (or whole match).",
+)
+@click.option(
+    "--threshold",
+    type=float,
+    default=None,
+    help="With --metric: a run is good when the number is at or above X.",
+)
+@click.option(
+    "--lower-is-better",
+    is_flag=True,
+    help="With --metric: good when the number is at or below the threshold.",
+)
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def bisect_command(
+    *,
+    mode: Mode,
+    candidate_specs: tuple[str, ...],
+    timeout: float | None,
+    crash_as: Verdict,
+    timeout_as: Verdict,
+    metric: str | None,
+    threshold: float | None,
+    lower_is_better: bool,
+    cold: bool,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Find which fix(es) COMMAND needs: run it with sets of fixes reverted."""
+    metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
+    registry = load_default_registry()
+    chosen = set(parse_revert_options(candidate_specs, registry) or registry.prs())
+    candidates = [fix for fix in registry.by_merge_date() if fix.pr in chosen]
+    checks = check_without_import(registry, candidates)
+    broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
+    echo = _progress_echo(as_json)
+    for pr, results in broken.items():
+        reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
+        echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
+    records: list[RunRecord] = []
+    usable = [fix for fix in candidates if fix.pr not in broken]
+    with _runner(list(command), usable, cold=cold) as runner:
+        oracle = command_oracle(
+            list(command),
+            fixes=_by_pr(usable),
+            run=runner,
+            timeout=timeout,
+            counts={"crash": crash_as, "timeout": timeout_as},
+            metric=metric_rule,
+            on_run=lambda record: _record(records, record, echo),
+        )
+        result = run_search(mode, [fix.pr for fix in usable], oracle)
+    if as_json:
+        echo_json(_result_record(result, records, not_applicable=sorted(broken)))
+    else:
+        _print_answer(result)
+    if not result.found:
+        sys.exit(EXIT_NEGATIVE)
+
+
+def _by_pr(fixes: Sequence[Fix]) -> dict[int, list[Fix]]:
+    """A PR's fixes in every collection (one revert request reverts them all)."""
+    grouped: dict[int, list[Fix]] = {}
+    for fix in fixes:
+        grouped.setdefault(fix.pr, []).append(fix)
+    return grouped
+
+
+def _metric_rule(
+    metric: str | None, threshold: float | None, *, lower_is_better: bool
+) -> MetricRule | None:
+    if metric is None:
+        if threshold is not None or lower_is_better:
+            raise click.UsageError("--threshold and --lower-is-better need --metric REGEX")
+        return None
+    if threshold is None:
+        raise click.UsageError(f"--metric {metric!r} needs --threshold X (a number)")
+    try:
+        pattern = re.compile(metric)
+    except re.error as exc:
+        raise click.BadParameter(
+            f"{metric!r} is not a regular expression: {exc}", param_hint="--metric"
+        ) from exc
+    return MetricRule(pattern=pattern, threshold=threshold, lower_is_better=lower_is_better)
+
+
+@contextlib.contextmanager
+def _runner(command: list[str], fixes: Sequence[Fix], *, cold: bool) -> Iterator[CommandRunner]:
+    """The warm worker or plain children.
+
+    The worker preloads prtoggle's toggles and each candidate's `component` module (which
+    imports what the fixed code needs, e.g. torch): the command's own imports, not more.
+    """
+    from prtoggle.runners.warm_client import command_runner, warm_enabled
+
+    modules = ["prtoggle.revert.toggle", *(fix.component for fix in fixes if fix.component)]
+    if command[1:3] == ["-m", "pytest"]:
+        modules.append("pytest")
+    with command_runner(warm=warm_enabled(cold=cold), preload=modules) as runner:
+        yield runner
+
+
+def _record(records: list[RunRecord], record: RunRecord, echo: Callable[[str], None]) -> None:
+    records.append(record)
+    echo(record.line(len(records)))
+
+
+def _progress_echo(as_json: bool) -> Callable[[str], None]:
+    def echo(text: str) -> None:
+        click.echo(text, err=as_json)
+
+    return echo
+
+
+def _print_answer(result: BisectResult) -> None:
+    if result.found:
+        label = "culprit" if len(result.culprits) == 1 else "culprits"
+        click.echo(f"{label}: {join_prs(result.culprits)} ({result.mode}, {result.runs} runs)")
+    else:
+        click.echo(f"no culprit found ({result.mode}, {result.runs} runs)")
+    click.echo(result.conclusion)
+    if result.skipped:
+        click.echo(f"skipped: {join_prs(result.skipped)}")
+
+
+def _result_record(
+    result: BisectResult, records: Sequence[RunRecord], *, not_applicable: list[int]
+) -> dict[str, Any]:
+    return {
+        "mode": result.mode,
+        "found": result.found,
+        "culprits": list(result.culprits),
+        "conclusion": result.conclusion,
+        "runs": result.runs,
+        "skipped": list(result.skipped),
+        "not_applicable": not_applicable,
+        "probes": [record.to_dict() for record in records],
+    }
+
+
+def _unusable(check: TargetCheck) -> bool:
+    """Not ok, except a recipe for another version (not-applicable), which stays inert."""
+    return check.status not in ("ok", "not-applicable")

@@ -1,0 +1,148 @@
+"""`prtoggle check`: do the reverts still apply, to the imported code or to source trees?"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    EXIT_STATUS_HELP,
+    collection_option,
+    echo_json,
+    format_table,
+    json_option,
+    load_default_registry,
+    selected_fixes,
+)
+
+if TYPE_CHECKING:
+    from prtoggle.patching.source_files import SourceTree
+    from prtoggle.recipes.check import TargetCheck
+
+_EPILOG = """\b
+Status per target: ok; stale (a match is not found exactly once, or the target
+is gone: the code moved on); absent (its top-level package is not installed, or
+not in the tree; not a failure unless --strict); not-applicable (the recipe's
+applies_to range excludes the tree's version, read from its dist-info METADATA,
+PKG-INFO or pyproject.toml, or the installed version; never a failure); error
+(the edit cannot take effect or does not compile, the module fails to import,
+...). Exit status 1 when any target is stale or in error.
+
+\b
+Examples:
+  prtoggle check
+  prtoggle check 26521 24856
+  prtoggle check --source-root ../sglang/python --json
+  prtoggle check --source-root sglang-0.5.22-py3-none-any.whl \\
+                 --source-root sglang-0.5.23.tar.gz --collection sglang
+"""
+
+
+@click.command("check", epilog=EXIT_STATUS_HELP + _EPILOG)
+@click.option(
+    "--source-root",
+    "source_roots",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Check the targets in DIR, a wheel or an sdist, without importing them; "
+    "repeat for a recipe x tree matrix.",
+)
+@collection_option
+@click.option("--strict", is_flag=True, help="A target whose package is absent is a failure.")
+@json_option
+@click.argument("prs", nargs=-1, type=int)
+def check_command(
+    source_roots: tuple[Path, ...],
+    collection: str | None,
+    strict: bool,
+    as_json: bool,
+    prs: tuple[int, ...],
+) -> None:
+    """Check that every revert of the given PRs (default: all) applies cleanly.
+
+    Without --source-root the target modules are imported and checked as loaded.
+    """
+    from prtoggle.patching.source_files import open_source_tree
+    from prtoggle.recipes.check import check_fix
+
+    fixes = selected_fixes(load_default_registry(collection=collection), prs)
+    trees: list[SourceTree | None] = [open_source_tree(root) for root in source_roots] or [None]
+    checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
+    if as_json:
+        echo_json([_check_record(check) for check in checks])
+    elif len(trees) > 1:
+        _print_matrix(checks, [tree.label for tree in trees if tree is not None])
+    else:
+        _print_rows(checks, fix_count=len(fixes))
+    if any(check.failed or (strict and check.status == "absent") for check in checks):
+        sys.exit(EXIT_NEGATIVE)
+
+
+def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
+    show_collection = len({check.collection for check in checks}) > 1
+    for check in checks:
+        where = f"{check.collection}  " if show_collection else ""
+        click.echo(f"{check.pr}  {where}{check.target}: {_verdict(check)}")
+    ok = sum(check.ok for check in checks)
+    absent = sum(check.status == "absent" for check in checks)
+    other = sum(check.status == "not-applicable" for check in checks)
+    parts = [f"{ok} of {len(checks)} targets of {fix_count} fixes revert cleanly"]
+    if absent:
+        parts.append(f"{absent} absent (package not installed)")
+    if other:
+        parts.append(f"{other} not applicable (version outside applies_to)")
+    click.echo("; ".join(parts))
+
+
+def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str]) -> None:
+    labels = _short_labels(sources)
+    cells: dict[tuple[int, str, str], dict[str, str]] = {}
+    for check in checks:
+        key = (check.pr, check.collection, check.target)
+        cells.setdefault(key, {})[check.source or ""] = check.status
+    rows = [
+        [str(pr), collection or "-", target, *(cells[(pr, collection, target)][s] for s in sources)]
+        for pr, collection, target in cells
+    ]
+    click.echo(format_table(["PR", "COLLECTION", "TARGET", *labels], rows))
+    for check in checks:
+        if not check.ok:
+            first = check.message.splitlines()[0] if check.message else ""
+            label = labels[list(sources).index(check.source or "")]
+            click.echo(f"{label}: {check.pr}  {check.target}: {check.status}: {first}")
+
+
+def _short_labels(sources: Sequence[str]) -> list[str]:
+    names = [Path(source).name for source in sources]
+    return names if len(set(names)) == len(names) else list(sources)
+
+
+def _verdict(check: TargetCheck) -> str:
+    if check.ok:
+        return "ok"
+    label = {
+        "stale": "STALE",
+        "error": "FAILED",
+        "absent": "absent",
+        "not-applicable": "not applicable",
+    }[check.status]
+    return f"{label}: {check.message}"
+
+
+def _check_record(check: TargetCheck) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "pr": check.pr,
+        "collection": check.collection,
+        "target": check.target,
+        "ok": check.ok,
+        "status": check.status,
+        "message": check.message,
+    }
+    if check.source is not None:
+        record["source"] = check.source
+    return record

@@ -1,0 +1,330 @@
+"""Shared pieces of the click CLI: error reporting, registry access, -r parsing, output."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from prtoggle.errors import PrToggleError
+from prtoggle.protocol import KERNEL_PROVIDERS
+from prtoggle.runners.child_process import Interrupted, owning_children
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.check import TargetCheck
+    from prtoggle.recipes.registry import Fix, Registry
+
+EXIT_NEGATIVE = 1
+"""The command ran and its answer is no: a check failed, a fix did not reproduce, ..."""
+EXIT_ERROR = 2
+"""Bad input or a prtoggle error (`error: <message>` on stderr); click usage errors too."""
+EXIT_INTERRUPTED_BASE = 128
+"""Interrupted by signal N (SIGINT, SIGTERM): exit status 128 + N, i.e. 130 or 143."""
+
+EXIT_STATUS_HELP = """\b
+Exit status: 0 yes/success; 1 the command ran and its answer is no; 2 bad input
+or a prtoggle error (one `error: ...` line); 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NVML_CHECK_ENV = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+class CliError(click.ClickException):
+    """A PrToggleError on its way out: printed as `error: <message>`, exit status 2."""
+
+    exit_code = EXIT_ERROR
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class PrToggleGroup(click.Group):
+    """The `prtoggle` group: one exit-status scheme and one-line errors for every command.
+
+    Every command runs under `owning_children()`: SIGINT/SIGTERM end the child process
+    groups it started and exit 130/143. A PrToggleError or a usage error prints one
+    `error: ...` line and exits 2, never a traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            with owning_children():
+                return super().invoke(ctx)
+        except PrToggleError as exc:
+            raise CliError(str(exc)) from exc
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            choices = ", ".join(self.list_commands(ctx))
+            raise click.UsageError(f"no command {name!r}: expected one of {choices}", ctx)
+        return super().resolve_command(ctx, args)
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, *, standalone_mode: bool = True, **extra: Any
+    ) -> Any:
+        """click's main; in standalone mode every way out becomes a status of the scheme."""
+        if not standalone_mode:
+            return super().main(args, standalone_mode=False, **extra)
+        try:
+            status = super().main(args, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            _exit_with_error(_usage_line(exc), EXIT_ERROR)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except PrToggleError as exc:
+            _exit_with_error(f"error: {exc}", EXIT_ERROR)
+        except Interrupted as exc:
+            _exit_with_error(str(exc), exc.exit_status)
+        except click.Abort:  # KeyboardInterrupt (or EOF) outside owning_children
+            _exit_with_error("interrupted by SIGINT", Interrupted(2).exit_status)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+def provider_option(function: F) -> F:
+    """`--provider`, one of the kernel providers scenario and benchmark modules accept."""
+    option = click.option(
+        "--provider",
+        type=click.Choice(KERNEL_PROVIDERS),
+        default=None,
+        help="Kernel provider [default: torch on CPU, triton on CUDA].",
+    )
+    return option(function)
+
+
+def require_device(device: str) -> None:
+    """Refuse `--device cuda` where torch sees no CUDA device (before any child starts).
+
+    Imports torch (it is what the children would use); CUDA is probed through NVML, so
+    this process does not initialise CUDA.
+    """
+    if device != "cuda":
+        return
+    try:
+        import torch
+    except ImportError as exc:
+        raise click.BadParameter(
+            f"'cuda' needs torch, which cannot be imported here: {exc}", param_hint="'--device'"
+        ) from exc
+    previous = os.environ.get(_NVML_CHECK_ENV)
+    os.environ[_NVML_CHECK_ENV] = "1"
+    try:
+        available = torch.cuda.is_available()
+    finally:
+        if previous is None:
+            os.environ.pop(_NVML_CHECK_ENV, None)
+        else:
+            os.environ[_NVML_CHECK_ENV] = previous
+    if not available:
+        raise click.BadParameter(
+            f"'cuda' requested but torch {torch.__version__} sees no CUDA device; "
+            "expected cpu on this machine",
+            param_hint="'--device'",
+        )
+
+
+def json_option(function: F) -> F:
+    """The `--json` flag of listing commands."""
+    option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+    return option(function)
+
+
+def collection_option(function: F) -> F:
+    """The `--collection NAME` option of commands that select fixes."""
+    option = click.option(
+        "--collection",
+        "collection",
+        default=None,
+        metavar="NAME",
+        help="Only the fixes of this recipe collection (a recipe directory's name).",
+    )
+    return option(function)
+
+
+def load_default_registry(*, collection: str | None = None) -> Registry:
+    """The shipped collections plus PRTOGGLE_YAML_PATH, restricted to `collection` if given.
+
+    Raises RegistryError / UnknownPRError (an unknown collection lists the known ones);
+    the command group prints them as one `error:` line.
+    """
+    from prtoggle.recipes.registry import default_registry
+
+    return default_registry().in_collection(collection)
+
+
+def parse_revert_options(
+    values: Sequence[str], registry: Registry, *, option: str = "-r"
+) -> tuple[int, ...]:
+    """Every `-r` value parsed like SGLANG_DEBUG_REVERT_PR, merged and sorted."""
+    from prtoggle.revert.toggle import parse_revert_spec
+
+    prs: set[int] = set()
+    for value in values:
+        prs.update(parse_revert_spec(value, registered=registry.prs(), source=option))
+    return tuple(sorted(prs))
+
+
+def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Fix]:
+    """The fixes named by `prs`, in every collection (all fixes when empty); unknown: error."""
+    if not prs:
+        return list(registry.fixes)
+    return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
+
+
+def import_free_source_root(fix: Fix, *, search_path: Sequence[str] = ()) -> Path | None:
+    """The directory holding the top-level package of the fix's targets, found without import.
+
+    Lets `list`, `show` and `bisect` read target sources as files, so they never import the
+    patched code (nor torch). `search_path`: more directories to look in when this process
+    cannot find the package (e.g. where a child will find it). None when it is not found.
+    """
+    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
+    roots = {_package_root(name, search_path=search_path) for name in sorted(top_levels)}
+    if len(roots) != 1 or None in roots:
+        return None
+    return roots.pop()
+
+
+def refuse_absent_packages(fix: Fix) -> None:
+    """Raise when a target's top-level package is not installed here (absent)."""
+    from prtoggle.errors import TargetResolutionError
+
+    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
+    absent = sorted(name for name in top_levels if importlib.util.find_spec(name) is None)
+    if absent:
+        raise TargetResolutionError(
+            f"PR {fix.pr} ({fix.collection}): package {', '.join(absent)} is not installed "
+            "here, so there is no source to diff; `prtoggle check --source-root DIR` reads "
+            "a source tree instead"
+        )
+
+
+def check_without_import(
+    registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
+) -> dict[int, list[TargetCheck]]:
+    """check_fix for each fix against the source files of its package, per PR.
+
+    The checks of a PR's fixes in several collections are listed together. A fix whose
+    package cannot be found is `absent` on every target.
+    """
+    results: dict[int, list[TargetCheck]] = {}
+    for fix, checks in checks_per_fix(registry, fixes, search_path=search_path).items():
+        results.setdefault(fix.pr, []).extend(checks)
+    return results
+
+
+def checks_per_fix(
+    registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
+) -> dict[Fix, list[TargetCheck]]:
+    """check_fix for each fix against its package's files (absent when not found)."""
+    from prtoggle.patching.source_files import open_source_tree
+    from prtoggle.recipes.check import TargetCheck, check_fix
+
+    del registry  # each fix carries its collection and targets
+    results: dict[Fix, list[TargetCheck]] = {}
+    for fix in fixes:
+        root = import_free_source_root(fix, search_path=search_path)
+        if root is None:
+            results[fix] = [
+                TargetCheck(
+                    pr=fix.pr,
+                    target=patch.target,
+                    ok=False,
+                    message=f"package of {patch.target} not found on sys.path",
+                    status="absent",
+                    collection=fix.collection,
+                )
+                for patch in fix.patches
+            ]
+            continue
+        results[fix] = check_fix(fix, tree=open_source_tree(root))
+    return results
+
+
+def select_fixes_having(
+    registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
+) -> list[Fix]:
+    """The fixes named by PRS or --all that set YAML key `key` (`what`).
+
+    A PR number names its fixes in every collection (narrow `registry` with
+    `--collection`); those without `key` are left out, and a PR none of whose fixes has
+    it is an error.
+    """
+    having = [fix for fix in registry.fixes if getattr(fix, key)]
+    choices = join_prs(dict.fromkeys(fix.pr for fix in having))
+    if run_all and prs:
+        raise click.UsageError("give PR numbers or --all, not both")
+    if run_all:
+        if not having:
+            raise click.UsageError(f"no registered fix has a {what} (`{key}:` in its YAML)")
+        return having
+    if not prs:
+        raise click.UsageError(f"expected PR numbers or --all; fixes with a {what}: {choices}")
+    fixes = []
+    for pr in dict.fromkeys(prs):
+        found = registry.find(pr)
+        kept = [fix for fix in found if getattr(fix, key)]
+        if not kept:
+            files = ", ".join(str(fix.path) for fix in found)
+            raise click.UsageError(
+                f"PR {pr} has no {what} (no `{key}:` in {files}); fixes with a {what}: {choices}"
+            )
+        fixes.extend(kept)
+    return fixes
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def join_prs(prs: Iterable[int]) -> str:
+    text = ", ".join(str(pr) for pr in prs)
+    return text or "none"
+
+
+def _exit_with_error(line: str, status: int) -> NoReturn:
+    sys.stdout.flush()
+    click.echo(line, err=True)
+    sys.exit(status)
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    """A click usage error as one line: `error: <message> (see `<command> --help`)`."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+    return f"error: {message}{where}"
+
+
+def _package_root(name: str, *, search_path: Sequence[str] = ()) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None and search_path:
+        spec = importlib.machinery.PathFinder.find_spec(name, list(search_path))
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))).parent
+    if spec.origin and spec.origin not in ("built-in", "frozen"):
+        return Path(spec.origin).parent
+    return None

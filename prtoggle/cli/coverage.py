@@ -1,0 +1,200 @@
+"""`prtoggle coverage`: which tests of a pytest suite guard which fixes (a CI gate too)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    echo_json,
+    format_table,
+    join_prs,
+    load_default_registry,
+    parse_revert_options,
+)
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.workflows.coverage import CoverageReport, FixCoverage, SuiteRun
+
+_EPILOG = """\b
+COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
+the prtoggle plugin loaded: prtoggle appends `--no-guard-variants
+--prtoggle-report FILE` and reads each test's outcome from FILE, never from
+the output. It runs once plain and once per selected fix with only that fix
+reverted (SGLANG_DEBUG_REVERT_PR=N, applied at start-up), --jobs at a time;
+`python -m pytest ...` runs fork from a warm worker that imported torch,
+triton and pytest once (--cold: fresh processes).
+A test guards a fix when it passes plain and fails or errors with the fix
+reverted. Tests that fail plain are listed apart and never count as guards.
+
+\b
+Exit status: 0 done (with --require-guard: every selected fix is guarded);
+1 with --require-guard, some fix is guarded by no test (each is named);
+2 bad input, or the plain run wrote no report.
+
+\b
+Examples:
+  prtoggle coverage -- python -m pytest -q tests/regression
+  prtoggle coverage --require-guard -- python -m pytest -q tests/regression
+  prtoggle coverage -r 26521,24856 --jobs 4 --json -- pytest tests
+  prtoggle coverage --html coverage.html -- pytest -q tests/regression
+"""
+
+
+@click.command(
+    "coverage",
+    epilog=_EPILOG,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "-r",
+    "--revert",
+    "revert_specs",
+    multiple=True,
+    metavar="PRS",
+    help="Fixes to check (`26521,24856`, `all`; repeatable) [default: all registered].",
+)
+@click.option("--all", "run_all", is_flag=True, help="Every registered fix (the default).")
+@click.option("--collection", default=None, help="Only the fixes of this recipe collection.")
+@click.option("--require-guard", is_flag=True, help="Exit 1 when a fix is guarded by no test.")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="pytest runs at once [default: CPU count].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    help="Seconds each pytest run may take before it is killed.",
+)
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the matrix as a self-contained HTML page to FILE.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def coverage_command(
+    *,
+    revert_specs: tuple[str, ...],
+    run_all: bool,
+    collection: str | None,
+    require_guard: bool,
+    jobs: int | None,
+    timeout: float,
+    cold: bool,
+    as_json: bool,
+    html_path: Path | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
+    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
+    from prtoggle.workflows.coverage import run_coverage
+
+    if html_path is not None and not html_path.resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{html_path}: its directory {html_path.resolve().parent} does not exist",
+            param_hint="--html",
+        )
+    registry = load_default_registry()
+    fixes = _selected(registry, revert_specs, run_all=run_all, collection=collection)
+    # torch, triton, pytest imported once; not the fixes' modules: a conftest may set
+    # variables (TRITON_INTERPRET) that their import reads
+    preload = [*HEAVY_MODULES, "pytest"]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        report = run_coverage(
+            fixes,
+            command,
+            jobs=jobs or os.cpu_count() or 1,
+            timeout=timeout,
+            on_run=_print_progress,
+            runner=runner,
+        )
+    if html_path is not None:
+        from prtoggle.workflows.coverage_html import render_html
+
+        html_path.write_text(render_html(report), encoding="utf-8")
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        _print_report(report)
+    if html_path is not None:
+        click.echo(f"HTML matrix written to {html_path}", err=True)
+    unguarded = report.unguarded()
+    if require_guard and unguarded:
+        names = "; ".join(_unguarded_reason(entry) for entry in unguarded)
+        click.echo(f"coverage: no test guards {names}", err=True)
+        sys.exit(EXIT_NEGATIVE)
+
+
+def _selected(
+    registry: Registry, specs: tuple[str, ...], *, run_all: bool, collection: str | None
+) -> list[Fix]:
+    """The fixes named by -r (all when none), within --collection when given."""
+    if run_all and specs:
+        raise click.UsageError("give -r PRS or --all, not both")
+    scope = registry.in_collection(collection)
+    if not specs:
+        return list(scope.fixes)
+    prs = parse_revert_options(specs, registry)
+    return [fix for pr in prs for fix in scope.find(pr, collection=collection)]
+
+
+def _print_progress(run: SuiteRun) -> None:
+    what = f"PR {join_prs(run.prs)} reverted" if run.prs else "plain"
+    result = run.error or f"{len(run.outcomes)} tests"
+    click.echo(f"{what}: {result} ({run.seconds:.1f} s)", err=True)
+
+
+def _print_report(report: CoverageReport) -> None:
+    rows = []
+    for entry in report.fixes:
+        tests = list(entry.guarded_by) or [entry.run.error or "NONE"]
+        rows.append([str(entry.fix.pr), entry.fix.collection, str(len(entry.guarded_by)), tests[0]])
+        rows.extend(["", "", "", test] for test in tests[1:])
+    click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
+    click.echo("")
+    click.echo(_matrix_text(report))
+    if report.plain_failing:
+        click.echo("\nfailing plain (not counted as guards):")
+        for test in report.plain_failing:
+            click.echo(f"  {test}: {report.plain.outcomes[test].error or '-'}")
+    guarded = len(report.fixes) - len(report.unguarded())
+    click.echo(
+        f"\n{guarded} of {len(report.fixes)} fixes guarded; {len(report.tests)} tests, "
+        f"{len(report.fixes) + 1} runs in {report.seconds:.1f} s"
+    )
+
+
+def _matrix_text(report: CoverageReport) -> str:
+    from prtoggle.workflows.coverage import CELL_MEANINGS, CELL_SYMBOLS
+
+    headers = [str(entry.fix.pr) for entry in report.fixes] + ["TEST"]
+    rows = [
+        [CELL_SYMBOLS[entry.cells[test]] for entry in report.fixes] + [test]
+        for test in report.tests
+    ]
+    legend = ", ".join(f"{CELL_SYMBOLS[cell]} {meaning}" for cell, meaning in CELL_MEANINGS.items())
+    return f"{format_table(headers, rows)}\n({legend})"
+
+
+def _unguarded_reason(entry: FixCoverage) -> str:
+    why = f": its reverted run failed ({entry.run.error})" if entry.run.error else ""
+    return f"PR {entry.fix.pr} ({entry.fix.collection}){why}"

@@ -1,0 +1,240 @@
+"""`prtoggle repro`: run each fix's scenario fixed and reverted, in parallel child processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    collection_option,
+    echo_json,
+    format_table,
+    json_option,
+    load_default_registry,
+    provider_option,
+    require_device,
+    select_fixes_having,
+)
+from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.runners.warm_client import CommandRunner
+    from prtoggle.workflows.repro import ReproResult, ScenarioResult
+
+_VARIANTS = ("fixed", "reverted")
+
+_EPILOG = """\b
+Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
+SGLANG_DEBUG_POISON=1; the reverted run also SGLANG_DEBUG_REVERT_PR=N.
+A fix reproduces when its fixed run is clean and its reverted run fails
+matching the fix's `expect` regex. SECONDS: the wall time of each run,
+fixed / reverted; the last line gives the command's wall time. Exit status 0
+only if every selected fix reproduces; 1 if one does not; 2 bad input
+(`--device cuda` without CUDA: before any child starts); 130/143 interrupted
+(running children are ended, queued runs never start).
+
+\b
+Examples:
+  prtoggle repro 26521
+  prtoggle repro --all --jobs 4
+  prtoggle repro 24856 --device cuda --provider triton --json
+"""
+
+
+@click.command("repro", epilog=_EPILOG)
+@click.argument("prs", nargs=-1, type=int)
+@click.option("--all", "run_all", is_flag=True, help="Every fix that has a repro scenario.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@provider_option
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds each child may run before it is killed and reported as a timeout.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Children run at once [default: min(4, CPU count)].",
+)
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+)
+@collection_option
+@json_option
+def repro_command(
+    *,
+    prs: tuple[int, ...],
+    collection: str | None,
+    run_all: bool,
+    device: str,
+    provider: str | None,
+    timeout: float,
+    jobs: int | None,
+    cold: bool,
+    as_json: bool,
+) -> None:
+    """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
+    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
+
+    started = time.monotonic()
+    registry = load_default_registry(collection=collection)
+    fixes = _selected(registry, prs, run_all=run_all)
+    require_device(device)
+    workers = jobs or min(4, os.cpu_count() or 1)
+    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        results = run_repros(
+            fixes,
+            device=device,
+            provider=provider,
+            timeout=timeout,
+            jobs=workers,
+            on_done=_print_progress,
+            runner=runner,
+        )
+    if as_json:
+        echo_json([result.to_dict() for result in results])
+    else:
+        _print_table(results, seconds=time.monotonic() - started)
+    if not all(result.reproduced for result in results):
+        sys.exit(EXIT_NEGATIVE)
+
+
+def run_repros(
+    fixes: Sequence[Fix],
+    *,
+    device: str,
+    provider: str | None,
+    timeout: float,
+    jobs: int,
+    on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
+    runner: CommandRunner | None = None,
+    gpu_count: Callable[[], int] | None = None,
+) -> list[ReproResult]:
+    """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
+
+    With `device="cuda"`, `jobs > 1` and several visible GPUs (`gpu_count`, default torch's
+    count, or the parent's CUDA_VISIBLE_DEVICES), each child runs with
+    `CUDA_VISIBLE_DEVICES` set to one GPU of its own while it runs.
+
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
+    starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
+    anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
+    """
+    from prtoggle.runners.child_process import run_command
+    from prtoggle.workflows.repro import ReproResult, run_scenario
+
+    gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
+    leases = GpuLeases(gpus) if len(gpus) > 1 else None
+
+    options: dict[str, Any] = {
+        "device": device,
+        "provider": provider,
+        "timeout": timeout,
+        "runner": runner or run_command,
+    }
+
+    def run_child(module: str, prs: tuple[int, ...]) -> ScenarioResult:
+        if leases is None:
+            return run_scenario(module, prs=prs, **options)
+        with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
+            env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
+            return run_scenario(module, prs=prs, base_env=env, **options)
+
+    def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
+        return pool.submit(run_child, str(fix.repro), prs)
+
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        runs = {(fix.pr, variant): (fix, variant) for fix in fixes for variant in _VARIANTS}
+        futures = {
+            launch(fix, (fix.pr,) if variant == "reverted" else ()): key
+            for key, (fix, variant) in runs.items()
+        }
+        results: dict[tuple[int, str], ScenarioResult] = {}
+        for future in as_completed(futures):
+            key = futures[future]
+            results[key] = future.result()
+            if on_done is not None:
+                on_done(*runs[key], results[key])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [
+        ReproResult(
+            pr=fix.pr,
+            module=str(fix.repro),
+            expect=fix.expect,
+            fixed=results[(fix.pr, "fixed")],
+            reverted=results[(fix.pr, "reverted")],
+        )
+        for fix in fixes
+    ]
+
+
+def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
+    return select_fixes_having(registry, prs, run_all=run_all, key="repro", what="repro scenario")
+
+
+def _print_progress(fix: Fix, variant: str, result: ScenarioResult) -> None:
+    """One stderr line per finished child, so a long run shows where it is."""
+    click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
+
+
+def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
+    rows = [
+        [
+            str(result.pr),
+            result.fixed.describe(),
+            result.reverted.describe(),
+            "yes" if result.reproduced else "NO",
+            f"{result.fixed.seconds:.1f} / {result.reverted.seconds:.1f}",
+        ]
+        for result in results
+    ]
+    click.echo(format_table(["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"], rows))
+    for result in results:
+        if not result.reproduced:
+            click.echo("")
+            click.echo(_explain(result))
+    reproduced = sum(result.reproduced for result in results)
+    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced in {seconds:.1f} s")
+
+
+def _explain(result: ReproResult) -> str:
+    from prtoggle.runners.child_process import output_tail
+
+    lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
+    if result.fixed.kind != "clean":
+        lines.append(f"  fixed run is not clean: {_failure(result.fixed)}")
+        lines.append(_indented(output_tail(result.fixed.run, chars=1500)))
+    if result.reverted.kind == "clean":
+        lines.append("  reverted run is clean: the revert did not bring the failure back")
+    elif not result.reverted_matches:
+        lines.append(f"  reverted run failed with {_failure(result.reverted)}")
+        lines.append(f"  expected a failure matching {result.expect!r}")
+        lines.append(_indented(output_tail(result.reverted.run, chars=1500)))
+    return "\n".join(lines)
+
+
+def _failure(scenario: ScenarioResult) -> str:
+    if scenario.kind == "timeout":
+        return scenario.describe()
+    return scenario.failure_text()
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    | {line}" for line in text.splitlines())

@@ -1,0 +1,423 @@
+"""pytest plugin: `--revert-pr`, a header naming active reverts, and `@pytest.mark.guards_pr`.
+
+A test marked `@pytest.mark.guards_pr(N, expect="regex")` is parametrized (through
+`pytest_generate_tests`, public pytest API only) into `<name>[fixed]`, the test as
+written, and `<name>[reverted-N]`, which reverts fix N before the test's function-scoped
+fixtures are set up and passes only if the test then fails with an exception whose
+`Type: message` matches `expect` (default: the fix's `expect`). A parametrized test gets
+`[<params>-fixed]` and `[<params>-reverted-N]`. With `subprocess=True` the reverted
+variant runs in a child pytest, so a real crash cannot take the session down.
+
+The variant reverts N on top of the session's own reverts and nothing else. When the
+plain test fails (known from this process, or, when the session reverts fixes, checked
+in a child pytest), the variant is an error naming the session's reverts: a failure that
+is already there proves nothing about N.
+
+When the session already reverts N (SGLANG_DEBUG_REVERT_PR, `--revert-pr`, or a parent
+`prtoggle run`/`prtoggle bisect`), no variant is made for N: the plain test runs with N
+reverted and fails by itself. That is what lets `prtoggle bisect -- pytest <file>` name
+the fix a regression test guards. A test with no variant left keeps its plain node id.
+
+`--prtoggle-report FILE` writes each test's outcome as JSON (the channel `prtoggle
+coverage` and subprocess variants read); `--no-guard-variants` runs guarded tests plain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from prtoggle.errors import PrToggleError
+from prtoggle.protocol import REVERT_ENV
+from prtoggle.pytest_plugin.report import (
+    ERROR_PROPERTY,
+    NO_VARIANTS_OPTION,
+    REPORT_OPTION,
+    NodeOutcome,
+    OutcomeReport,
+    merge_phase,
+    read_report,
+    report_options,
+)
+
+MARKER = "guards_pr"
+GUARD_FIXTURE = "prtoggle_guard"
+FIXED_ID = "fixed"
+DEFAULT_CHILD_TIMEOUT = 900.0
+_MARKER_KEYWORDS = ("expect", "subprocess", "timeout")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One guards_pr marker, validated: the fix, the failure it must bring back, and how."""
+
+    pr: int
+    expect: re.Pattern[str]
+    subprocess: bool = False
+    timeout: float = DEFAULT_CHILD_TIMEOUT
+
+    @property
+    def variant_id(self) -> str:
+        return f"reverted-{self.pr}"
+
+
+@dataclass
+class _SessionState:
+    """The PRs this session reverts, what to undo at the end, and the outcomes it saw."""
+
+    prs: tuple[int, ...] = ()
+    applied: tuple[int, ...] = ()
+    previous_env: str | None = None
+    env_changed: bool = False
+    plain_outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
+
+
+_STATE_KEY = pytest.StashKey[_SessionState]()
+_GUARD_KEY = pytest.StashKey[Guard]()
+_PLAIN_ID_KEY = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("prtoggle", "prtoggle: run with historical fixes reverted")
+    group.addoption(
+        "--revert-pr",
+        dest="prtoggle_revert_pr",
+        metavar="SPEC",
+        default=None,
+        help="Revert these fixes for the whole session: 26521, 26521,24856 or all "
+        "(parsed like SGLANG_DEBUG_REVERT_PR, added to it).",
+    )
+    group.addoption(
+        REPORT_OPTION,
+        dest="prtoggle_report",
+        metavar="FILE",
+        default=None,
+        help="Write each test's outcome (node id -> outcome, error) to FILE as JSON.",
+    )
+    group.addoption(
+        NO_VARIANTS_OPTION,
+        dest="prtoggle_no_variants",
+        action="store_true",
+        help="Run guards_pr tests plain only: no [fixed]/[reverted-N] variants.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register guards_pr and apply the session's reverts (env var plus --revert-pr)."""
+    config.addinivalue_line(
+        "markers",
+        "guards_pr(pr, expect=None, subprocess=False, timeout=900): the test must fail, with an "
+        "error matching `expect` (default: the fix's expect), when fix `pr` is reverted; "
+        "a [reverted-PR] variant checks it",
+    )
+    state = _SessionState()
+    config.stash[_STATE_KEY] = state
+    option = config.getoption("prtoggle_revert_pr")
+    env_value = os.environ.get(REVERT_ENV, "")
+    if (option or "").strip() or env_value.strip():
+        try:
+            _apply_session_reverts(state, option=option or "", env_value=env_value)
+        except PrToggleError as exc:
+            raise pytest.UsageError(f"prtoggle: {exc}") from exc
+    report_path = config.getoption("prtoggle_report")
+    if report_path and not hasattr(config, "workerinput"):  # xdist's mark of a worker
+        report = OutcomeReport(Path(report_path), prs=state.prs)
+        config.pluginmanager.register(report, "prtoggle-report")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Restore what pytest_configure reverted (matters for in-process pytester runs)."""
+    state = config.stash.get(_STATE_KEY, None)
+    if state is None:
+        return
+    if state.applied:
+        from prtoggle.revert.toggle import restore
+
+        for pr in reversed(state.applied):
+            restore(pr)
+    _restore_env(state)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    prs = config.stash[_STATE_KEY].prs
+    if not prs:
+        return "prtoggle: no PR reverted"
+    return "prtoggle: reverted PRs: " + ", ".join(str(pr) for pr in prs)
+
+
+@pytest.hookimpl(trylast=True)  # after @parametrize marks: the variant id comes last
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize a guarded test into [fixed] and one [reverted-N] per guard."""
+    if metafunc.config.getoption("prtoggle_no_variants"):
+        return
+    guards = _guards_of(metafunc.definition)
+    session_prs = metafunc.config.stash[_STATE_KEY].prs
+    guards = [guard for guard in guards if guard.pr not in session_prs]
+    if not guards:
+        return
+    metafunc.parametrize(
+        GUARD_FIXTURE,
+        [FIXED_ID, *guards],
+        indirect=True,
+        ids=[FIXED_ID, *(guard.variant_id for guard in guards)],
+    )
+
+
+@pytest.fixture(autouse=True)
+def prtoggle_guard(request: pytest.FixtureRequest) -> Iterator[Guard | None]:
+    """prtoggle's guards_pr variant of this test (None: the test as written).
+
+    Autouse, so that it is set up before the test's other function-scoped fixtures: a
+    `[reverted-N]` variant reverts N here, before them.
+    """
+    param = getattr(request, "param", None)  # FIXED_ID or a Guard where prtoggle parametrized
+    node = request.node
+    if not isinstance(param, Guard) or not isinstance(node, pytest.Function):
+        if param == FIXED_ID and isinstance(node, pytest.Function):
+            node.stash[_PLAIN_ID_KEY] = _plain_nodeid(node.nodeid, FIXED_ID)
+        yield None
+        return
+    node.stash[_GUARD_KEY] = param
+    _refuse_when_the_plain_test_fails(node, param)
+    if param.subprocess:
+        yield param
+        return
+    from prtoggle.revert.toggle import reverted
+
+    with reverted(param.pr):
+        yield param
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Run an in-process [reverted-N] variant and judge it: it must fail as expected."""
+    guard = pyfuncitem.stash.get(_GUARD_KEY, None)
+    if guard is None or guard.subprocess:
+        return (yield)
+    failure = None
+    try:
+        yield
+    except (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception):
+        raise
+    except (Exception, pytest.fail.Exception) as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+    _judge(pyfuncitem, guard, failure)  # outside the except block: no "during handling" chain
+    return True
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_pyfunc_call")
+def pytest_pyfunc_call_in_child(pyfuncitem: pytest.Function) -> object:
+    """Run a subprocess [reverted-N] variant in a child pytest instead of here, and judge it."""
+    guard = pyfuncitem.stash.get(_GUARD_KEY, None)
+    if guard is None or not guard.subprocess:
+        return None
+    _judge(pyfuncitem, guard, _failure_in_child(pyfuncitem, guard))
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep a plain test's outcome (its variants ask) and, for reports, the error text."""
+    report = yield
+    error = None
+    if call.excinfo is not None and report.failed:
+        error = f"{call.excinfo.typename}: {call.excinfo.value}"
+    plain_id = item.stash.get(_PLAIN_ID_KEY, None)
+    if plain_id is not None:
+        state = item.config.stash[_STATE_KEY]
+        merge_phase(state.plain_outcomes, plain_id, report, error)
+    if error is not None and item.config.getoption("prtoggle_report"):
+        report.user_properties.append((ERROR_PROPERTY, error))  # travels with xdist reports
+    return report
+
+
+def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
+    pr, pattern = guard.pr, guard.expect.pattern
+    plain = item.stash.get(_PLAIN_ID_KEY, None) or _plain_nodeid(item.nodeid, guard.variant_id)
+    if failure is None:
+        pytest.fail(f"does not guard PR {pr}: {plain} passed with PR {pr} reverted", pytrace=False)
+    if not guard.expect.search(failure):
+        pytest.fail(
+            f"PR {pr} reverted: expected a failure matching {pattern!r}, got:\n{failure}",
+            pytrace=False,
+        )
+    item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}")
+
+
+def _guards_of(definition: pytest.Item) -> list[Guard]:
+    """The test's guards, closest marker first, one per PR."""
+    guards: dict[int, Guard] = {}
+    for marker in definition.iter_markers(MARKER):
+        guard = _guard_from_marker(marker, nodeid=definition.nodeid)
+        guards.setdefault(guard.pr, guard)
+    return list(guards.values())
+
+
+def _refuse_when_the_plain_test_fails(item: pytest.Function, guard: Guard) -> None:
+    """Make the variant an error when the plain test already fails without N reverted."""
+    state = item.config.stash[_STATE_KEY]
+    plain = _plain_nodeid(item.nodeid, guard.variant_id)
+    outcome = state.plain_outcomes.get(plain)
+    if outcome is None and state.prs:  # not run here yet (order, xdist): ask a child
+        outcome = _outcome_in_child(item, plain, prs=state.prs, timeout=guard.timeout)
+    if outcome is None or outcome.outcome not in ("failed", "error"):
+        return
+    if state.prs:
+        already = "with the session's reverts (PR " + ", ".join(map(str, state.prs)) + ")"
+    else:
+        already = "with every fix in place"
+    pytest.fail(
+        f"cannot judge whether {plain} guards PR {guard.pr}: it already fails {already}, "
+        f"before PR {guard.pr} is reverted:\n{outcome.error}",
+        pytrace=False,
+    )
+
+
+def _failure_in_child(item: pytest.Function, guard: Guard) -> str | None:
+    """Run the plain test in a child pytest with N (and the session's reverts) reverted."""
+    state = item.config.stash[_STATE_KEY]
+    plain = _plain_nodeid(item.nodeid, guard.variant_id)
+    prs = tuple(sorted({*state.prs, guard.pr}))
+    outcome = _outcome_in_child(item, plain, prs=prs, timeout=guard.timeout)
+    if outcome.outcome in ("skipped", "xfailed"):
+        pytest.skip(f"skipped in the child pytest with PR {guard.pr} reverted")
+    if outcome.outcome in ("failed", "error"):
+        return outcome.error or f"{outcome.outcome} without an error message"
+    return None
+
+
+def _outcome_in_child(
+    item: pytest.Function, nodeid: str, *, prs: tuple[int, ...], timeout: float
+) -> NodeOutcome:
+    """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
+    from prtoggle.revert.toggle import child_env
+    from prtoggle.runners.child_process import output_tail, run_command
+
+    skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
+    with tempfile.TemporaryDirectory(prefix="prtoggle-") as directory:
+        report_path = Path(directory) / "report.json"
+        run = run_command(
+            _child_pytest_argv(item.config, nodeid, report_path=report_path),
+            env=child_env(prs, base=base),
+            timeout=timeout,
+            cwd=str(item.config.rootpath),
+        )
+        outcomes = read_report(report_path).tests if report_path.exists() else {}
+    reverted = ", ".join(map(str, prs))
+    item.add_report_section("setup", f"prtoggle child (PR {reverted} reverted)", output_tail(run))
+    if run.timed_out:
+        return NodeOutcome("error", f"Timeout: the child pytest ran past {timeout:g} s")
+    outcome = outcomes.get(nodeid)
+    if outcome is None:
+        return NodeOutcome("error", f"ChildCrashed: exit status {run.returncode}")
+    return outcome
+
+
+def _child_pytest_argv(config: pytest.Config, nodeid: str, *, report_path: Path) -> list[str]:
+    """`python -m pytest <nodeid>` with this session's root and ini file, no -m filter."""
+    argv = [sys.executable, "-m", "pytest", nodeid, "-q", "--no-header", "-p", "no:cacheprovider"]
+    argv += ["-m", "", "--rootdir", str(config.rootpath)]
+    if config.inipath is not None:
+        argv += ["-c", str(config.inipath)]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        argv += ["-p", __name__]  # else it loads (once) through its entry point
+    if config.pluginmanager.hasplugin("xdist"):
+        argv += ["-n", "0"]
+    return [*argv, *report_options(report_path)]
+
+
+def _plain_nodeid(nodeid: str, param_id: str) -> str:
+    """The node id the test has without prtoggle's parameter (`[fixed]`, `[reverted-N]`)."""
+    for suffix, replacement in ((f"[{param_id}]", ""), (f"-{param_id}]", "]")):
+        if nodeid.endswith(suffix):
+            return nodeid[: -len(suffix)] + replacement
+    raise PrToggleError(
+        f"{nodeid}: expected a node id ending in [{param_id}] (prtoggle's parameter last); "
+        "another pytest_generate_tests hook parametrized after prtoggle's"
+    )
+
+
+def _apply_session_reverts(state: _SessionState, *, option: str, env_value: str) -> None:
+    from prtoggle.recipes.registry import default_registry
+    from prtoggle.revert.toggle import active_reverts, maybe_revert_pr_fix, parse_revert_spec
+
+    registered = default_registry().prs()
+    env_prs = parse_revert_spec(env_value, registered=registered)
+    option_prs = parse_revert_spec(option, registered=registered, source="--revert-pr")
+    state.prs = tuple(sorted(set(env_prs) | set(option_prs)))
+    if set(option_prs) - set(env_prs):
+        state.previous_env, state.env_changed = os.environ.get(REVERT_ENV), True
+        os.environ[REVERT_ENV] = ",".join(str(pr) for pr in state.prs)  # children inherit it
+    before = set(active_reverts())
+    try:
+        maybe_revert_pr_fix()
+    except PrToggleError:
+        _restore_env(state)
+        raise
+    state.applied = tuple(pr for pr in state.prs if pr not in before)
+
+
+def _restore_env(state: _SessionState) -> None:
+    if not state.env_changed:
+        return
+    if state.previous_env is None:
+        os.environ.pop(REVERT_ENV, None)
+    else:
+        os.environ[REVERT_ENV] = state.previous_env
+    state.env_changed = False
+
+
+def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
+    where = f"{nodeid}: @pytest.mark.{MARKER}{_call_text(marker)}"
+    kwargs = dict(marker.kwargs)
+    unknown = sorted(set(kwargs) - {"pr", *_MARKER_KEYWORDS})
+    if unknown:
+        raise _collect_error(
+            where, f"unknown keyword {unknown[0]!r}; expected pr, " + ", ".join(_MARKER_KEYWORDS)
+        )
+    args = [*marker.args, *([kwargs.pop("pr")] if "pr" in kwargs else [])]
+    if len(args) != 1 or not isinstance(args[0], int) or isinstance(args[0], bool):
+        raise _collect_error(where, "expected one PR number, e.g. guards_pr(26521)")
+    pr = args[0]
+    from prtoggle.recipes.registry import default_registry
+
+    try:
+        fixes = default_registry().find(pr)  # one per collection holding PR
+        fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
+    except PrToggleError as exc:
+        raise _collect_error(where, str(exc)) from exc
+    expect = kwargs.get("expect", fix.expect)
+    if not isinstance(expect, str) or not expect:
+        raise _collect_error(where, f"no expect= given and PR {pr} ({fix.path}) has no expect")
+    try:
+        pattern = re.compile(expect)
+    except re.error as exc:
+        raise _collect_error(where, f"expect={expect!r} is not a valid regex: {exc}") from exc
+    timeout = kwargs.get("timeout", DEFAULT_CHILD_TIMEOUT)
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        raise _collect_error(where, f"timeout={timeout!r}: expected a positive number of seconds")
+    return Guard(
+        pr=pr,
+        expect=pattern,
+        subprocess=bool(kwargs.get("subprocess", False)),
+        timeout=float(timeout),
+    )
+
+
+def _call_text(marker: pytest.Mark) -> str:
+    parts = [repr(a) for a in marker.args] + [f"{k}={v!r}" for k, v in marker.kwargs.items()]
+    return f"({', '.join(parts)})"
+
+
+def _collect_error(where: str, problem: str) -> pytest.Collector.CollectError:
+    return pytest.Collector.CollectError(f"{where}: {problem}")

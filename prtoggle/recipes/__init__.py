@@ -1,0 +1,1 @@
+"""Recipe files: the schema, the registry of collections, version ranges, and `check`."""

@@ -1,0 +1,1 @@
+"""Running commands in child processes: plain children, the warm worker, GPU leases."""

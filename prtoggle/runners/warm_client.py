@@ -1,0 +1,395 @@
+"""Run Python commands in children forked from a warm server that imported the heavy modules once.
+
+A `WarmWorker` starts `prtoggle.runners.warm_server` on its first warm run. A command of the
+form `python -m MODULE ...`, `python SCRIPT ...` or `python -c CODE ...` (this
+interpreter, no interpreter options) whose environment differs from the worker's only in
+the run-time variables (RUNTIME_VARIABLES, and the start-up hook's PYTHONPATH entry) runs
+in a child forked from the server: a new session, the run's env, cwd, argv, stdio and
+fresh signal dispositions, detection state reset, reverts applied after the fork. Any
+other command runs as a plain child (`run_command`). Either way the answer is a
+CommandRun with the child's output and exit status, as a fresh process would give it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from prtoggle.errors import RunnerError
+from prtoggle.protocol import (
+    DETECT_MODE_ENV,
+    NAN_DETECTION_ENV,
+    OOB_DETECTION_ENV,
+    POISON_ENV,
+    REVERT_ENV,
+)
+from prtoggle.runners.child_process import (
+    CommandRun,
+    disown,
+    own_group,
+    raise_if_interrupted,
+    run_command,
+)
+from prtoggle.runners.warm_server import CUDA_INITIALISED_EXIT_CODE
+
+logger = logging.getLogger(__name__)
+
+WARM_ENV = "PRTOGGLE_WARM"
+"""`0` (or off/false/no) makes every run a plain child, as `--cold` does."""
+
+RUNTIME_VARIABLES = frozenset(
+    {
+        REVERT_ENV,
+        NAN_DETECTION_ENV,
+        OOB_DETECTION_ENV,
+        POISON_ENV,
+        DETECT_MODE_ENV,
+    }
+)
+"""Variables read when used, not at import: a warm run may differ from the server in them."""
+
+HEAVY_MODULES = ("torch", "triton", "prtoggle.revert.toggle", "prtoggle.detect")
+"""What a scenario or a check of the fixes' engine imports first: the worker's default preload.
+
+Commands add the modules of the fixes' code (`component:`), never a `-m` target itself: that
+runs as `__main__` in the child, and importing it under its own name in the server would
+run its module-level code there too."""
+_STOP_GRACE_SECONDS = 2.0
+
+Form = Literal["module", "script", "code"]
+
+
+class CommandRunner(Protocol):
+    """`run_command`'s signature: a plain child, or a WarmWorker's `run`."""
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cwd: str | None = None,
+    ) -> CommandRun: ...
+
+
+@dataclass(frozen=True)
+class PythonInvocation:
+    """A command that starts this interpreter's main: `-m MODULE`, `SCRIPT` or `-c CODE`."""
+
+    form: Form
+    target: str
+    args: tuple[str, ...]
+
+
+def python_invocation(argv: Sequence[str], *, path: str | None = None) -> PythonInvocation | None:
+    """The invocation `argv` is when it runs this interpreter without options; else None."""
+    if len(argv) < 2 or not _is_this_interpreter(argv[0], path=path):
+        return None
+    first, rest = argv[1], tuple(argv[2:])
+    if first in ("-m", "-c"):
+        if not rest:
+            return None
+        return PythonInvocation("module" if first == "-m" else "code", rest[0], rest[1:])
+    if first.startswith("-"):
+        return None
+    return PythonInvocation("script", first, rest)
+
+
+def warm_enabled(*, cold: bool = False) -> bool:
+    """False when `--cold` was given or PRTOGGLE_WARM turns the worker off."""
+    value = os.environ.get(WARM_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "off", "on", "false", "true", "no", "yes"):
+        raise RunnerError(
+            f"{WARM_ENV}={value!r} is not a boolean: expected 1/on/true/yes or 0/off/false/no"
+        )
+    return not cold and value not in ("0", "off", "false", "no")
+
+
+@dataclass
+class WarmWorker:
+    """Runs commands warm when it can, as plain children otherwise; close() ends everything."""
+
+    preload: tuple[str, ...] = HEAVY_MODULES
+    base_env: dict[str, str] = field(default_factory=lambda: _without_revert(os.environ))
+    warm_runs: int = field(default=0, init=False)
+    cold_runs: int = field(default=0, init=False)
+    _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _requests: socket.socket | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _live: set[int] = field(default_factory=set, init=False, repr=False)
+
+    def __enter__(self) -> WarmWorker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cwd: str | None = None,
+    ) -> CommandRun:
+        """Run `argv` to completion like `run_command`: warm if it can, else a plain child."""
+        run_env = dict(os.environ if env is None else env)
+        invocation = python_invocation(argv, path=run_env.get("PATH"))
+        reason = self.cold_reason(argv, run_env)
+        with self._lock:
+            if invocation is None or reason is not None:
+                self.cold_runs += 1
+            else:
+                self.warm_runs += 1
+        if invocation is None or reason is not None:
+            logger.debug("plain child for %s: %s", argv[:3], reason)
+            return run_command(argv, env=run_env, timeout=timeout, cwd=cwd)
+        return self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+
+    def cold_reason(self, argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+        """Why `argv` with `env` must run as a plain child; None when it can run warm."""
+        if python_invocation(argv, path=env.get("PATH")) is None:
+            return "not `python -m/-c/SCRIPT` of this interpreter without interpreter options"
+        differing = _differing_variables(env, self.base_env)
+        if differing:
+            return f"its environment differs from the worker's in {', '.join(differing)}"
+        return None
+
+    def close(self) -> None:
+        """Kill every live run's group, stop the server and wait for it."""
+        with self._lock:
+            for pid in list(self._live):
+                _kill_group(pid)
+            if self._requests is not None:
+                self._requests.close()
+                self._requests = None
+            server, self._server = self._server, None
+        if server is None:
+            return
+        try:
+            server.wait(timeout=_STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            _kill_group(server.pid)
+            server.wait()
+        finally:
+            disown(server.pid)
+
+    @property
+    def server_pid(self) -> int | None:
+        return self._server.pid if self._server is not None else None
+
+    def _ensure_server(self) -> socket.socket:
+        if self._requests is not None:
+            return self._requests
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [
+            sys.executable,
+            "-m",
+            "prtoggle.runners.warm_server",
+            str(theirs.fileno()),
+            *self.preload,
+        ]
+        try:
+            self._server = subprocess.Popen(
+                argv,
+                env=self.base_env,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        server = self._server
+        own_group(server.pid, has_exited=lambda: server.poll() is not None)
+        self._requests = mine
+        return mine
+
+    def _run_warm(
+        self,
+        argv: Sequence[str],
+        invocation: PythonInvocation,
+        env: dict[str, str],
+        timeout: float | None,
+        cwd: str,
+    ) -> CommandRun:
+        raise_if_interrupted()
+        reply, out_read, err_read = self._send_request(invocation, env, cwd)
+        pid: int | None = None
+        try:
+            pid = int(self._message(reply, "pid"))
+            started = time.monotonic()  # the run's own time: the server's start-up is not in it
+            with self._lock:
+                self._live.add(pid)
+            own_group(pid, has_exited=_read_from_proc)
+            raise_if_interrupted()
+            deadline = None if timeout is None else started + timeout
+            stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
+            status = int(self._message(reply, "status"))
+            raise_if_interrupted()
+        except BaseException:
+            if pid is not None:
+                _kill_group(pid)
+            raise
+        finally:
+            if pid is not None:
+                disown(pid)
+                with self._lock:
+                    self._live.discard(pid)
+            reply.close()
+            os.close(out_read)
+            os.close(err_read)
+        return CommandRun(
+            argv=tuple(argv),
+            returncode=None if timed_out else os.waitstatus_to_exitcode(status),
+            seconds=time.monotonic() - started,
+            stdout=stdout,
+            stderr=stderr,
+            timeout=timeout,
+        )
+
+    def _send_request(
+        self, invocation: PythonInvocation, env: dict[str, str], cwd: str
+    ) -> tuple[socket.socket, int, int]:
+        """Hand the server the run and its descriptors; ours: reply socket, stdout, stderr."""
+        reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        stdin = os.open(os.devnull, os.O_RDONLY)
+        request = {
+            "form": invocation.form,
+            "target": invocation.target,
+            "args": list(invocation.args),
+            "env": env,
+            "cwd": cwd,
+        }
+        try:
+            with self._lock:
+                requests = self._ensure_server()
+                descriptors = [theirs.fileno(), stdin, out_write, err_write]
+                socket.send_fds(requests, [json.dumps(request).encode()], descriptors)
+        except OSError as exc:
+            reply.close()
+            os.close(out_read)
+            os.close(err_read)
+            raise RunnerError(
+                f"cannot hand a run to the warm worker (pid {self.server_pid}): {exc}; "
+                f"rerun with --cold or {WARM_ENV}=0"
+            ) from exc
+        finally:
+            for fd in (stdin, out_write, err_write):
+                os.close(fd)
+            theirs.close()
+        return reply, out_read, err_read
+
+    def _message(self, reply: socket.socket, key: str) -> int:
+        data = reply.recv(4096)
+        if data:
+            return int(json.loads(data)[key])
+        code = self._server.wait(timeout=_STOP_GRACE_SECONDS) if self._server else None
+        why = f"its exit status: {code}"
+        if code == CUDA_INITIALISED_EXIT_CODE:
+            why = (
+                f"one of the modules it preloads ({', '.join(self.preload)}) initialised "
+                "CUDA, which a forked child cannot use"
+            )
+        raise RunnerError(
+            f"the warm worker (pid {self.server_pid}) ended before reporting the run's "
+            f"{key} ({why}); rerun with --cold or {WARM_ENV}=0"
+        )
+
+
+@contextlib.contextmanager
+def command_runner(
+    *, warm: bool, preload: Sequence[str] = HEAVY_MODULES
+) -> Iterator[CommandRunner]:
+    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_command`."""
+    if not warm:
+        yield run_command
+        return
+    worker = WarmWorker(preload=tuple(dict.fromkeys(preload)))
+    try:
+        yield worker.run
+    finally:
+        worker.close()
+
+
+def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tuple[str, str, bool]:
+    """Read both pipes to EOF; past `deadline`, kill the run's group and keep reading."""
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        for fd in chunks:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            wait = None if deadline is None or timed_out else max(0.0, deadline - time.monotonic())
+            events = selector.select(wait)
+            if not events and not timed_out:
+                _kill_group(pid)
+                timed_out = True
+            for key, _mask in events:
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+    stdout, stderr = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_fd, err_fd))
+    return stdout, stderr, timed_out
+
+
+def _read_from_proc() -> bool:
+    """`own_group`'s has_exited for a run: not our child, so its liveness is read from /proc."""
+    return True
+
+
+def _differing_variables(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
+    keys = (set(env) | set(base)) - RUNTIME_VARIABLES - {"PYTHONPATH"}
+    differing = sorted(key for key in keys if env.get(key) != base.get(key))
+    if _python_path(env) != _python_path(base):
+        differing.append("PYTHONPATH")
+    return differing
+
+
+def _python_path(env: Mapping[str, str]) -> list[str]:
+    from prtoggle.revert.toggle import BOOTSTRAP_DIR
+
+    entries = env.get("PYTHONPATH", "").split(os.pathsep)
+    return [entry for entry in entries if entry and entry != str(BOOTSTRAP_DIR)]
+
+
+def _is_this_interpreter(program: str, *, path: str | None) -> bool:
+    found = program if os.sep in program else shutil.which(program, path=path)
+    if found is None:
+        return False
+    if os.path.abspath(found) == os.path.abspath(sys.executable):
+        return True
+    return os.path.realpath(found) == os.path.realpath(sys.executable) and _venv_of(
+        found
+    ) == _venv_of(sys.executable)
+
+
+def _venv_of(executable: str) -> str | None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(executable)))
+    return root if os.path.exists(os.path.join(root, "pyvenv.cfg")) else None
+
+
+def _without_revert(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key != REVERT_ENV}
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

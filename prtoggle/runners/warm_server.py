@@ -1,0 +1,349 @@
+"""The warm worker's server: imports heavy modules once, then forks one child per run.
+
+Started by `prtoggle.runners.warm_client.WarmWorker` as `python -m prtoggle.runners.warm_server FD
+[MODULE...]` with FD one end of a SOCK_SEQPACKET socket pair. The server is
+single-threaded: it imports MODULE... (a module that fails to import is left for the child
+to import), records the signal dispositions a fresh interpreter has, then waits. Each
+request carries a JSON description of the run and four descriptors (the reply socket,
+stdin, stdout, stderr). The server forks; the child becomes a fresh-looking process (see
+`_become_fresh`) and runs the program; the server replies `{"pid": N}`, then
+`{"status": S}` (a wait status) when the child ends. A reply socket that closes early,
+or the request socket closing, kills the run's process group. The server never
+initialises CUDA and never reverts a fix itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import sys
+import threading
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+
+MAX_REQUEST_BYTES = 1 << 20
+CUDA_INITIALISED_EXIT_CODE = 3
+"""The server's status when a preloaded module initialised CUDA (it then serves nothing)."""
+_PR_SET_PDEATHSIG = 1
+_DETECTION_STATE = (
+    ("prtoggle.detect.witness", "_DEFAULT", "WitnessRegistry"),
+    ("prtoggle.detect.poison", "_REGISTRY", "RedzoneRegistry"),
+    ("prtoggle.detect.clock", "_CLOCK", "Clock"),
+)
+"""Process-global detection state: (module, attribute, class of a fresh value)."""
+_THIS_FILE = (lambda: None).__code__.co_filename
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run as the client describes it: how to start Python's main, env, cwd, paths."""
+
+    form: str  # "module" | "script" | "code"
+    target: str
+    args: tuple[str, ...]
+    env: dict[str, str]
+    cwd: str
+
+    @classmethod
+    def from_json(cls, payload: bytes) -> RunRequest:
+        data = json.loads(payload)
+        return cls(
+            form=data["form"],
+            target=data["target"],
+            args=tuple(data["args"]),
+            env=dict(data["env"]),
+            cwd=data["cwd"],
+        )
+
+
+@dataclass
+class _Server:
+    """The server's state: the request socket, live children and what a child must undo."""
+
+    requests: socket.socket
+    fresh_signals: dict[int, Any]
+    base_path: list[str]
+    children: dict[int, tuple[int, socket.socket]] = field(default_factory=dict)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve requests until the request socket closes; in a forked child, run its program."""
+    args = sys.argv[1:] if argv is None else argv
+    requests = socket.socket(fileno=int(args[0]))
+    fresh_signals = _current_dispositions()
+    _die_with_parent()
+    base_path = _path_without_python_path(list(sys.path))
+    sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
+    for name in args[1:]:
+        _preload(name)
+    _refuse_initialised_cuda()
+    server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda _number, _frame: _stop(server))
+    request = _serve(server)
+    if request is None:
+        return
+    _exit_like_python(_run_as_main(request))
+
+
+def _run_as_main(request: RunRequest) -> int:
+    """Run the program; its exit status as the interpreter would compute it (-2: SIGINT)."""
+    try:
+        _run_program(request)
+    except SystemExit as exc:
+        return _system_exit_code(exc)
+    except BaseException as exc:
+        trimmed = _program_frames(exc.__traceback__)
+        sys.excepthook(type(exc), exc.with_traceback(trimmed), trimmed)
+        return -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
+    return 0
+
+
+def _exit_like_python(code: int) -> None:
+    """What interpreter exit does that a program can see, without tearing modules down.
+
+    Non-daemon threads are joined, atexit handlers run, stdio is flushed; then the process
+    ends with `code` (an uncaught KeyboardInterrupt ends it by SIGINT, as CPython does).
+    Module teardown is skipped: that is what makes a warm run's exit cheap.
+    """
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if code == -signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
+
+
+def _system_exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"{exc.code}\n")
+    return 1
+
+
+def _program_frames(traceback: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback without this module's own frames at its head."""
+    while traceback is not None and traceback.tb_frame.f_code.co_filename == _THIS_FILE:
+        traceback = traceback.tb_next
+    return traceback
+
+
+def _serve(server: _Server) -> RunRequest | None:
+    """The select loop; returns a request only in a freshly forked child."""
+    while True:
+        by_pidfd = {pidfd: pid for pid, (pidfd, _reply) in server.children.items()}
+        by_reply = {reply.fileno(): pid for pid, (_pidfd, reply) in server.children.items()}
+        waited: list[Any] = [server.requests, *by_pidfd, *by_reply]
+        readable, _, _ = select.select(waited, [], [])
+        for ready in readable:
+            if ready is server.requests:
+                try:
+                    payload, fds, _flags, _addr = socket.recv_fds(
+                        server.requests, MAX_REQUEST_BYTES, 4
+                    )
+                except ConnectionResetError:
+                    payload, fds = b"", []
+                if not payload:
+                    _kill_all(server)
+                    return None
+                request = RunRequest.from_json(payload)
+                if _fork_run(server, request, fds):
+                    return request
+            elif ready in by_pidfd:
+                _reap(server, by_pidfd[ready])
+            elif ready in by_reply and by_reply[ready] in server.children:
+                _abandon(server, by_reply[ready])
+
+
+def _fork_run(server: _Server, request: RunRequest, fds: list[int]) -> bool:
+    """Fork the run; True in the child (already made fresh), False in the server."""
+    reply = socket.socket(fileno=fds[0])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _become_fresh(server, request, reply, fds[1:])
+        return True
+    for fd in fds[1:]:
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    server.children[pid] = (pidfd, reply)
+    with contextlib.suppress(OSError):
+        reply.send(json.dumps({"pid": pid}).encode())
+    return False
+
+
+def _reap(server: _Server, pid: int) -> None:
+    pidfd, reply = server.children.pop(pid)
+    _, status = os.waitpid(pid, 0)
+    os.close(pidfd)
+    with contextlib.suppress(OSError):
+        reply.send(json.dumps({"status": status}).encode())
+    reply.close()
+
+
+def _abandon(server: _Server, pid: int) -> None:
+    """The client closed the reply socket before the run ended: kill the run's group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_all(server: _Server) -> None:
+    for pid in list(server.children):
+        _abandon(server, pid)
+        _reap(server, pid)
+
+
+def _stop(server: _Server) -> None:
+    """SIGTERM (or the client's death): kill every run's group, then exit."""
+    _kill_all(server)
+    os._exit(128 + signal.SIGTERM)
+
+
+def _become_fresh(
+    server: _Server, request: RunRequest, reply: socket.socket, stdio: list[int]
+) -> None:
+    """In the child: a new session, the run's stdio, signals, env, cwd, paths, state, reverts."""
+    os.setsid()
+    for target_fd, fd in enumerate(stdio):
+        os.dup2(fd, target_fd)
+        os.close(fd)
+    reply.close()
+    server.requests.close()
+    for pidfd, other_reply in server.children.values():
+        os.close(pidfd)
+        other_reply.close()
+    _die_with_parent(enabled=False)
+    for number, disposition in server.fresh_signals.items():
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(number, disposition)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    os.environ.clear()
+    os.environ.update(request.env)
+    os.chdir(request.cwd)
+    first = os.path.dirname(os.path.abspath(request.target)) if request.form == "script" else ""
+    if request.form == "module":
+        first = request.cwd
+    python_path = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [first, *python_path, *server.base_path[1:]]
+    _reset_detection_state()
+    _maybe_apply_reverts()
+
+
+def _run_program(request: RunRequest) -> None:
+    """Run the program as `python -m`, `python script` or `python -c` would, as __main__."""
+    main_module = types.ModuleType("__main__")
+    namespace = main_module.__dict__
+    namespace["__builtins__"] = sys.modules["builtins"]
+    sys.modules["__main__"] = main_module
+    if request.form == "module":
+        sys.argv = [request.target, *request.args]
+        runpy._run_module_as_main(request.target, alter_argv=True)  # type: ignore[attr-defined]
+        return
+    if request.form == "script":
+        sys.argv = [request.target, *request.args]
+        namespace.update(__file__=request.target, __cached__=None)
+        with open(request.target, "rb") as source:
+            code = compile(source.read(), request.target, "exec")
+    else:
+        sys.argv = ["-c", *request.args]
+        code = compile(request.target, "<string>", "exec")
+    exec(code, namespace)  # the program the user asked to run
+
+
+def _reset_detection_state() -> None:
+    """Witness rows, redzones, phase/step and set_mode() as a fresh process has them."""
+    for module_name, attribute, factory in _DETECTION_STATE:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            fresh = getattr(module, factory)()  # AttributeError: the table above is stale
+            getattr(module, attribute)  # the same
+            setattr(module, attribute, fresh)
+    config = sys.modules.get("prtoggle.detect.config")
+    if config is not None:
+        config.set_mode(None)
+
+
+def _maybe_apply_reverts() -> None:
+    """Revert what SGLANG_DEBUG_REVERT_PR names, as the start-up hook of a fresh child does.
+
+    A revert a preloaded module left in force is restored first: a run starts unreverted.
+    """
+    toggle = sys.modules.get("prtoggle.revert.toggle")
+    if toggle is not None:
+        for pr in toggle.active_reverts():
+            toggle.restore(pr)
+    if not os.environ.get(REVERT_ENV, "").strip():
+        return
+    from prtoggle.errors import PrToggleError
+    from prtoggle.recipes.registry import _cached_registry
+    from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
+
+    _cached_registry.cache_clear()
+    try:
+        guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)  # as the bootstrap does
+        maybe_revert_pr_fix()
+    except (PrToggleError, ImportError) as exc:
+        sys.stderr.write(f"{BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
+        sys.stderr.flush()
+        os._exit(BOOTSTRAP_FAILURE_EXIT_CODE)
+
+
+def _preload(name: str) -> None:
+    """Import `name` now; one that fails is left out (the child then imports it and fails)."""
+    try:
+        importlib.import_module(name)
+    except Exception:  # the child imports it again and reports the error itself
+        sys.modules.pop(name, None)
+
+
+def _refuse_initialised_cuda() -> None:
+    """Each child must create its own CUDA context: one made here cannot cross a fork."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        os._exit(CUDA_INITIALISED_EXIT_CODE)
+
+
+def _current_dispositions() -> dict[int, Any]:
+    dispositions = {}
+    for number in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            handler = signal.getsignal(number)
+            if handler is not None:
+                dispositions[int(number)] = handler
+    return dispositions
+
+
+def _path_without_python_path(path: list[str]) -> list[str]:
+    """sys.path with the PYTHONPATH entries taken out (index 0 kept as a placeholder)."""
+    python_path = {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    resolved = {os.path.abspath(p) for p in python_path}
+    return [path[0], *(p for p in path[1:] if p and os.path.abspath(p) not in resolved)]
+
+
+def _die_with_parent(*, enabled: bool = True) -> None:
+    """Linux: get SIGTERM when the client dies (never orphan the children)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM if enabled else 0, 0, 0, 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""What the CLI commands do, without click: repro, bisect, bench (revert cost), coverage."""

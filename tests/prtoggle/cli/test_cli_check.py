@@ -1,0 +1,219 @@
+"""Tests for `prtoggle check`: statuses, --strict, JSON rows, the recipe x tree matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from cli_fakes import (
+    ANSWER_FIX,
+    BROKEN_FIX,
+    FIRST_HALF_FIX,
+    TARGET_MODULE,
+    TARGET_SOURCE,
+    FakeProject,
+    fake_project,
+)
+from click.testing import CliRunner, Result
+
+from prtoggle.cli.main import cli
+
+__all__ = ["fake_project"]  # the fixture, imported for pytest
+
+ABSENT_FIX = 90010
+DECORATOR_FIX = 90011
+DECORATED_SOURCE = """\
+def keep(function):
+    return function
+
+
+@keep
+def decorated(x):
+    return x
+"""
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
+
+
+def add_fix(project: FakeProject, pr: int, target: str, match: str, replacement: str) -> None:
+    (project.registry_dir / f"{pr}.yaml").write_text(
+        f"pr: {pr}\ntitle: fix {pr}\npatches:\n  - target: {target}\n    edits:\n"
+        f'      - match: "{match}"\n        replacement: "{replacement}"\n'
+    )
+
+
+def test_json_rows_carry_pr_collection_target_ok_status_and_message(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("check", "--json", str(ANSWER_FIX), str(BROKEN_FIX))
+    assert result.exit_code == 1
+    rows = json.loads(result.output)
+    assert [list(row) for row in rows] == [
+        ["pr", "collection", "target", "ok", "status", "message"]
+    ] * 2
+    assert [(row["pr"], row["ok"], row["status"]) for row in rows] == [
+        (ANSWER_FIX, True, "ok"),
+        (BROKEN_FIX, False, "stale"),
+    ]
+    assert rows[1]["message"].startswith(
+        f"{TARGET_MODULE}.answer: edit 1 of 1 ({fake_project.registry_dir / '90002.yaml'}:10) "
+        "matched 0 times in "
+    )
+
+
+def test_a_package_that_is_not_installed_is_absent_and_fails_only_when_strict(
+    fake_project: FakeProject,
+) -> None:
+    add_fix(fake_project, ABSENT_FIX, "prtoggle_no_such_package.mod.f", "x = 1", "x = 2")
+    result = invoke("check", str(ANSWER_FIX), str(ABSENT_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok",
+        f"{ABSENT_FIX}  prtoggle_no_such_package.mod.f: absent: package "
+        "prtoggle_no_such_package is not installed",
+        "1 of 2 targets of 2 fixes revert cleanly; 1 absent (package not installed)",
+    ]
+    strict = invoke("check", "--strict", str(ANSWER_FIX), str(ABSENT_FIX))
+    assert strict.exit_code == 1
+
+
+def test_several_source_roots_give_a_recipe_by_tree_matrix(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    wheel = tmp_path / "fake-2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{TARGET_MODULE}.py", TARGET_SOURCE.replace("value = 42", "value = 43"))
+    tree = fake_project.source_dir
+    args = ["check", "--source-root", str(tree), "--source-root", str(wheel)]
+    result = invoke(*args, str(ANSWER_FIX), str(FIRST_HALF_FIX))
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert [line.split() for line in lines[:3]] == [
+        ["PR", "COLLECTION", "TARGET", "src", wheel.name],
+        [str(ANSWER_FIX), "registry", f"{TARGET_MODULE}.answer", "ok", "stale"],
+        [str(FIRST_HALF_FIX), "registry", f"{TARGET_MODULE}.first_half", "ok", "ok"],
+    ]
+    assert lines[3].startswith(
+        f"{wheel.name}: {ANSWER_FIX}  {TARGET_MODULE}.answer: stale: {TARGET_MODULE}.answer: "
+        "edit 1 of 1 "
+    )
+    rows = json.loads(invoke(*args, "--json", str(ANSWER_FIX)).output)
+    assert [(row["source"], row["status"]) for row in rows] == [
+        (str(tree), "ok"),
+        (str(wheel), "stale"),
+    ]
+
+
+def test_a_decorator_edit_is_refused_by_check_and_show_in_one_line(
+    fake_project: FakeProject,
+) -> None:
+    (fake_project.source_dir / "prtoggle_fake_decorated.py").write_text(DECORATED_SOURCE)
+    add_fix(fake_project, DECORATOR_FIX, "prtoggle_fake_decorated.decorated", "@keep", "")
+    path = fake_project.source_dir / "prtoggle_fake_decorated.py"
+    why = (
+        f"{fake_project.registry_dir / f'{DECORATOR_FIX}.yaml'}:4: PR {DECORATOR_FIX}: "
+        f"prtoggle_fake_decorated.decorated ({path}:5): the edit changes the decorator lines "
+        "of decorated(); decorators and anything outside the def's signature and body cannot "
+        "take effect through a code swap"
+    )
+    checked = invoke("check", str(DECORATOR_FIX))
+    assert checked.exit_code == 1
+    assert checked.output.splitlines()[0] == (
+        f"{DECORATOR_FIX}  prtoggle_fake_decorated.decorated: FAILED: {why}"
+    )
+    shown = invoke("show", str(DECORATOR_FIX))
+    assert shown.exit_code == 2
+    assert shown.stderr == f"error: {why}\n"
+
+
+def test_a_pr_in_two_collections_is_checked_in_each_and_collection_narrows_it(
+    fake_project: FakeProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f"{ANSWER_FIX}.yaml").write_text(
+        f"patches:\n  - target: {TARGET_MODULE}.answer\n    edits:\n"
+        "      - match: return value\n        replacement: return 0\n"
+    )
+    monkeypatch.setenv(
+        "PRTOGGLE_YAML_PATH", os.pathsep.join([str(fake_project.registry_dir), str(other)])
+    )
+    result = invoke("check", str(ANSWER_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{ANSWER_FIX}  registry  {TARGET_MODULE}.answer: ok",
+        f"{ANSWER_FIX}  other  {TARGET_MODULE}.answer: ok",
+        "2 of 2 targets of 2 fixes revert cleanly",
+    ]
+    narrowed = json.loads(invoke("check", "--collection", "other", "--json").output)
+    assert [(row["pr"], row["collection"], row["status"]) for row in narrowed] == [
+        (ANSWER_FIX, "other", "ok")
+    ]
+
+
+RANGED_FIX = 90012
+
+
+def add_ranged_fix(project: FakeProject, applies_to: str) -> Path:
+    path = project.registry_dir / f"{RANGED_FIX}.yaml"
+    path.write_text(
+        f"applies_to: {applies_to}\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 41\n"
+    )
+    return path
+
+
+def fake_wheel(path: Path, version: str) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{TARGET_MODULE}.py", TARGET_SOURCE)
+        archive.writestr(
+            f"prtoggle_fake-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: prtoggle-fake\nVersion: {version}\n",
+        )
+    return path
+
+
+def test_a_tree_outside_a_recipes_applies_to_is_not_applicable_and_never_a_failure(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    add_ranged_fix(fake_project, "prtoggle-fake>=1.0,<2.0")
+    old = fake_wheel(tmp_path / "prtoggle_fake-1.5-py3-none-any.whl", "1.5")
+    new = fake_wheel(tmp_path / "prtoggle_fake-2.0-py3-none-any.whl", "2.0")
+    args = ["check", "--strict", "--source-root", str(old), "--source-root", str(new)]
+    result = invoke(*args, str(RANGED_FIX))
+    assert result.exit_code == 0, result.output
+    assert [line.split() for line in result.output.splitlines()[:2]] == [
+        ["PR", "COLLECTION", "TARGET", old.name, new.name],
+        [str(RANGED_FIX), "registry", f"{TARGET_MODULE}.answer", "ok", "not-applicable"],
+    ]
+    assert result.output.splitlines()[2:] == [
+        f"{new.name}: {RANGED_FIX}  {TARGET_MODULE}.answer: not-applicable: prtoggle-fake 2.0 "
+        f"(in {new}) is outside the recipe's range prtoggle-fake>=1.0,<2.0 (applies_to)"
+    ]
+    rows = json.loads(invoke(*args, "--json", str(RANGED_FIX)).output)
+    assert [(row["source"], row["ok"], row["status"]) for row in rows] == [
+        (str(old), True, "ok"),
+        (str(new), False, "not-applicable"),
+    ]
+
+
+def test_an_installed_version_outside_applies_to_is_not_applicable(
+    fake_project: FakeProject,
+) -> None:
+    add_ranged_fix(fake_project, "prtoggle-fake>=1.0,<2.0")
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    result = invoke("check", str(ANSWER_FIX), str(RANGED_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok",
+        f"{RANGED_FIX}  {TARGET_MODULE}.answer: not applicable: prtoggle-fake 2.3 (installed) "
+        "is outside the recipe's range prtoggle-fake>=1.0,<2.0 (applies_to)",
+        "1 of 2 targets of 2 fixes revert cleanly; 1 not applicable (version outside applies_to)",
+    ]
