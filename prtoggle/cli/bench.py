@@ -20,7 +20,7 @@ from prtoggle.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.recipes.registry import Recipe, Registry
     from prtoggle.workflows.revert_cost import BenchRun, FixCost
 
 _EPILOG = """\b
@@ -112,7 +112,7 @@ def bench_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
+def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Recipe]:
     return select_fixes_having(registry, prs, run_all=run_all, key="bench", what="benchmark")
 
 

@@ -23,7 +23,7 @@ from prtoggle.workflows.bisect_search import MODES, BisectResult, Mode, Verdict,
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetCheck
-    from prtoggle.recipes.registry import Fix
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.warm_client import CommandRunner
 
 _EPILOG = """\b
@@ -162,9 +162,9 @@ def bisect_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _by_pr(fixes: Sequence[Fix]) -> dict[int, list[Fix]]:
+def _by_pr(fixes: Sequence[Recipe]) -> dict[int, list[Recipe]]:
     """A PR's fixes in every collection (one revert request reverts them all)."""
-    grouped: dict[int, list[Fix]] = {}
+    grouped: dict[int, list[Recipe]] = {}
     for fix in fixes:
         grouped.setdefault(fix.pr, []).append(fix)
     return grouped
@@ -189,7 +189,7 @@ def _metric_rule(
 
 
 @contextlib.contextmanager
-def _runner(command: list[str], fixes: Sequence[Fix], *, cold: bool) -> Iterator[CommandRunner]:
+def _runner(command: list[str], fixes: Sequence[Recipe], *, cold: bool) -> Iterator[CommandRunner]:
     """The warm worker or plain children.
 
     The worker preloads prtoggle's toggles and each candidate's `component` module (which

@@ -19,7 +19,7 @@ from prtoggle.runners.child_process import Interrupted, owning_children
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetCheck
-    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.recipes.registry import Recipe, Registry
 
 EXIT_NEGATIVE = 1
 """The command ran and its answer is no: a check failed, a fix did not reproduce, ..."""
@@ -176,14 +176,14 @@ def parse_revert_options(
     return tuple(sorted(prs))
 
 
-def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Fix]:
+def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
     """The fixes named by `prs`, in every collection (all fixes when empty); unknown: error."""
     if not prs:
         return list(registry.fixes)
     return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
 
 
-def import_free_source_root(fix: Fix, *, search_path: Sequence[str] = ()) -> Path | None:
+def import_free_source_root(fix: Recipe, *, search_path: Sequence[str] = ()) -> Path | None:
     """The directory holding the top-level package of the fix's targets, found without import.
 
     Lets `list`, `show` and `bisect` read target sources as files, so they never import the
@@ -197,7 +197,7 @@ def import_free_source_root(fix: Fix, *, search_path: Sequence[str] = ()) -> Pat
     return roots.pop()
 
 
-def refuse_absent_packages(fix: Fix) -> None:
+def refuse_absent_packages(fix: Recipe) -> None:
     """Raise when a target's top-level package is not installed here (absent)."""
     from prtoggle.errors import TargetResolutionError
 
@@ -212,7 +212,7 @@ def refuse_absent_packages(fix: Fix) -> None:
 
 
 def check_without_import(
-    registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
+    registry: Registry, fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
 ) -> dict[int, list[TargetCheck]]:
     """check_fix for each fix against the source files of its package, per PR.
 
@@ -226,14 +226,14 @@ def check_without_import(
 
 
 def checks_per_fix(
-    registry: Registry, fixes: Iterable[Fix], *, search_path: Sequence[str] = ()
-) -> dict[Fix, list[TargetCheck]]:
+    registry: Registry, fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
+) -> dict[Recipe, list[TargetCheck]]:
     """check_fix for each fix against its package's files (absent when not found)."""
     from prtoggle.patching.source_files import open_source_tree
     from prtoggle.recipes.check import TargetCheck, check_fix
 
     del registry  # each fix carries its collection and targets
-    results: dict[Fix, list[TargetCheck]] = {}
+    results: dict[Recipe, list[TargetCheck]] = {}
     for fix in fixes:
         root = import_free_source_root(fix, search_path=search_path)
         if root is None:
@@ -255,7 +255,7 @@ def checks_per_fix(
 
 def select_fixes_having(
     registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
-) -> list[Fix]:
+) -> list[Recipe]:
     """The fixes named by PRS or --all that set YAML key `key` (`what`).
 
     A PR number names its fixes in every collection (narrow `registry` with

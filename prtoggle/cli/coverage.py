@@ -19,7 +19,7 @@ from prtoggle.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.recipes.registry import Recipe, Registry
     from prtoggle.workflows.coverage import CoverageReport, FixCoverage, SuiteRun
 
 _EPILOG = """\b
@@ -146,7 +146,7 @@ def coverage_command(
 
 def _selected(
     registry: Registry, specs: tuple[str, ...], *, run_all: bool, collection: str | None
-) -> list[Fix]:
+) -> list[Recipe]:
     """The fixes named by -r (all when none), within --collection when given."""
     if run_all and specs:
         raise click.UsageError("give -r PRS or --all, not both")

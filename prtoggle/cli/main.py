@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from prtoggle.recipes.check import TargetCheck
-    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.recipes.registry import Recipe, Registry
 
 _RUN_EXIT_HELP = f"""\b
 Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
@@ -173,7 +173,7 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
     help="PRs to revert: `26521`, `26521,24856` or `all` (repeatable).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
+def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
     """Run COMMAND with the given fixes reverted, even if it never imports prtoggle.
 
     The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
@@ -235,7 +235,7 @@ def _child_search_path(command: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([os.getcwd(), *scripts]))
 
 
-def _print_metadata(fix: Fix) -> None:
+def _print_metadata(fix: Recipe) -> None:
     click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
     for key, value in _fix_metadata(fix).items():
         if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
@@ -245,7 +245,7 @@ def _print_metadata(fix: Fix) -> None:
         click.echo(f"  note:      {CAPTURE_NOTE}")
 
 
-def _fix_metadata(fix: Fix) -> dict[str, Any]:
+def _fix_metadata(fix: Recipe) -> dict[str, Any]:
     return {
         "pr": fix.pr,
         "collection": fix.collection,
@@ -263,7 +263,7 @@ def _fix_metadata(fix: Fix) -> dict[str, Any]:
     }
 
 
-def _list_record(fix: Fix, checks: list[TargetCheck]) -> dict[str, Any]:
+def _list_record(fix: Recipe, checks: list[TargetCheck]) -> dict[str, Any]:
     """`applies` is None when the fix's package is not installed (absent)."""
     record = _fix_metadata(fix)
     absent = import_free_source_root(fix) is None

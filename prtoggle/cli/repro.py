@@ -25,7 +25,7 @@ from prtoggle.cli.common import (
 from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix, Registry
+    from prtoggle.recipes.registry import Recipe, Registry
     from prtoggle.runners.warm_client import CommandRunner
     from prtoggle.workflows.repro import ReproResult, ScenarioResult
 
@@ -115,13 +115,13 @@ def repro_command(
 
 
 def run_repros(
-    fixes: Sequence[Fix],
+    fixes: Sequence[Recipe],
     *,
     device: str,
     provider: str | None,
     timeout: float,
     jobs: int,
-    on_done: Callable[[Fix, str, ScenarioResult], None] | None = None,
+    on_done: Callable[[Recipe, str, ScenarioResult], None] | None = None,
     runner: CommandRunner | None = None,
     gpu_count: Callable[[], int] | None = None,
 ) -> list[ReproResult]:
@@ -135,7 +135,7 @@ def run_repros(
     starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
     anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
     """
-    from prtoggle.runners.child_process import run_command
+    from prtoggle.runners.child_process import run_child
     from prtoggle.workflows.repro import ReproResult, run_scenario
 
     gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
@@ -145,18 +145,18 @@ def run_repros(
         "device": device,
         "provider": provider,
         "timeout": timeout,
-        "runner": runner or run_command,
+        "runner": runner or run_child,
     }
 
-    def run_child(module: str, prs: tuple[int, ...]) -> ScenarioResult:
+    def run_one(module: str, prs: tuple[int, ...]) -> ScenarioResult:
         if leases is None:
             return run_scenario(module, prs=prs, **options)
         with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
             env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
             return run_scenario(module, prs=prs, base_env=env, **options)
 
-    def launch(fix: Fix, prs: tuple[int, ...]) -> Future[ScenarioResult]:
-        return pool.submit(run_child, str(fix.repro), prs)
+    def launch(fix: Recipe, prs: tuple[int, ...]) -> Future[ScenarioResult]:
+        return pool.submit(run_one, str(fix.repro), prs)
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
@@ -185,11 +185,11 @@ def run_repros(
     ]
 
 
-def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Fix]:
+def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Recipe]:
     return select_fixes_having(registry, prs, run_all=run_all, key="repro", what="repro scenario")
 
 
-def _print_progress(fix: Fix, variant: str, result: ScenarioResult) -> None:
+def _print_progress(fix: Recipe, variant: str, result: ScenarioResult) -> None:
     """One stderr line per finished child, so a long run shows where it is."""
     click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
 

@@ -300,13 +300,13 @@ def _outcome_in_child(
 ) -> NodeOutcome:
     """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
     from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import output_tail, run_command
+    from prtoggle.runners.child_process import output_tail, run_child
 
     skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
     base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
     with tempfile.TemporaryDirectory(prefix="prtoggle-") as directory:
         report_path = Path(directory) / "report.json"
-        run = run_command(
+        run = run_child(
             _child_pytest_argv(item.config, nodeid, report_path=report_path),
             env=child_env(prs, base=base),
             timeout=timeout,

@@ -20,7 +20,7 @@ from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
 from prtoggle.patching.targets import FunctionSource, function_source, import_target
-from prtoggle.recipes.registry import Fix, Patch, Registry
+from prtoggle.recipes.registry import Patch, Recipe, Registry
 from prtoggle.recipes.versions import out_of_range
 
 DIFF_CONTEXT_LINES = 3
@@ -99,7 +99,7 @@ def check_fixes(
     return [check for fix in fixes for check in check_fix(fix, tree=tree)]
 
 
-def check_fix(fix: Fix, *, tree: SourceTree | None = None) -> list[TargetCheck]:
+def check_fix(fix: Recipe, *, tree: SourceTree | None = None) -> list[TargetCheck]:
     """For every target of `fix`: its edits apply exactly once, compile and take effect.
 
     Nothing is patched: the edited code is compiled, never swapped in. With `tree`,
@@ -123,7 +123,7 @@ def check_fix(fix: Fix, *, tree: SourceTree | None = None) -> list[TargetCheck]:
     return results
 
 
-def fix_diffs(fix: Fix, *, source_root: Path | SourceTree | None = None) -> list[TargetDiff]:
+def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> list[TargetDiff]:
     """One TargetDiff per target of `fix`; raises the first PrToggleError met.
 
     An edit that cannot take effect (a decorator line, a default not evaluable in the
@@ -152,7 +152,7 @@ def fix_diffs(fix: Fix, *, source_root: Path | SourceTree | None = None) -> list
     return diffs
 
 
-def _check_target(fix: Fix, patch: Patch, *, tree: SourceTree | None) -> tuple[CheckStatus, str]:
+def _check_target(fix: Recipe, patch: Patch, *, tree: SourceTree | None) -> tuple[CheckStatus, str]:
     top = patch.target.split(".", 1)[0]
     if tree is not None and not tree.has_package(top):
         return "absent", f"package {top} is not in {tree.label}"
@@ -202,7 +202,7 @@ def _target_source(
     return function_source(function, target=target), function
 
 
-def _layer(fix: Fix, patch: Patch) -> EditLayer:
+def _layer(fix: Recipe, patch: Patch) -> EditLayer:
     return EditLayer(pr=fix.pr, patch=patch, yaml_path=str(fix.path))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.patching.types import Edit, Patch
-from prtoggle.recipes.schema import MAX_PR, MAX_RECIPE_BYTES, MIN_PR, SYMPTOMS, Fix, load_fix
+from prtoggle.recipes.schema import MAX_PR, MAX_RECIPE_BYTES, MIN_PR, SYMPTOMS, Recipe, load_recipe
 
 __all__ = [
     "MAX_PR",
@@ -27,11 +27,11 @@ __all__ = [
     "SYMPTOMS",
     "YAML_PATH_ENV",
     "Edit",
-    "Fix",
     "Patch",
+    "Recipe",
     "Registry",
     "default_registry",
-    "load_fix",
+    "load_recipe",
     "load_registry",
     "shipped_collection_dirs",
     "shipped_yaml_dir",
@@ -48,7 +48,7 @@ class Registry:
     `dirs` holds one directory per collection; the collection's name is the directory's.
     """
 
-    fixes: tuple[Fix, ...]
+    fixes: tuple[Recipe, ...]
     dirs: tuple[Path, ...]
 
     def collections(self) -> tuple[str, ...]:
@@ -59,7 +59,7 @@ class Registry:
         """The distinct PR numbers of every collection, ascending."""
         return tuple(sorted({fix.pr for fix in self.fixes}))
 
-    def find(self, pr: int, *, collection: str | None = None) -> tuple[Fix, ...]:
+    def find(self, pr: int, *, collection: str | None = None) -> tuple[Recipe, ...]:
         """Every fix numbered `pr` (in `collection` only, when given); none is an error."""
         scope = self.in_collection(collection)
         found = tuple(fix for fix in scope.fixes if fix.pr == pr)
@@ -76,7 +76,7 @@ class Registry:
             f"PR {pr} is not in collection {collection!r}; its PRs: {_pr_list(scope.prs())}{hint}"
         )
 
-    def get(self, pr: int, *, collection: str | None = None) -> Fix:
+    def get(self, pr: int, *, collection: str | None = None) -> Recipe:
         """The one fix numbered `pr`; a number in several collections needs `collection`."""
         found = self.find(pr, collection=collection)
         if len(found) > 1:
@@ -100,7 +100,7 @@ class Registry:
             f"{', '.join(f'{d.name} ({d})' for d in self.dirs) or '(none)'}"
         )
 
-    def by_merge_date(self) -> tuple[Fix, ...]:
+    def by_merge_date(self) -> tuple[Recipe, ...]:
         """Fixes oldest first; fixes without a merge date last, then by PR and collection."""
         order = {name: index for index, name in enumerate(self.collections())}
         return tuple(
@@ -146,7 +146,7 @@ def yaml_dirs_from_env(value: str | None) -> tuple[Path, ...]:
 def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
     """Load every `*.yaml` / `*.yml` of `dirs` (None: shipped + env), one collection each."""
     chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
-    fixes: list[Fix] = []
+    fixes: list[Recipe] = []
     named: dict[str, Path] = {}
     for directory in chosen:
         if not directory.is_dir():
@@ -175,10 +175,10 @@ def _cached_registry(yaml_path: str) -> Registry:
     return load_registry(dirs=yaml_dirs_from_env(yaml_path))
 
 
-def _load_collection(directory: Path) -> list[Fix]:
-    by_pr: dict[int, Fix] = {}
+def _load_collection(directory: Path) -> list[Recipe]:
+    by_pr: dict[int, Recipe] = {}
     for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
-        fix = load_fix(path, collection=directory.name)
+        fix = load_recipe(path, collection=directory.name)
         if fix.pr in by_pr:
             other = by_pr[fix.pr].path
             raise RegistryError(

@@ -1,4 +1,4 @@
-"""One recipe file: read within limits, parsed with the safe YAML loader, validated to a Fix."""
+"""One recipe file: read within limits, parsed with the safe YAML loader, validated to a Recipe."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ _CAPTURE_NAME = re.compile(r"capture|^__init__$|^init_cuda_graph_state")
 
 
 @dataclass(frozen=True)
-class Fix:
+class Recipe:
     """One registered bug fix of one collection, and the patches that revert it."""
 
     pr: int
@@ -82,7 +82,7 @@ class Fix:
         return f"{self.collection}/{self.pr}"
 
 
-def load_fix(path: Path, *, collection: str | None = None) -> Fix:
+def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     """Parse and validate one recipe file; `collection` defaults to its directory's name.
 
     Safe YAML loader only. Any file that cannot be read as a recipe (over
@@ -177,7 +177,7 @@ _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 _LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
-def _fix_from_mapping(document: object, path: Path, collection: str) -> Fix:
+def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
     mapping = _expect_mapping(
         document, path, line=1, what="fix file", required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
     )
@@ -187,7 +187,7 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Fix:
     }
     _check_formats(mapping, path, fields)
     title = _optional_str(mapping, "title", path)
-    return Fix(
+    return Recipe(
         pr=_pr(mapping, path),
         title=title or "",
         patches=_patches(mapping, path),

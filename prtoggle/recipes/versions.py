@@ -17,7 +17,7 @@ from prtoggle.errors import VersionRangeError
 
 if TYPE_CHECKING:
     from prtoggle.patching.source_files import SourceTree
-    from prtoggle.recipes.schema import Fix
+    from prtoggle.recipes.schema import Recipe
 
 APPLIES_TO_EXAMPLE = "sglang>=0.5.11,<0.5.15"
 
@@ -78,7 +78,7 @@ def tree_version(tree: SourceTree, distribution: str) -> str | None:
     return None
 
 
-def out_of_range(fix: Fix, *, tree: SourceTree | None) -> str | None:
+def out_of_range(fix: Recipe, *, tree: SourceTree | None) -> str | None:
     """Why `fix` does not apply to the tree (or the installed code), or None when it may.
 
     None also when the recipe has no range or the version is unknown: then its text decides.
@@ -98,7 +98,7 @@ def out_of_range(fix: Fix, *, tree: SourceTree | None) -> str | None:
     )
 
 
-def require_installed_in_range(fix: Fix) -> None:
+def require_installed_in_range(fix: Recipe) -> None:
     """Refuse a revert of `fix` where the installed distribution is outside its range."""
     if fix.applies_to is None:
         return
@@ -112,7 +112,7 @@ def require_installed_in_range(fix: Fix) -> None:
     )
 
 
-def _excludes(fix: Fix, version: str | None) -> bool:
+def _excludes(fix: Recipe, version: str | None) -> bool:
     """A known version outside the recipe's range (an unknown one: the text decides)."""
     return (
         fix.applies_to is not None and version is not None and not fix.applies_to.contains(version)

@@ -25,7 +25,7 @@ from prtoggle.errors import PatchApplicationError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
-from prtoggle.recipes.registry import Fix, Patch, Registry, default_registry
+from prtoggle.recipes.registry import Patch, Recipe, Registry, default_registry
 from prtoggle.recipes.versions import require_installed_in_range
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 class _ActiveFix:
     """One collection's fix of a PR in force: targets patched now, targets still pending."""
 
-    fix: Fix
+    fix: Recipe
     patched: list[tuple[str, FunctionType]] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
 
@@ -237,7 +237,7 @@ def _unpatch_all(revert: _Revert) -> None:
             active.patched.pop()
 
 
-def _patch_for(fix: Fix, target: str) -> Patch:
+def _patch_for(fix: Recipe, target: str) -> Patch:
     return next(patch for patch in fix.patches if patch.target == target)
 
 

@@ -90,7 +90,7 @@ class CommandRun:
         return shell_status(self.returncode)
 
 
-def run_command(
+def run_child(
     argv: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,

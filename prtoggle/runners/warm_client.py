@@ -6,7 +6,7 @@ interpreter, no interpreter options) whose environment differs from the worker's
 the run-time variables (RUNTIME_VARIABLES, and the start-up hook's PYTHONPATH entry) runs
 in a child forked from the server: a new session, the run's env, cwd, argv, stdio and
 fresh signal dispositions, detection state reset, reverts applied after the fork. Any
-other command runs as a plain child (`run_command`). Either way the answer is a
+other command runs as a plain child (`run_child`). Either way the answer is a
 CommandRun with the child's output and exit status, as a fresh process would give it.
 """
 
@@ -41,7 +41,7 @@ from prtoggle.runners.child_process import (
     disown,
     own_group,
     raise_if_interrupted,
-    run_command,
+    run_child,
 )
 from prtoggle.runners.warm_server import CUDA_INITIALISED_EXIT_CODE
 
@@ -73,7 +73,7 @@ Form = Literal["module", "script", "code"]
 
 
 class CommandRunner(Protocol):
-    """`run_command`'s signature: a plain child, or a WarmWorker's `run`."""
+    """`run_child`'s signature: a plain child, or a WarmWorker's `run`."""
 
     def __call__(
         self,
@@ -145,7 +145,7 @@ class WarmWorker:
         timeout: float | None = None,
         cwd: str | None = None,
     ) -> CommandRun:
-        """Run `argv` to completion like `run_command`: warm if it can, else a plain child."""
+        """Run `argv` to completion like `run_child`: warm if it can, else a plain child."""
         run_env = dict(os.environ if env is None else env)
         invocation = python_invocation(argv, path=run_env.get("PATH"))
         reason = self.cold_reason(argv, run_env)
@@ -156,7 +156,7 @@ class WarmWorker:
                 self.warm_runs += 1
         if invocation is None or reason is not None:
             logger.debug("plain child for %s: %s", argv[:3], reason)
-            return run_command(argv, env=run_env, timeout=timeout, cwd=cwd)
+            return run_child(argv, env=run_env, timeout=timeout, cwd=cwd)
         return self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
 
     def cold_reason(self, argv: Sequence[str], env: Mapping[str, str]) -> str | None:
@@ -316,9 +316,9 @@ class WarmWorker:
 def command_runner(
     *, warm: bool, preload: Sequence[str] = HEAVY_MODULES
 ) -> Iterator[CommandRunner]:
-    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_command`."""
+    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_child`."""
     if not warm:
-        yield run_command
+        yield run_child
         return
     worker = WarmWorker(preload=tuple(dict.fromkeys(preload)))
     try:

@@ -14,7 +14,7 @@ from prtoggle.errors import PrToggleError
 from prtoggle.workflows.bisect_search import Judgement, Verdict
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.child_process import CommandRun, ExitClass
     from prtoggle.runners.warm_client import CommandRunner
 
@@ -91,7 +91,7 @@ class RunRecord:
 def command_oracle(
     argv: list[str],
     *,
-    fixes: Mapping[int, Sequence[Fix]],
+    fixes: Mapping[int, Sequence[Recipe]],
     run: CommandRunner,
     timeout: float | None,
     counts: Mapping[str, Verdict],
@@ -121,7 +121,7 @@ def command_oracle(
     return oracle
 
 
-def revert_conflict(fixes: Sequence[Fix]) -> tuple[tuple[int, int], str] | None:
+def revert_conflict(fixes: Sequence[Recipe]) -> tuple[tuple[int, int], str] | None:
     """The first pair of `fixes` whose edits of a shared target cannot apply together.
 
     Found from the source files (nothing imported), with the edits layered in PR order as a
@@ -130,7 +130,7 @@ def revert_conflict(fixes: Sequence[Fix]) -> tuple[tuple[int, int], str] | None:
     from prtoggle.patching.source_tree import find_in_source_tree
     from prtoggle.patching.swap import apply_layers
 
-    sharing: dict[str, list[Fix]] = {}
+    sharing: dict[str, list[Recipe]] = {}
     for fix in sorted(fixes, key=lambda f: f.pr):
         for patch in fix.patches:
             sharing.setdefault(patch.target, []).append(fix)
@@ -192,7 +192,7 @@ def _note(run: CommandRun, exit_class: ExitClass) -> str:
     return ""
 
 
-def _layer(fix: Fix, target: str) -> Any:
+def _layer(fix: Recipe, target: str) -> Any:
     from prtoggle.patching.swap import EditLayer
 
     patch = next(patch for patch in fix.patches if patch.target == target)

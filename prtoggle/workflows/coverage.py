@@ -22,7 +22,7 @@ from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PRE
 from prtoggle.pytest_plugin.report import NodeOutcome, PytestReport, read_report, report_options
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.child_process import CommandRun
     from prtoggle.runners.warm_client import CommandRunner
 
@@ -66,7 +66,7 @@ class SuiteRun:
 class FixCoverage:
     """One fix: the run with it reverted and, per test of the plain run, what it showed."""
 
-    fix: Fix
+    fix: Recipe
     run: SuiteRun
     cells: Mapping[str, Cell]
 
@@ -119,7 +119,7 @@ class CoverageReport:
 
 
 def run_coverage(
-    fixes: Sequence[Fix],
+    fixes: Sequence[Recipe],
     command: Sequence[str],
     *,
     jobs: int,
@@ -179,14 +179,14 @@ def run_suite(
 ) -> SuiteRun:
     """Run the pytest command once with `prs` reverted at start-up; read its report."""
     from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import run_command
+    from prtoggle.runners.child_process import run_child
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
     env = child_env(prs, base=base) if prs else base
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
-        run = (runner or run_command)(argv, env=env, timeout=timeout)
+        run = (runner or run_child)(argv, env=env, timeout=timeout)
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_command
-from prtoggle.runners.child_process import CommandRun, last_exception, run_command
+from prtoggle.runners.child_process import CommandRun, last_exception, run_child
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.warm_client import CommandRunner
 
 OutcomeKind = Literal["clean", "failure", "crash", "timeout"]
@@ -81,11 +81,11 @@ def run_scenario(
     provider: str | None = None,
     timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
-    runner: CommandRunner = run_command,
+    runner: CommandRunner = run_child,
 ) -> ScenarioResult:
     """Run a scenario module in a child with `prs` reverted and classify what it reports.
 
-    `runner` starts the child: `run_command` (a fresh process) or a WarmWorker's `run`.
+    `runner` starts the child: `run_child` (a fresh process) or a WarmWorker's `run`.
     """
     argv = module_command(module, device=device, provider=provider)
     run = runner(argv, env=scenario_env(prs, base=base_env), timeout=timeout)
@@ -159,7 +159,7 @@ class ReproResult:
 
 
 def repro_fix(
-    fix: Fix, *, device: str = "cpu", provider: str | None = None, timeout: float | None = None
+    fix: Recipe, *, device: str = "cpu", provider: str | None = None, timeout: float | None = None
 ) -> ReproResult:
     """Run the fix's scenario fixed and reverted, each in its own child with detection on."""
     if fix.repro is None:

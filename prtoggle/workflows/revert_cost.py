@@ -1,4 +1,4 @@
-"""Fix cost: each fix's benchmark timed fixed and reverted, interleaved in one child; the ratio."""
+"""Revert cost: a fix's benchmark timed fixed and reverted, interleaved in one child; the ratio."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from prtoggle.protocol import (
     DETECTION_ENV,
     module_command,
 )
-from prtoggle.runners.child_process import CommandRun, last_exception, run_command
+from prtoggle.runners.child_process import CommandRun, last_exception, run_child
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Fix
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.warm_client import CommandRunner
 
 BenchKind = Literal["ok", "failure", "timeout"]
@@ -160,7 +160,7 @@ class FixCost:
         }
 
 
-def bench_command(
+def benchmark_argv(
     module: str, *, pr: int, device: str, provider: str | None, repeat: int
 ) -> list[str]:
     """`python -m <module> --device D [--provider P] --repeat K --pr N --json`."""
@@ -193,13 +193,13 @@ def run_bench(
     repeat: int = 10,
     timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
-    runner: CommandRunner = run_command,
+    runner: CommandRunner = run_child,
 ) -> BenchRun:
     """Run one benchmark child that interleaves fixed and `pr`-reverted samples; its result.
 
-    `runner` starts the child: `run_command` (a fresh process) or a WarmWorker's `run`.
+    `runner` starts the child: `run_child` (a fresh process) or a WarmWorker's `run`.
     """
-    argv = bench_command(module, pr=pr, device=device, provider=provider, repeat=repeat)
+    argv = benchmark_argv(module, pr=pr, device=device, provider=provider, repeat=repeat)
     run = runner(argv, env=bench_env(base=base_env), timeout=timeout)
     return classify_bench(run, module=module, pr=pr)
 
@@ -230,13 +230,13 @@ def classify_bench(run: CommandRun, *, module: str, pr: int) -> BenchRun:
 
 
 def measure_fix_cost(
-    fix: Fix,
+    fix: Recipe,
     *,
     device: str = "cpu",
     provider: str | None = None,
     repeat: int = 10,
     timeout: float | None = None,
-    runner: CommandRunner = run_command,
+    runner: CommandRunner = run_child,
 ) -> FixCost:
     """The fix's benchmark in one child: `repeat` fixed/reverted pairs, interleaved (ABBA)."""
     if fix.bench is None:

@@ -15,7 +15,7 @@ from prtoggle.errors import VersionRangeError
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.recipes.check import check_fix
 from prtoggle.recipes.registry import default_registry
-from prtoggle.recipes.schema import load_fix
+from prtoggle.recipes.schema import load_recipe
 
 pytestmark = pytest.mark.sglang
 
@@ -62,7 +62,7 @@ def test_each_older_recipe_applies_to_its_last_release_and_is_not_applicable_els
     statuses = {
         (pr, version): {check.status for check in check_fix(fix, tree=open_source_tree(wheel))}
         for pr in OLD_RECIPES
-        for fix in [load_fix(PACK / f"{pr}.yaml")]
+        for fix in [load_recipe(PACK / f"{pr}.yaml")]
         for version, wheel in trees.items()
     }
     assert statuses == {
@@ -77,7 +77,7 @@ def test_each_older_recipe_applies_to_its_last_release_and_is_not_applicable_els
         (26521, "0.5.23"): {"not-applicable"},
     }
     for pr, last in OLD_RECIPES.items():
-        assert last in load_fix(PACK / f"{pr}.yaml").verified_on
+        assert last in load_recipe(PACK / f"{pr}.yaml").verified_on
 
 
 def test_the_ranges_end_where_the_recipes_text_stops_matching(
@@ -86,7 +86,7 @@ def test_the_ranges_end_where_the_recipes_text_stops_matching(
     """Without applies_to each older recipe is stale on 0.5.23: the range hides real rot."""
     trees = {**old_wheels, "0.5.23": sglang_wheel}
     for pr, last in OLD_RECIPES.items():
-        fix = dataclasses.replace(load_fix(PACK / f"{pr}.yaml"), applies_to=None)
+        fix = dataclasses.replace(load_recipe(PACK / f"{pr}.yaml"), applies_to=None)
         for version, wheel in trees.items():
             statuses = {check.status for check in check_fix(fix, tree=open_source_tree(wheel))}
             expected = (
@@ -99,7 +99,7 @@ def test_the_installed_0_5_23_is_outside_every_older_recipes_range(sglang_instal
     rows = [
         (c.pr, c.status, c.message)
         for pr in OLD_RECIPES
-        for c in check_fix(load_fix(PACK / f"{pr}.yaml"))
+        for c in check_fix(load_recipe(PACK / f"{pr}.yaml"))
     ]
     assert rows == [
         (

@@ -10,7 +10,7 @@ import pytest
 from stand_ins import WIDTH_SCRIPT, CudaDevicesOnCpu
 
 import prtoggle
-from prtoggle.recipes.schema import load_fix
+from prtoggle.recipes.schema import load_recipe
 
 pytestmark = pytest.mark.sglang
 
@@ -18,7 +18,7 @@ PACK = Path(__file__).parents[2] / "yaml" / "sglang"
 RECIPES = [
     path
     for path in sorted(PACK.glob("*.yaml"))
-    if (found := load_fix(path).applies_to) is None or found.contains("0.5.23")
+    if (found := load_recipe(path).applies_to) is None or found.contains("0.5.23")
 ]
 """The recipes for 0.5.23; the others (applies_to an older range) are in test_recipe_history."""
 
@@ -31,7 +31,7 @@ def test_the_pack_holds_the_recipes_of_the_seed_fixes_still_in_sglang() -> None:
 def test_every_recipe_applies_to_the_real_functions_and_restores_them_exactly(
     path: Path, sglang_installed: str
 ) -> None:
-    fix = load_fix(path)
+    fix = load_recipe(path)
     assert sglang_installed in fix.verified_on
     states = prtoggle.apply_patches_from_config(path.read_text())
     assert [state.target for state in states] == [patch.target for patch in fix.patches]

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from prtoggle.cli.main import cli
 from prtoggle.recipes.from_sglang import SglangImportError, read_recipes, recipe_file_text
-from prtoggle.recipes.schema import load_fix
+from prtoggle.recipes.schema import load_recipe
 
 TOGGLE_TEXT = '''\
 """Reverse-apply historical PR fixes."""
@@ -65,7 +65,7 @@ def test_a_written_recipe_is_sglangs_text_unchanged_after_pr_title_url(
     path = tmp_path / "out" / "111.yaml"
     path.parent.mkdir()
     path.write_text(text)
-    fix = load_fix(path)
+    fix = load_recipe(path)
     assert (fix.pr, fix.url) == (111, "https://github.com/sgl-project/sglang/pull/111")
     assert [patch.target for patch in fix.patches] == ["pkg.mod.f"]
 

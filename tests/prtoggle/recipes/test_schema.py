@@ -10,7 +10,7 @@ from revert_fixtures import write_fix
 
 from prtoggle.errors import RegistryError
 from prtoggle.recipes.registry import Edit, Patch, load_registry
-from prtoggle.recipes.schema import MAX_RECIPE_BYTES, load_fix
+from prtoggle.recipes.schema import MAX_RECIPE_BYTES, load_recipe
 
 FULL_FIX = """\
 pr: 901
@@ -40,7 +40,7 @@ bench: app.benchmarks.capture
 
 def test_full_fix_loads_every_field_with_yaml_lines(tmp_path: Path) -> None:
     path = write_fix(tmp_path, 901, FULL_FIX)
-    fix = load_fix(path)
+    fix = load_recipe(path)
     assert fix.pr == 901
     assert fix.merged == datetime.date(2026, 5, 29)
     assert (fix.url, fix.component, fix.symptom, fix.expect, fix.repro, fix.bench) == (
@@ -83,7 +83,7 @@ def test_sglang_patches_block_with_only_pr_and_title_loads(tmp_path: Path) -> No
                 replacement: a = 2
         """,
     )
-    fix = load_fix(path)
+    fix = load_recipe(path)
     assert (fix.url, fix.merged, fix.symptom, fix.acts_at_capture) == (None, None, None, False)
     assert fix.patches[0].edits[0].kind == "replacement"
 
@@ -106,7 +106,7 @@ def test_edit_kinds_follow_sglang_defaults(tmp_path: Path) -> None:
                 append: "c = 2"
         """,
     )
-    assert [(e.kind, e.text) for e in load_fix(path).patches[0].edits] == [
+    assert [(e.kind, e.text) for e in load_recipe(path).patches[0].edits] == [
         ("replacement", ""),
         ("replacement", ""),
         ("append", "c = 2"),
@@ -127,7 +127,7 @@ def test_a_file_of_sglang_text_alone_takes_its_pr_from_the_file_name(tmp_path: P
                 prepend:
         """,
     )
-    fix = load_fix(path)
+    fix = load_recipe(path)
     assert (fix.pr, fix.title, fix.collection, fix.label) == (27460, "", "sglang", "sglang/27460")
     assert fix.patches[0].preamble == "import math\n"
     assert [(e.kind, e.text) for e in fix.patches[0].edits] == [("replacement", "")]
@@ -138,7 +138,7 @@ def test_an_edit_whose_only_kind_is_empty_deletes_the_matched_lines(
     tmp_path: Path, kind: str
 ) -> None:
     body = f"patches:\n  - target: app.f\n    edits:\n      - match: a = 1\n        {kind}: ''\n"
-    edit = load_fix(write_fix(tmp_path, 902, body)).patches[0].edits[0]
+    edit = load_recipe(write_fix(tmp_path, 902, body)).patches[0].edits[0]
     assert (edit.kind, edit.text) == ("replacement", "")
 
 
@@ -154,7 +154,7 @@ def test_recipe_module_key_examples_name_real_modules() -> None:
 def error_for(tmp_path: Path, body: str) -> str:
     path = write_fix(tmp_path, 903, body)
     with pytest.raises(RegistryError) as caught:
-        load_fix(path)
+        load_recipe(path)
     return str(caught.value).replace(str(path), "F")
 
 
@@ -310,7 +310,7 @@ def test_a_deeply_nested_recipe_is_one_error_naming_the_file(tmp_path: Path, ope
 def test_a_file_name_pr_outside_the_range_is_refused(tmp_path: Path, name: str) -> None:
     path = write_named(tmp_path, name, ONE_EDIT.encode())
     with pytest.raises(RegistryError) as caught:
-        load_fix(path)
+        load_recipe(path)
     number = int(Path(name).stem)
     assert str(caught.value) == (
         f"{path}:1: file name {name} gives PR number {number}, outside the supported range "
@@ -321,7 +321,7 @@ def test_a_file_name_pr_outside_the_range_is_refused(tmp_path: Path, name: str) 
 def test_a_file_without_pr_and_without_a_number_for_a_name_is_refused(tmp_path: Path) -> None:
     path = write_named(tmp_path, "kv_width.yaml", ONE_EDIT.encode())
     with pytest.raises(RegistryError) as caught:
-        load_fix(path)
+        load_recipe(path)
     assert str(caught.value) == (
         f"{path}:1: fix file has no 'pr' key and its name is not <PR>.yaml; add `pr: <number>` "
         "or name the file after the PR number"
@@ -335,11 +335,11 @@ def test_verified_on_lists_the_versions_a_recipe_was_checked_against(tmp_path: P
           - target: app.f
             edits: [{match: a = 1, replacement: a = 2}]
         """
-    fix = load_fix(write_fix(tmp_path / "sglang", 21649, text))
+    fix = load_recipe(write_fix(tmp_path / "sglang", 21649, text))
     assert fix.verified_on == ("0.5.22", "0.5.23")
     bad = write_fix(tmp_path / "other", 21649, text.replace('["0.5.22", "0.5.23"]', "0.5.23"))
     with pytest.raises(RegistryError, match=r"21649.yaml:1: 'verified_on' must be a list of"):
-        load_fix(bad)
+        load_recipe(bad)
 
 
 def test_applies_to_names_the_distribution_and_versions_a_recipe_is_for(tmp_path: Path) -> None:
@@ -350,13 +350,13 @@ def test_applies_to_names_the_distribution_and_versions_a_recipe_is_for(tmp_path
           - target: app.f
             edits: [{match: a = 1, replacement: a = 2}]
         """
-    fix = load_fix(write_fix(tmp_path / "sglang", 24856, text))
+    fix = load_recipe(write_fix(tmp_path / "sglang", 24856, text))
     assert fix.applies_to is not None
     assert (fix.applies_to.distribution, fix.applies_to.text) == (
         "sglang",
         "sglang>=0.5.12,<0.5.14",
     )
-    assert load_fix(write_fix(tmp_path / "plain", 24856, ONE_EDIT)).applies_to is None
+    assert load_recipe(write_fix(tmp_path / "plain", 24856, ONE_EDIT)).applies_to is None
 
 
 @pytest.mark.parametrize(
@@ -389,5 +389,5 @@ def test_a_malformed_applies_to_names_the_file_line_and_what_is_expected(
     text = f'applies_to: {value}\nverified_on: ["0.5.12", "0.5.13"]\n{ONE_EDIT}'
     path = write_fix(tmp_path / "sglang", 24856, text)
     with pytest.raises(RegistryError) as caught:
-        load_fix(path)
+        load_recipe(path)
     assert str(caught.value) == message.replace("F:", f"{path}:")

@@ -12,7 +12,7 @@ from revert_fixtures import write_fix
 
 from prtoggle.errors import VersionRangeError
 from prtoggle.patching.source_files import open_source_tree
-from prtoggle.recipes.schema import load_fix
+from prtoggle.recipes.schema import load_recipe
 from prtoggle.recipes.versions import (
     installed_version,
     out_of_range,
@@ -125,7 +125,7 @@ def test_a_directory_gives_its_version_from_pyproject_or_dist_info(tmp_path: Pat
 def test_out_of_range_names_the_version_where_it_was_found_and_the_range(
     tmp_path: Path,
 ) -> None:
-    fix = load_fix(write_fix(tmp_path / "pack", 22832, RANGED_FIX))
+    fix = load_recipe(write_fix(tmp_path / "pack", 22832, RANGED_FIX))
     old = write_wheel(tmp_path / "old.whl", name="prtoggle-fake-dist", version="0.5.14")
     new = write_wheel(tmp_path / "new.whl", name="prtoggle-fake-dist", version="0.5.23")
     unknown = tmp_path / "unknown"
@@ -141,7 +141,7 @@ def test_out_of_range_names_the_version_where_it_was_found_and_the_range(
 def test_a_revert_where_the_installed_version_is_outside_the_range_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fix = load_fix(write_fix(tmp_path / "pack", 22832, RANGED_FIX))
+    fix = load_recipe(write_fix(tmp_path / "pack", 22832, RANGED_FIX))
     assert installed_version("prtoggle-fake-dist") is None
     require_installed_in_range(fix)  # not installed: the import decides, as for any recipe
     site = tmp_path / "site"

@@ -12,7 +12,7 @@ from prtoggle.runners.child_process import (
     CommandRun,
     classify_exit,
     last_exception,
-    run_command,
+    run_child,
 )
 
 
@@ -25,13 +25,13 @@ def finished(returncode: int | None, stderr: str = "", timeout: float | None = N
 
 
 def test_run_command_captures_output_and_status() -> None:
-    run = run_command(python("import sys; print('out'); sys.stderr.write('err'); sys.exit(3)"))
+    run = run_child(python("import sys; print('out'); sys.stderr.write('err'); sys.exit(3)"))
     assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err")
     assert not run.timed_out
 
 
 def test_run_command_kills_the_child_after_the_timeout() -> None:
-    run = run_command(python("import time; time.sleep(60)"), timeout=0.5)
+    run = run_child(python("import time; time.sleep(60)"), timeout=0.5)
     assert run.timed_out
     assert run.returncode is None
     assert run.shell_exit_code() == 124
@@ -39,7 +39,7 @@ def test_run_command_kills_the_child_after_the_timeout() -> None:
 
 
 def test_run_command_reports_a_signal_like_a_shell() -> None:
-    run = run_command(python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    run = run_child(python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
     assert run.returncode == -9
     assert run.signal_name == "SIGKILL"
     assert run.shell_exit_code() == 137
@@ -48,12 +48,12 @@ def test_run_command_reports_a_signal_like_a_shell() -> None:
 
 def test_run_command_names_a_missing_program() -> None:
     with pytest.raises(RunnerError, match=r"^cannot run 'no-such-program-xyz': No such file"):
-        run_command(["no-such-program-xyz"])
+        run_child(["no-such-program-xyz"])
 
 
 def test_run_command_refuses_an_empty_command() -> None:
     with pytest.raises(RunnerError) as excinfo:
-        run_command([])
+        run_child([])
     assert str(excinfo.value) == (
         "no command given: expected a program and its arguments after `--`"
     )

@@ -26,7 +26,7 @@ from cli_fakes import (
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 from prtoggle.revert.toggle import child_env
-from prtoggle.runners.child_process import CommandRun, classify_exit, run_command
+from prtoggle.runners.child_process import CommandRun, classify_exit, run_child
 from prtoggle.runners.warm_client import WarmWorker, python_invocation, warm_enabled
 
 __all__ = ["fake_project"]
@@ -111,7 +111,7 @@ def both(worker: WarmWorker, argv: list[str], **options: object) -> tuple[Comman
     """The same command run fresh and warm; asserts the warm one really ran warm."""
     options.setdefault("env", stable_env())
     assert worker.cold_reason(argv, options["env"]) is None  # type: ignore[arg-type]
-    fresh = run_command(argv, **options)  # type: ignore[arg-type]
+    fresh = run_child(argv, **options)  # type: ignore[arg-type]
     before = worker.warm_runs
     warm = worker.run(argv, **options)  # type: ignore[arg-type]
     assert worker.warm_runs == before + 1
@@ -213,7 +213,7 @@ def test_a_revert_of_a_preloaded_target_that_cannot_apply_is_a_start_up_skip(
     assert warm.stderr.startswith(
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: prtoggle_fake_target.answer: edit 1 of 1"
     )
-    assert classify_exit(warm) == classify_exit(run_command(argv, env=env)) == "skip"
+    assert classify_exit(warm) == classify_exit(run_child(argv, env=env)) == "skip"
 
 
 def test_a_run_past_its_timeout_is_killed_with_its_group(worker: WarmWorker) -> None:

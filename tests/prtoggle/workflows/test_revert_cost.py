@@ -21,8 +21,8 @@ from prtoggle.recipes.registry import default_registry, load_registry, shipped_y
 from prtoggle.runners.child_process import CommandRun
 from prtoggle.workflows.revert_cost import (
     FixCost,
-    bench_command,
     bench_env,
+    benchmark_argv,
     classify_bench,
     measure_fix_cost,
 )
@@ -74,8 +74,8 @@ def cost_of(stdout: str) -> FixCost:
     return FixCost(pr=7, module="m", run=classify_bench(finished(stdout=stdout), module="m", pr=7))
 
 
-def test_bench_command_asks_for_paired_json_with_the_options() -> None:
-    argv = bench_command("fixes.benchmarks.x", pr=7, device="cuda", provider="triton", repeat=9)
+def test_benchmark_argv_asks_for_paired_json_with_the_options() -> None:
+    argv = benchmark_argv("fixes.benchmarks.x", pr=7, device="cuda", provider="triton", repeat=9)
     assert argv[1:] == [
         "-m",
         "fixes.benchmarks.x",
