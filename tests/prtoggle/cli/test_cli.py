@@ -22,7 +22,8 @@ from cli_fakes import (
 )
 from click.testing import CliRunner, Result
 
-from prtoggle.cli.main import CAPTURE_NOTE, cli
+from prtoggle.cli.main import cli
+from prtoggle.cli.show import CAPTURE_NOTE
 
 __all__ = ["fake_project"]  # the fixture, imported for pytest
 

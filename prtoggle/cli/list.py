@@ -1,0 +1,70 @@
+"""`prtoggle list`: the registered fixes of every collection and whether each revert applies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_STATUS_HELP,
+    checks_per_fix,
+    collection_option,
+    echo_json,
+    format_table,
+    import_free_source_root,
+    json_option,
+    load_default_registry,
+    selected_fixes,
+)
+from prtoggle.cli.show import recipe_metadata
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.check import TargetCheck
+    from prtoggle.recipes.registry import Recipe
+
+
+@click.command(
+    "list",
+    epilog=EXIT_STATUS_HELP
+    + "\b\nExamples:\n  prtoggle list\n  prtoggle list --collection fixes --json",
+)
+@collection_option
+@json_option
+def list_command(collection: str | None, as_json: bool) -> None:
+    """List the registered fixes of every collection and whether each revert applies.
+
+    The sources are read as files: nothing is imported (torch neither). APPLIES is
+    `absent` when the fix's package is not installed here.
+    """
+    registry = load_default_registry(collection=collection)
+    fixes = selected_fixes(registry, ())
+    checks = checks_per_fix(registry, fixes)
+    records = [_list_record(fix, checks[fix]) for fix in fixes]
+    if as_json:
+        echo_json(records)
+        return
+    applies = {True: "yes", False: "NO", None: "absent"}
+    rows = [
+        [
+            str(r["pr"]),
+            r["collection"],
+            r["merged"] or "-",
+            r["component"] or "-",
+            r["symptom"] or "-",
+            applies[r["applies"]],
+            r["title"] or "-",
+        ]
+        for r in records
+    ]
+    headers = ["PR", "COLLECTION", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
+    click.echo(format_table(headers, rows))
+
+
+def _list_record(fix: Recipe, checks: list[TargetCheck]) -> dict[str, Any]:
+    """`applies` is None when the fix's package is not installed (absent)."""
+    record = recipe_metadata(fix)
+    absent = import_free_source_root(fix) is None
+    record["applies"] = None if absent else all(check.ok for check in checks)
+    record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
+    return record

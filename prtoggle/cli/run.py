@@ -1,0 +1,99 @@
+"""`prtoggle run`: run a command with fixes reverted, even if it never imports prtoggle."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from prtoggle.cli.common import (
+    check_without_import,
+    import_free_source_root,
+    load_default_registry,
+    parse_revert_options,
+)
+from prtoggle.errors import PatchApplicationError
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from prtoggle.recipes.registry import Registry
+
+_RUN_EXIT_HELP = f"""\b
+Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
+before starting it (unknown PR, a revert that does not apply, no such
+program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a child Python's start-up hook cannot apply a revert
+prtoggle could not check beforehand (its target package was not found);
+130/143 when prtoggle itself is interrupted (COMMAND's group is ended).
+
+"""
+
+
+@click.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    epilog=_RUN_EXIT_HELP + "\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
+    "\n  prtoggle run -r 26521,24856 -- pytest -q tests/"
+    "\n  prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
+)
+@click.option(
+    "-r",
+    "--revert",
+    "reverts",
+    multiple=True,
+    required=True,
+    metavar="SPEC",
+    help="PRs to revert: `26521`, `26521,24856` or `all` (repeatable).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
+    """Run COMMAND with the given fixes reverted, even if it never imports prtoggle.
+
+    The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
+    """
+    from prtoggle.revert.toggle import child_env
+    from prtoggle.runners.child_process import run_in_foreground
+
+    registry = load_default_registry()
+    prs = parse_revert_options(reverts, registry)
+    _refuse_reverts_that_do_not_apply(registry, prs, command=command)
+    sys.stdout.flush()
+    sys.exit(shell_status(run_in_foreground(list(command), env=child_env(prs))))
+
+
+def _refuse_reverts_that_do_not_apply(
+    registry: Registry, prs: Sequence[int], *, command: Sequence[str]
+) -> None:
+    """Fail (status 2) before starting COMMAND when a revert is known not to apply.
+
+    The target packages are looked for as files on this process's path, then in the
+    working directory and the directory of a `.py` script in COMMAND (where a child Python
+    finds them). Targets not found there are left to the child's start-up hook, which
+    refuses them at import with status 78.
+    """
+    search_path = _child_search_path(command)
+    findable = [
+        fix
+        for pr in prs
+        for fix in registry.find(pr)
+        if import_free_source_root(fix, search_path=search_path) is not None
+    ]
+    for pr, checks in check_without_import(registry, findable, search_path=search_path).items():
+        failed = [check for check in checks if check.failed]  # not-applicable: inert
+        if failed:
+            first = failed[0]
+            raise PatchApplicationError(
+                f"PR {pr} does not revert cleanly on the current code ({first.target}: "
+                f"{first.message.splitlines()[0]}); `prtoggle check {pr}` shows the nearest "
+                "matching lines"
+            )
+
+
+def _child_search_path(command: Sequence[str]) -> list[str]:
+    """Where a child Python of COMMAND may find modules beyond this process's sys.path."""
+    scripts = [str(Path(arg).resolve().parent) for arg in command[1:] if arg.endswith(".py")]
+    return list(dict.fromkeys([os.getcwd(), *scripts]))
