@@ -1,4 +1,4 @@
-"""Stand-in objects for calling real sglang functions on CPU (batches, backends, devices)."""
+"""Stand-ins for calling real sglang functions on CPU or a GPU (batches, backends, devices)."""
 
 from __future__ import annotations
 
@@ -103,9 +103,11 @@ class DraftStepBackend:
         )
 
 
-def mla_draft_backend(*, max_bs: int, topk: int, num_steps: int, max_context_len: int) -> Any:
+def mla_draft_backend(
+    *, max_bs: int, topk: int, num_steps: int, max_context_len: int, device: str = "cpu"
+) -> Any:
     """A real FlashInferMLAMultiStepDraftBackend built without its model runner (its
-    __init__ needs one and a GPU): the attributes its methods read, on CPU, a static
+    __init__ needs one): the attributes its methods read, on `device`, a static
     (non-translating) KV pool read through the real KVIndexTranslator, page size 1."""
     from sglang.srt.layers.attention.flashinfer_mla_backend import (
         FlashInferMLAMultiStepDraftBackend,
@@ -114,7 +116,9 @@ def mla_draft_backend(*, max_bs: int, topk: int, num_steps: int, max_context_len
     from sglang.srt.speculative.spec_utils import generate_draft_decode_kv_indices
 
     pool_rows, pool_width = 4, 16
-    req_to_token = torch.arange(1000, 1000 + pool_rows * pool_width, dtype=torch.int32)
+    req_to_token = torch.arange(
+        1000, 1000 + pool_rows * pool_width, dtype=torch.int32, device=device
+    )
     backend = FlashInferMLAMultiStepDraftBackend.__new__(FlashInferMLAMultiStepDraftBackend)
     backend.__dict__.update(
         topk=topk,
@@ -122,33 +126,35 @@ def mla_draft_backend(*, max_bs: int, topk: int, num_steps: int, max_context_len
         max_context_len=max_context_len,
         generate_draft_decode_kv_indices=generate_draft_decode_kv_indices,
         attn_backends=[DraftStepBackend(step) for step in range(num_steps - 1)],
-        kv_indptr=torch.zeros((num_steps, max_bs * topk + 1), dtype=torch.int32),
+        kv_indptr=torch.zeros((num_steps, max_bs * topk + 1), dtype=torch.int32, device=device),
         page_size=1,
         kv_index_translator=KVIndexTranslator(
             req_to_token=req_to_token.reshape(pool_rows, pool_width),
             token_to_kv_pool_allocator=object(),
             token_to_kv_pool=object(),
             page_size=1,
-            device="cpu",
+            device=device,
         ),
     )
     return backend
 
 
-def draft_decode_batch(seq_lens: list[int], *, topk: int) -> types.SimpleNamespace:
+def draft_decode_batch(
+    seq_lens: list[int], *, topk: int, device: str = "cpu"
+) -> types.SimpleNamespace:
     """The forward batch the EAGLE draft CUDA graph runner hands the draft backend at replay
     (a SimpleNamespace there too): requests in req_to_token rows 1.., one position per
     branch (the request's length)."""
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    lengths = torch.tensor(seq_lens, dtype=torch.int64)
+    lengths = torch.tensor(seq_lens, dtype=torch.int64, device=device)
     return types.SimpleNamespace(
         batch_size=len(seq_lens),
         forward_mode=ForwardMode.DECODE,
         seq_lens=lengths,
-        seq_lens_cpu=lengths.clone(),
+        seq_lens_cpu=lengths.to("cpu", copy=True),
         seq_lens_sum=sum(seq_lens),
-        req_pool_indices=torch.arange(1, len(seq_lens) + 1),
+        req_pool_indices=torch.arange(1, len(seq_lens) + 1, device=device),
         positions=lengths.repeat_interleave(topk),
         kv_loc_plan=None,
         spec_info=types.SimpleNamespace(is_draft_input=lambda: True),

@@ -9,10 +9,15 @@ CUDA graph runner hands it at replay. Reverted (`yaml/sglang/27460.yaml`), the r
 max_bs * max_context_len wide instead of max_bs * topk * max_context_len: each row spills
 into the next and the last one past the buffer, into the redzone. The kernel is launched
 only once the redzone is in place, so the overflow never reaches other host memory.
+
+The `gpu` tests run the same path on a CUDA GPU: sglang's Triton kernel compiled for the
+device, the graph buffer a redzoned CUDA allocation, the overflow found by `detect.check()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,16 +92,55 @@ def test_reverting_27460_the_real_kernel_writes_past_the_narrowed_buffer_into_it
     )
 
 
-def capture_and_replay() -> tuple[Any, detect.AllocationRouting]:
-    """The real init_cuda_graph_state (its allocation redzoned), then the real replay-time
-    init_forward_metadata_out_graph running the kv-indices kernel once."""
-    backend = mla_draft_backend(
-        max_bs=MAX_BS, topk=TOPK, num_steps=NUM_STEPS, max_context_len=MAX_CONTEXT_LEN
+@pytest.mark.gpu
+def test_on_the_gpu_the_fixed_graph_buffer_holds_every_row_the_compiled_kernel_writes() -> None:
+    backend, routing = capture_and_replay(device="cuda")
+    assert routing.allocations == [
+        detect.RoutedAllocation(f"{PREFIX}[0]", "zeros", (NUM_STEPS, 32), "torch.int32")
+    ]
+    assert backend.cuda_graph_kv_indices.is_cuda
+    assert backend.kv_indptr[:, -1].tolist() == [24, 28, 32]
+    detect.check()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_reverting_27460_the_compiled_kernel_writes_into_the_redzone() -> None:
+    fixed, _ = capture_and_replay(device="cuda")
+    with prtoggle.reverted(27460):
+        backend, _ = capture_and_replay(device="cuda")
+    assert tuple(backend.cuda_graph_kv_indices.shape) == (NUM_STEPS, 16)
+    with pytest.raises(RedzoneViolation) as caught:
+        detect.check()
+    assert str(caught.value).endswith(
+        f"redzone of buffer {PREFIX}[0]: 64 bytes overwritten, first at byte 0 past its end "
+        "(192-byte buffer on cuda:0)"
     )
-    with detect.poisoned_allocations(PREFIX) as routing, CudaDevicesOnCpu():
+    assert caught.value.sites[-1] == f"{PREFIX}[0]"
+    assert past_the_end(backend.cuda_graph_kv_indices, 16) == (
+        fixed.cuda_graph_kv_indices[NUM_STEPS - 1, 16:].tolist()
+    )
+
+
+def capture_and_replay(*, device: str = "cpu") -> tuple[Any, detect.AllocationRouting]:
+    """The real init_cuda_graph_state (its allocation redzoned), then the real replay-time
+    init_forward_metadata_out_graph running the kv-indices kernel once, on `device` (on the
+    CPU, sglang's hard-coded `device="cuda"` allocations are moved to the CPU and the
+    kernel runs in Triton's interpreter)."""
+    if device == "cuda" and os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("TRITON_INTERPRET=1 on a GPU run: the kernel would not be compiled")
+    backend = mla_draft_backend(
+        max_bs=MAX_BS,
+        topk=TOPK,
+        num_steps=NUM_STEPS,
+        max_context_len=MAX_CONTEXT_LEN,
+        device=device,
+    )
+    on_device = CudaDevicesOnCpu() if device == "cpu" else contextlib.nullcontext()
+    with detect.poisoned_allocations(PREFIX) as routing, on_device:
         backend.init_cuda_graph_state(MAX_BS, MAX_BS * TOPK)
     require_redzone(backend.cuda_graph_kv_indices)
-    backend.init_forward_metadata_out_graph(draft_decode_batch(SEQ_LENS, topk=TOPK))
+    batch = draft_decode_batch(SEQ_LENS, topk=TOPK, device=device)
+    backend.init_forward_metadata_out_graph(batch)
     return backend, routing
 
 
@@ -114,6 +158,6 @@ def require_redzone(buffer: torch.Tensor) -> None:
 
 def past_the_end(buffer: torch.Tensor, count: int) -> list[int]:
     """The `count` int32 values in the storage right after `buffer` (its redzone)."""
-    view = torch.empty(0, dtype=torch.int32)
+    view = torch.empty(0, dtype=torch.int32, device=buffer.device)
     view.set_(buffer.untyped_storage(), buffer.numel(), (count,), (1,))
     return view.tolist()
