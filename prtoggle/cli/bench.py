@@ -18,6 +18,7 @@ from prtoggle.cli.common import (
     require_device,
     select_fixes_having,
 )
+from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe, Registry
@@ -89,6 +90,7 @@ def bench_command(
 
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
+    require_installed("bench", modules=[str(fix.bench) for fix in fixes])
     require_device(device)
     costs = []
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]

@@ -79,6 +79,9 @@ class PrToggleGroup(click.Group):
             return super().main(args, standalone_mode=False, **extra)
         try:
             status = super().main(args, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `prtoggle`: its usage, in full
+            exc.show()
+            sys.exit(EXIT_ERROR)
         except click.UsageError as exc:
             _exit_with_error(_usage_line(exc), EXIT_ERROR)
         except click.ClickException as exc:

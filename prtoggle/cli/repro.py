@@ -23,6 +23,7 @@ from prtoggle.cli.common import (
     select_fixes_having,
 )
 from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
+from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe, Registry
@@ -93,6 +94,7 @@ def repro_command(
     started = time.monotonic()
     registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
+    require_installed("repro", modules=[str(fix.repro) for fix in fixes])
     require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]

@@ -1,0 +1,54 @@
+"""What a command's children need installed: the `detect` extra and the modules they run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterable
+
+from prtoggle.errors import MissingDependencyError
+
+DETECT_EXTRA = "detect"
+"""The extra that installs torch, triton and numpy: `pip install 'prtoggle[detect]'`."""
+
+
+def detect_modules() -> tuple[str, ...]:
+    """The modules the `detect` extra installs on this platform (triton: Linux only)."""
+    return ("torch", "triton", "numpy") if sys.platform == "linux" else ("torch", "numpy")
+
+
+def require_installed(command: str, *, modules: Iterable[str] = ()) -> None:
+    """Raise one MissingDependencyError when `command` cannot run here.
+
+    It cannot when a module of the `detect` extra is missing, or when a top-level package of
+    `modules` (scenario or benchmark modules the children run, e.g. the demo engine `fixes`,
+    which ships in a source checkout only) cannot be found. Nothing is imported.
+    """
+    problems = []
+    missing = [name for name in detect_modules() if not _findable(name)]
+    if missing:
+        problems.append(
+            f"`prtoggle {command}` needs {_join(detect_modules())} (missing here: "
+            f"{_join(missing)}): install them with `pip install 'prtoggle[{DETECT_EXTRA}]'`"
+        )
+    packages = sorted({module.split(".", 1)[0] for module in modules})
+    absent = [name for name in packages if not _findable(name)]
+    if absent:
+        problems.append(
+            f"`prtoggle {command}` runs modules of package {_join(absent)}, which is not "
+            "importable here (the demo engine `fixes` ships in prtoggle's source checkout "
+            "only: from one, `pip install -e '.[detect]'`)"
+        )
+    if problems:
+        raise MissingDependencyError("; and ".join(problems))
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _join(names: Iterable[str]) -> str:
+    return ", ".join(names)
