@@ -50,7 +50,9 @@ def test_plain_install_needs_only_click_pyyaml_and_packaging() -> None:
 
 
 def test_the_wheel_ships_the_license_and_the_typing_marker() -> None:
-    assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+    assert (
+        "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+    )
     assert (ROOT / "prtoggle" / "py.typed").is_file()
 
 

@@ -90,7 +90,7 @@ def bench_command(
 
     registry = load_default_registry()
     fixes = _selected(registry, prs, run_all=run_all)
-    require_installed("bench", modules=[str(fix.bench) for fix in fixes])
+    require_installed("bench", detect=True, runs=[str(fix.bench) for fix in fixes])
     require_device(device)
     costs = []
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]

@@ -94,7 +94,7 @@ def repro_command(
     started = time.monotonic()
     registry = load_default_registry(collection=collection)
     fixes = _selected(registry, prs, run_all=run_all)
-    require_installed("repro", modules=[str(fix.repro) for fix in fixes])
+    require_installed("repro", detect=True, runs=[str(fix.repro) for fix in fixes])
     require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]

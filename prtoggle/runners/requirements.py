@@ -1,4 +1,4 @@
-"""What a command's children need installed: the `detect` extra and the modules they run."""
+"""What a command needs installed: the `detect` extra, pytest, the modules its children run."""
 
 from __future__ import annotations
 
@@ -17,21 +17,29 @@ def detect_modules() -> tuple[str, ...]:
     return ("torch", "triton", "numpy") if sys.platform == "linux" else ("torch", "numpy")
 
 
-def require_installed(command: str, *, modules: Iterable[str] = ()) -> None:
-    """Raise one MissingDependencyError when `command` cannot run here.
+def require_installed(
+    command: str, *, detect: bool = False, tools: Iterable[str] = (), runs: Iterable[str] = ()
+) -> None:
+    """Raise one MissingDependencyError naming everything `command` lacks here.
 
-    It cannot when a module of the `detect` extra is missing, or when a top-level package of
-    `modules` (scenario or benchmark modules the children run, e.g. the demo engine `fixes`,
-    which ships in a source checkout only) cannot be found. Nothing is imported.
+    `detect`: it needs the modules of the `detect` extra; `tools`: packages it imports
+    (e.g. pytest); `runs`: modules its children run, whose top-level package must be
+    findable (the demo engine `fixes` ships in a source checkout only). Nothing is imported.
     """
     problems = []
-    missing = [name for name in detect_modules() if not _findable(name)]
+    missing = [name for name in detect_modules() if detect and not _findable(name)]
     if missing:
         problems.append(
             f"`prtoggle {command}` needs {_join(detect_modules())} (missing here: "
             f"{_join(missing)}): install them with `pip install 'prtoggle[{DETECT_EXTRA}]'`"
         )
-    packages = sorted({module.split(".", 1)[0] for module in modules})
+    absent_tools = [name for name in tools if not _findable(name)]
+    if absent_tools:
+        problems.append(
+            f"`prtoggle {command}` needs {_join(absent_tools)}, which is not installed here: "
+            f"`pip install {' '.join(absent_tools)}`"
+        )
+    packages = sorted({module.split(".", 1)[0] for module in runs})
     absent = [name for name in packages if not _findable(name)]
     if absent:
         problems.append(
