@@ -13,10 +13,10 @@ from prtoggle.cli.common import (
     EXIT_NEGATIVE,
     echo_json,
     format_table,
-    join_prs,
     load_default_registry,
     parse_revert_options,
 )
+from prtoggle.recipes.prs import join_prs
 from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from prtoggle.cli.common import import_free_source_root, join_prs
 from prtoggle.errors import PrToggleError
+from prtoggle.recipes.packages import import_free_source_root
+from prtoggle.recipes.prs import join_prs
 from prtoggle.workflows.bisect_search import Judgement, Verdict
 
 if TYPE_CHECKING:
