@@ -197,4 +197,9 @@ def _validate_site(kind: str, site: str) -> None:
         )
 
 
+def reset_registry() -> None:
+    """Drop every witness table and site row: the state of a fresh process."""
+    vars(_DEFAULT).update(vars(WitnessRegistry()))  # in place: holders of it see the reset
+
+
 _DEFAULT = WitnessRegistry()

@@ -171,6 +171,11 @@ def default_registry() -> Registry:
     return _cached_registry(os.environ.get(YAML_PATH_ENV, ""))
 
 
+def clear_registry_cache() -> None:
+    """Forget the registries default_registry() loaded: the next call reads the files again."""
+    _cached_registry.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def _cached_registry(yaml_path: str) -> Registry:
     return load_registry(dirs=yaml_dirs_from_env(yaml_path))
