@@ -57,6 +57,16 @@ EMPTY_ROW = (
 KINDS = ("nan", "inf", "oob")
 
 
+@dataclass(frozen=True)
+class ProbeItem:
+    """One tensor of a probe launch: its flat view, its witness row, its elements per row
+    along dim 0 (0: record no rows)."""
+
+    flat: torch.Tensor
+    slot: int
+    row_width: int
+
+
 @dataclass
 class DeviceTable:
     """The witness rows and the current-`when` scalar of one device."""
