@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,13 +14,14 @@ from prtoggle.errors import RunnerError
 from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_command
 from prtoggle.runners.child_process import CommandRun, last_exception, run_child
 from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
+from prtoggle.runners.pool import run_parallel
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.warm_client import CommandRunner
 
 OutcomeKind = Literal["clean", "failure", "crash", "timeout"]
-_VARIANTS = ("fixed", "reverted")
+_VARIANTS = ("fixed", "reverted")  # run_repros relies on this order
 
 
 @dataclass(frozen=True)
@@ -213,33 +214,26 @@ def run_repros(
             env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
             return run_scenario(module, prs=prs, base_env=env, **options)
 
-    def launch(fix: Recipe, prs: tuple[int, ...]) -> Future[ScenarioResult]:
-        return pool.submit(run_one, str(fix.repro), prs)
+    runs = [(fix, variant) for fix in fixes for variant in _VARIANTS]
+    tasks = [
+        functools.partial(run_one, str(fix.repro), (fix.pr,) if variant == "reverted" else ())
+        for fix, variant in runs
+    ]
 
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        runs = {(fix.pr, variant): (fix, variant) for fix in fixes for variant in _VARIANTS}
-        futures = {
-            launch(fix, (fix.pr,) if variant == "reverted" else ()): key
-            for key, (fix, variant) in runs.items()
-        }
-        results: dict[tuple[int, str], ScenarioResult] = {}
-        for future in as_completed(futures):
-            key = futures[future]
-            results[key] = future.result()
-            if on_done is not None:
-                on_done(*runs[key], results[key])
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    def done(index: int, result: ScenarioResult) -> None:
+        if on_done is not None:
+            on_done(*runs[index], result)
+
+    results = run_parallel(tasks, jobs=jobs, on_done=done)
     return [
         ReproResult(
             pr=fix.pr,
             module=str(fix.repro),
             expect=fix.expect,
-            fixed=results[(fix.pr, "fixed")],
-            reverted=results[(fix.pr, "reverted")],
+            fixed=results[2 * index],
+            reverted=results[2 * index + 1],
         )
-        for fix in fixes
+        for index, fix in enumerate(fixes)
     ]
 
 
