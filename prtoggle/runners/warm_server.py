@@ -30,7 +30,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.protocol import REVERT_ENV
 
 MAX_REQUEST_BYTES = 1 << 20
 CUDA_INITIALISED_EXIT_CODE = 3
@@ -281,18 +281,11 @@ def _maybe_apply_reverts() -> None:
             toggle.restore(pr)
     if not os.environ.get(REVERT_ENV, "").strip():
         return
-    from prtoggle.errors import PrToggleError
     from prtoggle.recipes.registry import clear_registry_cache
-    from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
+    from prtoggle.revert.startup import revert_or_exit
 
     clear_registry_cache()
-    try:
-        guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)  # as the bootstrap does
-        maybe_revert_pr_fix()
-    except (PrToggleError, ImportError) as exc:
-        sys.stderr.write(f"{BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
-        sys.stderr.flush()
-        os._exit(BOOTSTRAP_FAILURE_EXIT_CODE)
+    revert_or_exit()  # as the start-up hook of a fresh child does
 
 
 def _preload(name: str) -> None:
