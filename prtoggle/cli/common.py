@@ -135,6 +135,62 @@ def require_device(device: str) -> None:
         )
 
 
+def child_run_options(*, what: str) -> Callable[[F], F]:
+    """PRS, --all, --device, --provider, --timeout and --cold: commands that run each fix's
+    `what` (a repro scenario, a benchmark) in child processes."""
+    options = [
+        click.argument("prs", nargs=-1, type=int),
+        click.option("--all", "run_all", is_flag=True, help=f"Every fix that has a {what}."),
+        click.option(
+            "--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True
+        ),
+        provider_option,
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=300.0,
+            show_default=True,
+            help="Seconds each child may run before it is killed and reported as a timeout.",
+        ),
+        click.option(
+            "--cold",
+            is_flag=True,
+            help=f"Start every {what} as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+        ),
+    ]
+
+    def decorate(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def fixes_to_run(
+    command: str,
+    *,
+    prs: Sequence[int],
+    run_all: bool,
+    device: str,
+    key: str,
+    what: str,
+    collection: str | None = None,
+) -> list[Recipe]:
+    """The fixes PRS or --all name that have `key` (`repro`, `bench`), checked runnable here.
+
+    Before any child starts: the `detect` extra and the modules to run are installed, and
+    `--device cuda` has a CUDA device (each refusal: one `error:` line, exit 2).
+    """
+    from prtoggle.runners.requirements import require_installed
+
+    registry = load_default_registry(collection=collection)
+    fixes = select_fixes_having(registry, prs, run_all=run_all, key=key, what=what)
+    require_installed(command, detect=True, runs=[str(getattr(fix, key)) for fix in fixes])
+    require_device(device)
+    return fixes
+
+
 def json_option(function: F) -> F:
     """The `--json` flag of listing commands."""
     option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")

@@ -12,19 +12,16 @@ import click
 
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
+    child_run_options,
     collection_option,
     echo_json,
+    fixes_to_run,
     format_table,
     json_option,
-    load_default_registry,
-    provider_option,
-    require_device,
-    select_fixes_having,
 )
-from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe, Registry
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.workflows.repro import ReproResult, ScenarioResult
 
 _EPILOG = """\b
@@ -46,28 +43,13 @@ Examples:
 
 
 @click.command("repro", epilog=_EPILOG)
-@click.argument("prs", nargs=-1, type=int)
-@click.option("--all", "run_all", is_flag=True, help="Every fix that has a repro scenario.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@provider_option
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds each child may run before it is killed and reported as a timeout.",
-)
+@child_run_options(what="repro scenario")
 @click.option(
     "--jobs",
     "-j",
     type=click.IntRange(min=1),
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
-)
-@click.option(
-    "--cold",
-    is_flag=True,
-    help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
 @collection_option
 @json_option
@@ -88,10 +70,10 @@ def repro_command(
     from prtoggle.workflows.repro import run_repros
 
     started = time.monotonic()
-    registry = load_default_registry(collection=collection)
-    fixes = _selected(registry, prs, run_all=run_all)
-    require_installed("repro", detect=True, runs=[str(fix.repro) for fix in fixes])
-    require_device(device)
+    fixes = fixes_to_run(
+        "repro", prs=prs, run_all=run_all, device=device, key="repro", what="repro scenario",
+        collection=collection,
+    )  # fmt: skip
     workers = jobs or min(4, os.cpu_count() or 1)
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
     with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
@@ -110,10 +92,6 @@ def repro_command(
         _print_table(results, seconds=time.monotonic() - started)
     if not all(result.reproduced for result in results):
         sys.exit(EXIT_NEGATIVE)
-
-
-def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Recipe]:
-    return select_fixes_having(registry, prs, run_all=run_all, key="repro", what="repro scenario")
 
 
 def _print_progress(fix: Recipe, variant: str, result: ScenarioResult) -> None:
