@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from prtoggle.errors import RegistryError
+from prtoggle.patching.swap import EditLayer
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.versions import APPLIES_TO_EXAMPLE, VersionRange, parse_version_range
 
@@ -80,6 +81,13 @@ class Recipe:
     def label(self) -> str:
         """`collection/PR`, how messages name one fix."""
         return f"{self.collection}/{self.pr}"
+
+    def edit_layer(self, target: str) -> EditLayer:
+        """This recipe's edits of `target` as one layer of the code swapper (the one builder)."""
+        patch = next((patch for patch in self.patches if patch.target == target), None)
+        if patch is None:
+            raise RegistryError(f"{self.label} ({self.path}) has no patch of {target}")
+        return EditLayer(pr=self.pr, patch=patch, yaml_path=str(self.path))
 
 
 def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:

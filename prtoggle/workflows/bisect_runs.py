@@ -144,7 +144,7 @@ def revert_conflict(fixes: Sequence[Recipe]) -> tuple[tuple[int, int], str] | No
         except PrToggleError:
             continue  # the target itself is missing: each fix alone is already left out
         for first, second in combinations(editors, 2):
-            layers = [_layer(first, target), _layer(second, target)]
+            layers = [first.edit_layer(target), second.edit_layer(target)]
             try:
                 apply_layers(source, layers)
             except PrToggleError as exc:
@@ -191,10 +191,3 @@ def _note(run: CommandRun, exit_class: ExitClass) -> str:
         if error_type:
             return f"{error_type}: {message}"[:200]
     return ""
-
-
-def _layer(fix: Recipe, target: str) -> Any:
-    from prtoggle.patching.swap import EditLayer
-
-    patch = next(patch for patch in fix.patches if patch.target == target)
-    return EditLayer(pr=fix.pr, patch=patch, yaml_path=str(fix.path))
