@@ -1,10 +1,20 @@
-"""prtoggle: revert historical bug fixes at run time and catch the failures they prevented."""
+"""prtoggle: revert bug fixes at run time, catch what they prevented (PYTEST_DONT_REWRITE)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prtoggle.errors import PrToggleError
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports these on first use
+    from prtoggle.revert.source_patcher import CodePatcher, apply_edits, apply_patches_from_config
+    from prtoggle.revert.toggle import (
+        is_reverted,
+        maybe_revert_pr_fix,
+        patched_targets,
+        pending_targets,
+        reverted,
+    )
 
 __all__ = [
     "CodePatcher",

@@ -42,6 +42,10 @@ class VersionRangeError(PatchApplicationError):
     """A revert was asked for where the installed package is outside the recipe's range."""
 
 
+class MissingDependencyError(PrToggleError):
+    """A command needs what is not installed here: the `detect` extra or the demo engine."""
+
+
 class RunnerError(PrToggleError):
     """A child command or scenario could not be started or classified."""
 

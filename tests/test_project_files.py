@@ -34,9 +34,26 @@ def test_ci_script_installs_the_cpu_torch_build_before_the_project() -> None:
 
 def test_torch_requirement_is_a_range_users_can_satisfy_with_their_own_build() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    torch_req = next(r for r in project["dependencies"] if r.startswith("torch"))
+    torch_req = next(r for r in project["optional-dependencies"]["detect"] if r.startswith("torch"))
     assert ">=" in torch_req
     assert "==" not in torch_req
+
+
+def test_plain_install_needs_only_click_pyyaml_and_packaging() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=;\[ ]", requirement)[0] for requirement in project["dependencies"]]
+    assert names == ["click", "PyYAML", "packaging"]
+    extras = project["optional-dependencies"]
+    assert [re.split(r"[<>=;\[ ]", r)[0] for r in extras["detect"]] == ["torch", "triton", "numpy"]
+    assert extras["gpu"][0] == "prtoggle[detect]"
+    assert extras["test"][0] == "prtoggle[detect]"
+
+
+def test_the_wheel_ships_the_license_and_the_typing_marker() -> None:
+    assert (
+        "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text()
+    )
+    assert (ROOT / "prtoggle" / "py.typed").is_file()
 
 
 def test_every_shipped_fix_yaml_is_named_after_its_pr() -> None:

@@ -41,15 +41,12 @@ def _apply_reverts() -> None:
         return
     try:
         _import_own_prtoggle()
-        from prtoggle.errors import PrToggleError
-        from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
-
-        guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
-        maybe_revert_pr_fix()
-    except (PrToggleError, ImportError) as exc:
+        from prtoggle.revert.startup import revert_or_exit
+    except ImportError as exc:  # no prtoggle to say it with: the same line, by hand
         sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
         sys.stderr.flush()
         os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+    revert_or_exit()
 
 
 def _load_protocol() -> ModuleType:

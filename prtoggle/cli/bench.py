@@ -10,17 +10,14 @@ import click
 
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
+    child_run_options,
     echo_json,
+    fixes_to_run,
     format_table,
     json_option,
-    load_default_registry,
-    provider_option,
-    require_device,
-    select_fixes_having,
 )
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe, Registry
     from prtoggle.workflows.revert_cost import BenchRun, FixCost
 
 _EPILOG = """\b
@@ -48,28 +45,13 @@ Examples:
 
 
 @click.command("bench", epilog=_EPILOG)
-@click.argument("prs", nargs=-1, type=int)
-@click.option("--all", "run_all", is_flag=True, help="Every fix that has a benchmark.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@provider_option
+@child_run_options(what="benchmark")
 @click.option(
     "--repeat",
     type=click.IntRange(min=1),
     default=20,
     show_default=True,
     help="Interleaved fixed/reverted sample pairs per fix, all in one child process.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds each child may run before it is killed and reported as a timeout.",
-)
-@click.option(
-    "--cold",
-    is_flag=True,
-    help="Start every benchmark as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
 @json_option
 def bench_command(
@@ -87,9 +69,9 @@ def bench_command(
     from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
     from prtoggle.workflows.revert_cost import measure_fix_cost
 
-    registry = load_default_registry()
-    fixes = _selected(registry, prs, run_all=run_all)
-    require_device(device)
+    fixes = fixes_to_run(
+        "bench", prs=prs, run_all=run_all, device=device, key="bench", what="benchmark"
+    )
     costs = []
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
     with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
@@ -110,10 +92,6 @@ def bench_command(
         _print_table(costs, device=device, pairs=repeat)
     if not all(cost.measured for cost in costs):
         sys.exit(EXIT_NEGATIVE)
-
-
-def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Recipe]:
-    return select_fixes_having(registry, prs, run_all=run_all, key="bench", what="benchmark")
 
 
 def _print_table(costs: Sequence[FixCost], *, device: str, pairs: int) -> None:

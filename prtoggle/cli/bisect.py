@@ -12,12 +12,12 @@ import click
 
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
-    check_without_import,
     echo_json,
-    join_prs,
     load_default_registry,
     parse_revert_options,
 )
+from prtoggle.recipes.packages import check_without_import
+from prtoggle.recipes.prs import join_prs
 from prtoggle.workflows.bisect_runs import MetricRule, RunRecord, command_oracle
 from prtoggle.workflows.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
 
@@ -135,7 +135,7 @@ def bisect_command(
     registry = load_default_registry()
     chosen = set(parse_revert_options(candidate_specs, registry) or registry.prs())
     candidates = [fix for fix in registry.by_merge_date() if fix.pr in chosen]
-    checks = check_without_import(registry, candidates)
+    checks = check_without_import(candidates)
     broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
     echo = _progress_echo(as_json)
     for pr, results in broken.items():

@@ -38,8 +38,11 @@ Examples:
   prtoggle check
   prtoggle check 26521 24856
   prtoggle check --source-root ../sglang/python --json
-  prtoggle check --source-root sglang-0.5.22-py3-none-any.whl \\
-                 --source-root sglang-0.5.23.tar.gz --collection sglang
+  pip download --no-deps sglang==0.5.22 -d wheels
+  pip download --no-deps sglang==0.5.23 -d wheels
+  prtoggle check --collection sglang \\
+    --source-root wheels/sglang-0.5.22-cp311-cp311-manylinux_2_34_x86_64.whl \\
+    --source-root wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl
 """
 
 

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from prtoggle.errors import PrToggleError
 from prtoggle.protocol import KERNEL_PROVIDERS
+from prtoggle.recipes.prs import join_prs
 from prtoggle.runners.child_process import Interrupted, owning_children
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.check import TargetCheck
     from prtoggle.recipes.registry import Recipe, Registry
 
 EXIT_NEGATIVE = 1
@@ -79,6 +76,9 @@ class PrToggleGroup(click.Group):
             return super().main(args, standalone_mode=False, **extra)
         try:
             status = super().main(args, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `prtoggle`: its usage, in full
+            exc.show()
+            sys.exit(EXIT_ERROR)
         except click.UsageError as exc:
             _exit_with_error(_usage_line(exc), EXIT_ERROR)
         except click.ClickException as exc:
@@ -135,6 +135,62 @@ def require_device(device: str) -> None:
         )
 
 
+def child_run_options(*, what: str) -> Callable[[F], F]:
+    """PRS, --all, --device, --provider, --timeout and --cold: commands that run each fix's
+    `what` (a repro scenario, a benchmark) in child processes."""
+    options = [
+        click.argument("prs", nargs=-1, type=int),
+        click.option("--all", "run_all", is_flag=True, help=f"Every fix that has a {what}."),
+        click.option(
+            "--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True
+        ),
+        provider_option,
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=300.0,
+            show_default=True,
+            help="Seconds each child may run before it is killed and reported as a timeout.",
+        ),
+        click.option(
+            "--cold",
+            is_flag=True,
+            help=f"Start every {what} as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
+        ),
+    ]
+
+    def decorate(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def fixes_to_run(
+    command: str,
+    *,
+    prs: Sequence[int],
+    run_all: bool,
+    device: str,
+    key: str,
+    what: str,
+    collection: str | None = None,
+) -> list[Recipe]:
+    """The fixes PRS or --all name that have `key` (`repro`, `bench`), checked runnable here.
+
+    Before any child starts: the `detect` extra and the modules to run are installed, and
+    `--device cuda` has a CUDA device (each refusal: one `error:` line, exit 2).
+    """
+    from prtoggle.runners.requirements import require_installed
+
+    registry = load_default_registry(collection=collection)
+    fixes = select_fixes_having(registry, prs, run_all=run_all, key=key, what=what)
+    require_installed(command, detect=True, runs=[str(getattr(fix, key)) for fix in fixes])
+    require_device(device)
+    return fixes
+
+
 def json_option(function: F) -> F:
     """The `--json` flag of listing commands."""
     option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -183,76 +239,6 @@ def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
     return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
 
 
-def import_free_source_root(fix: Recipe, *, search_path: Sequence[str] = ()) -> Path | None:
-    """The directory holding the top-level package of the fix's targets, found without import.
-
-    Lets `list`, `show` and `bisect` read target sources as files, so they never import the
-    patched code (nor torch). `search_path`: more directories to look in when this process
-    cannot find the package (e.g. where a child will find it). None when it is not found.
-    """
-    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
-    roots = {_package_root(name, search_path=search_path) for name in sorted(top_levels)}
-    if len(roots) != 1 or None in roots:
-        return None
-    return roots.pop()
-
-
-def refuse_absent_packages(fix: Recipe) -> None:
-    """Raise when a target's top-level package is not installed here (absent)."""
-    from prtoggle.errors import TargetResolutionError
-
-    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
-    absent = sorted(name for name in top_levels if importlib.util.find_spec(name) is None)
-    if absent:
-        raise TargetResolutionError(
-            f"PR {fix.pr} ({fix.collection}): package {', '.join(absent)} is not installed "
-            "here, so there is no source to diff; `prtoggle check --source-root DIR` reads "
-            "a source tree instead"
-        )
-
-
-def check_without_import(
-    registry: Registry, fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
-) -> dict[int, list[TargetCheck]]:
-    """check_fix for each fix against the source files of its package, per PR.
-
-    The checks of a PR's fixes in several collections are listed together. A fix whose
-    package cannot be found is `absent` on every target.
-    """
-    results: dict[int, list[TargetCheck]] = {}
-    for fix, checks in checks_per_fix(registry, fixes, search_path=search_path).items():
-        results.setdefault(fix.pr, []).extend(checks)
-    return results
-
-
-def checks_per_fix(
-    registry: Registry, fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
-) -> dict[Recipe, list[TargetCheck]]:
-    """check_fix for each fix against its package's files (absent when not found)."""
-    from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.check import TargetCheck, check_fix
-
-    del registry  # each fix carries its collection and targets
-    results: dict[Recipe, list[TargetCheck]] = {}
-    for fix in fixes:
-        root = import_free_source_root(fix, search_path=search_path)
-        if root is None:
-            results[fix] = [
-                TargetCheck(
-                    pr=fix.pr,
-                    target=patch.target,
-                    ok=False,
-                    message=f"package of {patch.target} not found on sys.path",
-                    status="absent",
-                    collection=fix.collection,
-                )
-                for patch in fix.patches
-            ]
-            continue
-        results[fix] = check_fix(fix, tree=open_source_tree(root))
-    return results
-
-
 def select_fixes_having(
     registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
 ) -> list[Recipe]:
@@ -299,11 +285,6 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def join_prs(prs: Iterable[int]) -> str:
-    text = ", ".join(str(pr) for pr in prs)
-    return text or "none"
-
-
 def _exit_with_error(line: str, status: int) -> NoReturn:
     sys.stdout.flush()
     click.echo(line, err=True)
@@ -315,16 +296,3 @@ def _usage_line(exc: click.UsageError) -> str:
     message = " ".join(exc.format_message().split()).rstrip(".")
     where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
     return f"error: {message}{where}"
-
-
-def _package_root(name: str, *, search_path: Sequence[str] = ()) -> Path | None:
-    spec = importlib.util.find_spec(name)
-    if spec is None and search_path:
-        spec = importlib.machinery.PathFinder.find_spec(name, list(search_path))
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations))).parent
-    if spec.origin and spec.origin not in ("built-in", "frozen"):
-        return Path(spec.origin).parent
-    return None

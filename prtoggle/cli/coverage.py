@@ -13,10 +13,11 @@ from prtoggle.cli.common import (
     EXIT_NEGATIVE,
     echo_json,
     format_table,
-    join_prs,
     load_default_registry,
     parse_revert_options,
 )
+from prtoggle.recipes.prs import join_prs
+from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe, Registry
@@ -105,6 +106,7 @@ def coverage_command(
     command: tuple[str, ...],
 ) -> None:
     """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
+    require_installed("coverage", tools=["pytest"])
     from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
     from prtoggle.workflows.coverage import run_coverage
 

@@ -8,16 +8,15 @@ import click
 
 from prtoggle.cli.common import (
     EXIT_STATUS_HELP,
-    checks_per_fix,
     collection_option,
     echo_json,
     format_table,
-    import_free_source_root,
     json_option,
     load_default_registry,
     selected_fixes,
 )
 from prtoggle.cli.show import recipe_metadata
+from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetCheck
@@ -39,7 +38,7 @@ def list_command(collection: str | None, as_json: bool) -> None:
     """
     registry = load_default_registry(collection=collection)
     fixes = selected_fixes(registry, ())
-    checks = checks_per_fix(registry, fixes)
+    checks = checks_per_fix(fixes)
     records = [_list_record(fix, checks[fix]) for fix in fixes]
     if as_json:
         echo_json(records)

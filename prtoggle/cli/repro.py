@@ -5,31 +5,24 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
+    child_run_options,
     collection_option,
     echo_json,
+    fixes_to_run,
     format_table,
     json_option,
-    load_default_registry,
-    provider_option,
-    require_device,
-    select_fixes_having,
 )
-from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe, Registry
-    from prtoggle.runners.warm_client import CommandRunner
+    from prtoggle.recipes.registry import Recipe
     from prtoggle.workflows.repro import ReproResult, ScenarioResult
-
-_VARIANTS = ("fixed", "reverted")
 
 _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
@@ -50,28 +43,13 @@ Examples:
 
 
 @click.command("repro", epilog=_EPILOG)
-@click.argument("prs", nargs=-1, type=int)
-@click.option("--all", "run_all", is_flag=True, help="Every fix that has a repro scenario.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@provider_option
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds each child may run before it is killed and reported as a timeout.",
-)
+@child_run_options(what="repro scenario")
 @click.option(
     "--jobs",
     "-j",
     type=click.IntRange(min=1),
     default=None,
     help="Children run at once [default: min(4, CPU count)].",
-)
-@click.option(
-    "--cold",
-    is_flag=True,
-    help="Start every scenario as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
 @collection_option
 @json_option
@@ -89,11 +67,13 @@ def repro_command(
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
     from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
+    from prtoggle.workflows.repro import run_repros
 
     started = time.monotonic()
-    registry = load_default_registry(collection=collection)
-    fixes = _selected(registry, prs, run_all=run_all)
-    require_device(device)
+    fixes = fixes_to_run(
+        "repro", prs=prs, run_all=run_all, device=device, key="repro", what="repro scenario",
+        collection=collection,
+    )  # fmt: skip
     workers = jobs or min(4, os.cpu_count() or 1)
     preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
     with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
@@ -112,81 +92,6 @@ def repro_command(
         _print_table(results, seconds=time.monotonic() - started)
     if not all(result.reproduced for result in results):
         sys.exit(EXIT_NEGATIVE)
-
-
-def run_repros(
-    fixes: Sequence[Recipe],
-    *,
-    device: str,
-    provider: str | None,
-    timeout: float,
-    jobs: int,
-    on_done: Callable[[Recipe, str, ScenarioResult], None] | None = None,
-    runner: CommandRunner | None = None,
-    gpu_count: Callable[[], int] | None = None,
-) -> list[ReproResult]:
-    """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
-
-    With `device="cuda"`, `jobs > 1` and several visible GPUs (`gpu_count`, default torch's
-    count, or the parent's CUDA_VISIBLE_DEVICES), each child runs with
-    `CUDA_VISIBLE_DEVICES` set to one GPU of its own while it runs.
-
-    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
-    starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
-    anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
-    """
-    from prtoggle.runners.child_process import run_child
-    from prtoggle.workflows.repro import ReproResult, run_scenario
-
-    gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
-    leases = GpuLeases(gpus) if len(gpus) > 1 else None
-
-    options: dict[str, Any] = {
-        "device": device,
-        "provider": provider,
-        "timeout": timeout,
-        "runner": runner or run_child,
-    }
-
-    def run_one(module: str, prs: tuple[int, ...]) -> ScenarioResult:
-        if leases is None:
-            return run_scenario(module, prs=prs, **options)
-        with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
-            env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
-            return run_scenario(module, prs=prs, base_env=env, **options)
-
-    def launch(fix: Recipe, prs: tuple[int, ...]) -> Future[ScenarioResult]:
-        return pool.submit(run_one, str(fix.repro), prs)
-
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        runs = {(fix.pr, variant): (fix, variant) for fix in fixes for variant in _VARIANTS}
-        futures = {
-            launch(fix, (fix.pr,) if variant == "reverted" else ()): key
-            for key, (fix, variant) in runs.items()
-        }
-        results: dict[tuple[int, str], ScenarioResult] = {}
-        for future in as_completed(futures):
-            key = futures[future]
-            results[key] = future.result()
-            if on_done is not None:
-                on_done(*runs[key], results[key])
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return [
-        ReproResult(
-            pr=fix.pr,
-            module=str(fix.repro),
-            expect=fix.expect,
-            fixed=results[(fix.pr, "fixed")],
-            reverted=results[(fix.pr, "reverted")],
-        )
-        for fix in fixes
-    ]
-
-
-def _selected(registry: Registry, prs: Sequence[int], *, run_all: bool) -> list[Recipe]:
-    return select_fixes_having(registry, prs, run_all=run_all, key="repro", what="repro scenario")
 
 
 def _print_progress(fix: Recipe, variant: str, result: ScenarioResult) -> None:

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 import click
 
 from prtoggle.cli.common import (
-    check_without_import,
-    import_free_source_root,
     load_default_registry,
     parse_revert_options,
 )
 from prtoggle.errors import PatchApplicationError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
+from prtoggle.recipes.packages import check_without_import, import_free_source_root
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -82,7 +81,7 @@ def _refuse_reverts_that_do_not_apply(
         for fix in registry.find(pr)
         if import_free_source_root(fix, search_path=search_path) is not None
     ]
-    for pr, checks in check_without_import(registry, findable, search_path=search_path).items():
+    for pr, checks in check_without_import(findable, search_path=search_path).items():
         failed = [check for check in checks if check.failed]  # not-applicable: inert
         if failed:
             first = failed[0]

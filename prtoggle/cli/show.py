@@ -10,12 +10,11 @@ from prtoggle.cli.common import (
     EXIT_STATUS_HELP,
     collection_option,
     echo_json,
-    import_free_source_root,
     json_option,
     load_default_registry,
-    refuse_absent_packages,
 )
 from prtoggle.errors import PatchApplicationError
+from prtoggle.recipes.packages import import_free_source_root, refuse_absent_packages
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe

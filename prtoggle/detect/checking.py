@@ -58,6 +58,18 @@ def reset() -> None:
     poison.rearm_redzones()
 
 
+def reset_process_state() -> None:
+    """Witness tables, redzones, phase/step and set_mode() as a fresh process has them.
+
+    For a process that runs one program after another (the warm worker's forks); reset()
+    only clears hits and keeps the tables and buffers.
+    """
+    witness.reset_registry()
+    poison.reset_registry()
+    clock.reset_clock()
+    config.set_mode(None)
+
+
 def _read_device(
     registry: witness.WitnessRegistry, device: str, names: dict[int, tuple[str, str]]
 ) -> list[Hit]:

@@ -37,6 +37,11 @@ class Clock:
     step: int = 0
 
 
+def reset_clock() -> None:
+    """Back to phase "eager", step 0: the clock of a fresh process."""
+    vars(_CLOCK).update(vars(Clock()))  # in place: holders of it see the reset
+
+
 _CLOCK = Clock()
 
 

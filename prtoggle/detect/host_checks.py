@@ -11,8 +11,8 @@ from __future__ import annotations
 from numbers import Integral
 
 from prtoggle.detect import clock, config, torch_probes, witness
-from prtoggle.detect.probes import ProbeItem
 from prtoggle.detect.report import SiteHit, format_hits, site_hit_from_row
+from prtoggle.detect.witness import ProbeItem
 from prtoggle.errors import DetectUsageError, OOBDetected
 
 HOST_DEVICE = "cpu"

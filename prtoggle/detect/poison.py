@@ -78,6 +78,11 @@ class RedzoneRegistry:
         return [(entry, zone) for entry, zone in pairs if zone is not None]
 
 
+def reset_registry() -> None:
+    """Forget every poisoned buffer, redzone and guarded allocation: a fresh process's state."""
+    vars(_REGISTRY).update(vars(RedzoneRegistry()))  # in place: holders of it see the reset
+
+
 _REGISTRY = RedzoneRegistry()
 _CANARIES: dict[tuple[int, str], torch.Tensor] = {}
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from prtoggle.detect import clock, config, witness
+from prtoggle.detect.witness import ProbeItem
 from prtoggle.errors import DetectUsageError
 
 if TYPE_CHECKING:
@@ -30,16 +30,6 @@ if TYPE_CHECKING:
 PROVIDERS = ("torch", "triton")
 MAX_GROUP = 16
 """The most tensors one record_float_tensors() launch covers (more: several launches)."""
-
-
-@dataclass(frozen=True)
-class ProbeItem:
-    """One tensor of a probe launch: its flat view, its witness row, its elements per row
-    along dim 0 (0: record no rows)."""
-
-    flat: torch.Tensor
-    slot: int
-    row_width: int
 
 
 def maybe_detect_nan(

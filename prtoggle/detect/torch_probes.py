@@ -32,8 +32,7 @@ from prtoggle.detect.witness import (
 if TYPE_CHECKING:
     import torch
 
-    from prtoggle.detect.probes import ProbeItem
-    from prtoggle.detect.witness import DeviceTable
+    from prtoggle.detect.witness import DeviceTable, ProbeItem
 
 
 def record_float(table: DeviceTable, items: Sequence[ProbeItem], *, check_inf: bool) -> None:

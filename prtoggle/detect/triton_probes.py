@@ -37,8 +37,7 @@ from prtoggle.detect import witness
 if TYPE_CHECKING:
     import torch
 
-    from prtoggle.detect.probes import ProbeItem
-    from prtoggle.detect.witness import DeviceTable
+    from prtoggle.detect.witness import DeviceTable, ProbeItem
 
 BLOCK_SIZE = 1024
 PROGRAMS_PER_SM = 4

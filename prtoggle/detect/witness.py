@@ -57,6 +57,16 @@ EMPTY_ROW = (
 KINDS = ("nan", "inf", "oob")
 
 
+@dataclass(frozen=True)
+class ProbeItem:
+    """One tensor of a probe launch: its flat view, its witness row, its elements per row
+    along dim 0 (0: record no rows)."""
+
+    flat: torch.Tensor
+    slot: int
+    row_width: int
+
+
 @dataclass
 class DeviceTable:
     """The witness rows and the current-`when` scalar of one device."""
@@ -195,6 +205,11 @@ def _validate_site(kind: str, site: str) -> None:
             f"probe site must be a non-empty string naming where and when, "
             f"e.g. 'trtllm_mha.draft_decode[step=0].output'; got {site!r}"
         )
+
+
+def reset_registry() -> None:
+    """Drop every witness table and site row: the state of a fresh process."""
+    vars(_DEFAULT).update(vars(WitnessRegistry()))  # in place: holders of it see the reset
 
 
 _DEFAULT = WitnessRegistry()

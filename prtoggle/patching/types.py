@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-EDIT_KINDS = ("replacement", "prepend", "append")
 EditKind = Literal["replacement", "prepend", "append"]
+EDIT_KINDS: tuple[EditKind, ...] = ("replacement", "prepend", "append")
 
 
 @dataclass(frozen=True)

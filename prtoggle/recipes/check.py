@@ -18,7 +18,7 @@ from prtoggle.errors import (
 )
 from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
-from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
+from prtoggle.patching.swap import apply_layers, build_replacement
 from prtoggle.patching.targets import FunctionSource, function_source, import_target
 from prtoggle.recipes.registry import Patch, Recipe, Registry
 from prtoggle.recipes.versions import out_of_range
@@ -137,8 +137,8 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
     diffs = []
     for patch in fix.patches:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [_layer(fix, patch)], function=function)
-        edited = apply_layers(source, [_layer(fix, patch)])
+        build_replacement(source, [fix.edit_layer(patch.target)], function=function)
+        edited = apply_layers(source, [fix.edit_layer(patch.target)])
         diffs.append(
             TargetDiff(
                 pr=fix.pr,
@@ -163,7 +163,7 @@ def _check_target(fix: Recipe, patch: Patch, *, tree: SourceTree | None) -> tupl
         return "not-applicable", outside
     try:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [_layer(fix, patch)], function=function)
+        build_replacement(source, [fix.edit_layer(patch.target)], function=function)
     except PrToggleError as exc:
         return _failure_status(exc), str(exc)
     return "ok", ""
@@ -200,10 +200,6 @@ def _target_source(
         return find_in_source_tree(target, source_root=tree), None
     function = import_target(target).function
     return function_source(function, target=target), function
-
-
-def _layer(fix: Recipe, patch: Patch) -> EditLayer:
-    return EditLayer(pr=fix.pr, patch=patch, yaml_path=str(fix.path))
 
 
 def _hunk_range(first_line: int, start: int, stop: int) -> str:

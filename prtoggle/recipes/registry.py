@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.patching.types import Edit, Patch
+from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.schema import MAX_PR, MAX_RECIPE_BYTES, MIN_PR, SYMPTOMS, Recipe, load_recipe
 
 __all__ = [
@@ -67,13 +68,13 @@ class Registry:
             return found
         if collection is None:
             raise UnknownPRError(
-                f"PR {pr} is not registered; registered PRs: {_pr_list(self.prs())} "
+                f"PR {pr} is not registered; registered PRs: {join_prs(self.prs())} "
                 f"(registry directories: {', '.join(str(d) for d in self.dirs)})"
             )
         elsewhere = [fix.collection for fix in self.fixes if fix.pr == pr]
         hint = f"; PR {pr} is in: {', '.join(elsewhere)}" if elsewhere else ""
         raise UnknownPRError(
-            f"PR {pr} is not in collection {collection!r}; its PRs: {_pr_list(scope.prs())}{hint}"
+            f"PR {pr} is not in collection {collection!r}; its PRs: {join_prs(scope.prs())}{hint}"
         )
 
     def get(self, pr: int, *, collection: str | None = None) -> Recipe:
@@ -170,6 +171,11 @@ def default_registry() -> Registry:
     return _cached_registry(os.environ.get(YAML_PATH_ENV, ""))
 
 
+def clear_registry_cache() -> None:
+    """Forget the registries default_registry() loaded: the next call reads the files again."""
+    _cached_registry.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def _cached_registry(yaml_path: str) -> Registry:
     return load_registry(dirs=yaml_dirs_from_env(yaml_path))
@@ -195,7 +201,3 @@ def _pr_line(path: Path) -> int:
         if re.match(r"pr\s*:", line):
             return number
     return 1
-
-
-def _pr_list(prs: Sequence[int]) -> str:
-    return ", ".join(str(pr) for pr in prs) if prs else "(none)"

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from prtoggle.errors import RegistryError
+from prtoggle.patching.swap import EditLayer
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.versions import APPLIES_TO_EXAMPLE, VersionRange, parse_version_range
 
@@ -81,6 +82,13 @@ class Recipe:
         """`collection/PR`, how messages name one fix."""
         return f"{self.collection}/{self.pr}"
 
+    def edit_layer(self, target: str) -> EditLayer:
+        """This recipe's edits of `target` as one layer of the code swapper (the one builder)."""
+        patch = next((patch for patch in self.patches if patch.target == target), None)
+        if patch is None:
+            raise RegistryError(f"{self.label} ({self.path}) has no patch of {target}")
+        return EditLayer(pr=self.pr, patch=patch, yaml_path=str(self.path))
+
 
 def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     """Parse and validate one recipe file; `collection` defaults to its directory's name.
@@ -91,6 +99,33 @@ def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     """
     document = _parse(path, _read_text(path))
     return _fix_from_mapping(document, path, collection or path.parent.name)
+
+
+def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...]:
+    """The validated `patches:` of recipe YAML text (sglang's block, or a whole recipe).
+
+    The one validator of the format: the same keys, rules and RegistryError messages as
+    load_recipe, each naming `source` and the line; the other keys are metadata, ignored.
+    """
+    path = Path(source)
+    document = _parse(path, text)
+    mapping = _expect_mapping(
+        document, path, line=1, what=source, required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
+    )
+    return _patches(mapping, path)
+
+
+def one_edit_kind(texts: Mapping[EditKind, str], *, where: str) -> tuple[EditKind, str]:
+    """sglang's rule: at most one kind has non-blank text; none (or only empty ones) deletes."""
+    active = [kind for kind, text in texts.items() if text.strip()]
+    if len(active) > 1:
+        raise RegistryError(
+            f"{where}: edit sets more than one of replacement, prepend, append "
+            f"(got {', '.join(active)}); use one per edit"
+        )
+    if active:
+        return active[0], texts[active[0]]
+    return "replacement", ""
 
 
 def _read_text(path: Path) -> str:
@@ -301,20 +336,11 @@ def _edits(entry: _LineDict, path: Path) -> tuple[Edit, ...]:
 
 
 def _edit_kind(raw: _LineDict, path: Path) -> tuple[EditKind, str]:
-    """sglang's rule: at most one kind has non-blank text; none (or only empty ones) deletes."""
     texts: dict[EditKind, str] = {}
     for kind in EDIT_KINDS:
         if kind in raw:
-            texts[kind] = _text(raw, kind, path)  # type: ignore[index]
-    active = [kind for kind, text in texts.items() if text.strip()]
-    if len(active) > 1:
-        raise RegistryError(
-            f"{path}:{raw.line}: edit sets more than one of replacement, "
-            f"prepend, append (got {', '.join(active)}); use one per edit"
-        )
-    if active:
-        return active[0], texts[active[0]]
-    return "replacement", ""
+            texts[kind] = _text(raw, kind, path)
+    return one_edit_kind(texts, where=f"{path}:{raw.line}")
 
 
 def _text(mapping: _LineDict, key: str, path: Path) -> str:

@@ -6,7 +6,7 @@ import importlib.metadata
 import tomllib
 from dataclasses import dataclass
 from email.parser import Parser
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -16,8 +16,9 @@ from packaging.version import InvalidVersion, Version
 from prtoggle.errors import VersionRangeError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from prtoggle.patching.source_files import SourceTree
-    from prtoggle.recipes.schema import Recipe
 
 APPLIES_TO_EXAMPLE = "sglang>=0.5.11,<0.5.15"
 
@@ -36,6 +37,19 @@ class VersionRange:
             return self.specifier.contains(Version(version), prereleases=True)
         except InvalidVersion:
             return False
+
+
+class Ranged(Protocol):
+    """What the range checks read of a recipe (prtoggle.recipes.schema.Recipe has it)."""
+
+    @property
+    def applies_to(self) -> VersionRange | None: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
 
 
 def parse_version_range(text: str) -> VersionRange:
@@ -78,7 +92,7 @@ def tree_version(tree: SourceTree, distribution: str) -> str | None:
     return None
 
 
-def out_of_range(fix: Recipe, *, tree: SourceTree | None) -> str | None:
+def out_of_range(fix: Ranged, *, tree: SourceTree | None) -> str | None:
     """Why `fix` does not apply to the tree (or the installed code), or None when it may.
 
     None also when the recipe has no range or the version is unknown: then its text decides.
@@ -98,7 +112,7 @@ def out_of_range(fix: Recipe, *, tree: SourceTree | None) -> str | None:
     )
 
 
-def require_installed_in_range(fix: Recipe) -> None:
+def require_installed_in_range(fix: Ranged) -> None:
     """Refuse a revert of `fix` where the installed distribution is outside its range."""
     if fix.applies_to is None:
         return
@@ -112,7 +126,7 @@ def require_installed_in_range(fix: Recipe) -> None:
     )
 
 
-def _excludes(fix: Recipe, version: str | None) -> bool:
+def _excludes(fix: Ranged, version: str | None) -> bool:
     """A known version outside the recipe's range (an unknown one: the text decides)."""
     return (
         fix.applies_to is not None and version is not None and not fix.applies_to.contains(version)

@@ -10,17 +10,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
 from prtoggle.patching import CodeSwapper, EditLayer, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
-from prtoggle.recipes.schema import _FIX_OPTIONAL
+from prtoggle.recipes.schema import load_patches, one_edit_kind
 
 logger = logging.getLogger(__name__)
 
-RECIPE_KEYS = ("patches", *_FIX_OPTIONAL)
-"""Top-level keys apply_patches_from_config accepts; all but `patches` are metadata, ignored."""
 _PATCH_KEYS = ("target", "edits", "preamble")
 _EDIT_KEYS = ("match", *EDIT_KINDS)
 _SWAPPER = CodeSwapper()
@@ -51,7 +47,7 @@ class PatchSpec:
     """The edits of one dotted target, plus text inserted at the top of its body."""
 
     target: str
-    edits: list[EditSpec]
+    edits: list[EditSpec | Edit]
     preamble: str = ""
 
 
@@ -112,7 +108,10 @@ def apply_patches_from_config(
     `extra_imports` lines go at the top of every patched body, before any preamble. All
     patches apply or none do: a failure restores the ones already applied, then raises.
     """
-    specs = _specs_from_yaml(yaml_content)
+    specs = [
+        PatchSpec(target=patch.target, edits=list(patch.edits), preamble=patch.preamble)
+        for patch in load_patches(yaml_content)
+    ]
     if extra_imports:
         block = "\n".join(extra_imports)
         specs = [
@@ -172,21 +171,6 @@ def _restore_all(states: list[PatchState]) -> None:
         state.restore()
 
 
-def _specs_from_yaml(yaml_content: str) -> list[PatchSpec]:
-    try:
-        raw = yaml.safe_load(yaml_content)
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"patch config: YAML syntax error: {exc}") from exc
-    config = _checked_mapping(raw, "patch config", required=("patches",), allowed=RECIPE_KEYS)
-    patches = config["patches"]
-    if not isinstance(patches, list) or not patches:
-        raise RegistryError(
-            f"patch config: 'patches' must be a non-empty list of {{target, edits}} mappings, "
-            f"got {patches!r}"
-        )
-    return [_as_patch_spec(item) for item in patches]
-
-
 def _as_patch_spec(item: Any) -> PatchSpec:
     if isinstance(item, PatchSpec):
         return item
@@ -217,15 +201,8 @@ def _as_edit(edit: Any, index: int) -> Edit:
 
 
 def _edit_kind(edit: Any, *, where: str) -> tuple[EditKind, str]:
-    texts = {kind: _field(edit, kind) for kind in EDIT_KINDS}
-    active = [kind for kind, text in texts.items() if text.strip()]
-    if len(active) > 1:
-        raise PatchApplicationError(
-            f"{where}: only one of 'replacement', 'prepend', 'append' may be set, got: "
-            f"{', '.join(active)}"
-        )
-    kind: EditKind = active[0] if active else "replacement"  # type: ignore[assignment]
-    return kind, texts[kind]
+    texts: dict[EditKind, str] = {kind: _field(edit, kind) for kind in EDIT_KINDS}
+    return one_edit_kind(texts, where=where)
 
 
 def _field(edit: Any, key: str) -> str:

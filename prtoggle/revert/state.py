@@ -23,9 +23,9 @@ from types import FunctionType
 
 from prtoggle.errors import PatchApplicationError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
-from prtoggle.patching.swap import CodeSwapper, EditLayer
+from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
-from prtoggle.recipes.registry import Patch, Recipe, Registry, default_registry
+from prtoggle.recipes.registry import Recipe, Registry, default_registry
 from prtoggle.recipes.versions import require_installed_in_range
 
 logger = logging.getLogger(__name__)
@@ -221,10 +221,7 @@ def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> 
         active.pending[target] = resolved.module
         return
     require_installed_in_range(active.fix)
-    layer = EditLayer(
-        pr=active.fix.pr, patch=_patch_for(active.fix, target), yaml_path=str(active.fix.path)
-    )
-    _SWAPPER.patch(resolved.function, layer)
+    _SWAPPER.patch(resolved.function, active.fix.edit_layer(target))
     active.patched.append((target, resolved.function))
     active.pending.pop(target, None)
 
@@ -235,10 +232,6 @@ def _unpatch_all(revert: _Revert) -> None:
             _target, function = active.patched[-1]
             _SWAPPER.unpatch(function, active.fix.pr)
             active.patched.pop()
-
-
-def _patch_for(fix: Recipe, target: str) -> Patch:
-    return next(patch for patch in fix.patches if patch.target == target)
 
 
 def _holder(target: str) -> tuple[str, object] | None:

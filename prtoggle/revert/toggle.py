@@ -18,6 +18,7 @@ from types import TracebackType
 
 from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Registry, default_registry
 from prtoggle.revert import state as revert_state
 
@@ -46,7 +47,7 @@ def parse_revert_spec(
 ) -> tuple[int, ...]:
     """`26521`, `26521,24856`, `26521 24856` or `all` -> PR numbers; "" -> ()."""
     text = value.strip()
-    choices = _registered_text(registered)
+    choices = join_prs(sorted(set(registered)))
     if not text:
         return ()
     if text.lower() == "all":
@@ -214,7 +215,3 @@ def _report_unapplied_at_exit() -> None:
             "imported and not patched\n"
         )
     sys.stderr.flush()
-
-
-def _registered_text(registered: Sequence[int]) -> str:
-    return ", ".join(str(pr) for pr in sorted(set(registered))) if registered else "(none)"

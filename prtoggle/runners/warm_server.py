@@ -30,18 +30,12 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.protocol import REVERT_ENV
 
 MAX_REQUEST_BYTES = 1 << 20
 CUDA_INITIALISED_EXIT_CODE = 3
 """The server's status when a preloaded module initialised CUDA (it then serves nothing)."""
 _PR_SET_PDEATHSIG = 1
-_DETECTION_STATE = (
-    ("prtoggle.detect.witness", "_DEFAULT", "WitnessRegistry"),
-    ("prtoggle.detect.poison", "_REGISTRY", "RedzoneRegistry"),
-    ("prtoggle.detect.clock", "_CLOCK", "Clock"),
-)
-"""Process-global detection state: (module, attribute, class of a fresh value)."""
 _THIS_FILE = (lambda: None).__code__.co_filename
 
 
@@ -270,15 +264,10 @@ def _run_program(request: RunRequest) -> None:
 
 def _reset_detection_state() -> None:
     """Witness rows, redzones, phase/step and set_mode() as a fresh process has them."""
-    for module_name, attribute, factory in _DETECTION_STATE:
-        module = sys.modules.get(module_name)
-        if module is not None:
-            fresh = getattr(module, factory)()  # AttributeError: the table above is stale
-            getattr(module, attribute)  # the same
-            setattr(module, attribute, fresh)
-    config = sys.modules.get("prtoggle.detect.config")
-    if config is not None:
-        config.set_mode(None)
+    if "prtoggle.detect" in sys.modules:  # else there is nothing to reset (nor to import)
+        from prtoggle.detect.checking import reset_process_state
+
+        reset_process_state()
 
 
 def _maybe_apply_reverts() -> None:
@@ -292,18 +281,11 @@ def _maybe_apply_reverts() -> None:
             toggle.restore(pr)
     if not os.environ.get(REVERT_ENV, "").strip():
         return
-    from prtoggle.errors import PrToggleError
-    from prtoggle.recipes.registry import _cached_registry
-    from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
+    from prtoggle.recipes.registry import clear_registry_cache
+    from prtoggle.revert.startup import revert_or_exit
 
-    _cached_registry.cache_clear()
-    try:
-        guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)  # as the bootstrap does
-        maybe_revert_pr_fix()
-    except (PrToggleError, ImportError) as exc:
-        sys.stderr.write(f"{BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
-        sys.stderr.flush()
-        os._exit(BOOTSTRAP_FAILURE_EXIT_CODE)
+    clear_registry_cache()
+    revert_or_exit()  # as the start-up hook of a fresh child does
 
 
 def _preload(name: str) -> None:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from prtoggle.cli.common import import_free_source_root, join_prs
 from prtoggle.errors import PrToggleError
+from prtoggle.recipes.packages import import_free_source_root
+from prtoggle.recipes.prs import join_prs
 from prtoggle.workflows.bisect_search import Judgement, Verdict
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ def revert_conflict(fixes: Sequence[Recipe]) -> tuple[tuple[int, int], str] | No
         except PrToggleError:
             continue  # the target itself is missing: each fix alone is already left out
         for first, second in combinations(editors, 2):
-            layers = [_layer(first, target), _layer(second, target)]
+            layers = [first.edit_layer(target), second.edit_layer(target)]
             try:
                 apply_layers(source, layers)
             except PrToggleError as exc:
@@ -190,10 +191,3 @@ def _note(run: CommandRun, exit_class: ExitClass) -> str:
         if error_type:
             return f"{error_type}: {message}"[:200]
     return ""
-
-
-def _layer(fix: Recipe, target: str) -> Any:
-    from prtoggle.patching.swap import EditLayer
-
-    patch = next(patch for patch in fix.patches if patch.target == target)
-    return EditLayer(pr=fix.pr, patch=patch, yaml_path=str(fix.path))

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from prtoggle.recipes.prs import join_prs
+
 Verdict = Literal["good", "bad", "skip"]
 """What one run says: the command passed, failed, or could not be judged (a skip)."""
 
@@ -72,7 +74,7 @@ def attribute(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
         elif verdict == "skip":
             skipped.append(pr)
     if culprits:
-        conclusion = f"reverting {_join(culprits)} alone makes the command fail"
+        conclusion = f"reverting {join_prs(culprits)} alone makes the command fail"
     else:
         conclusion = (
             "no single revert makes the command fail; the failure may need several fixes "
@@ -99,7 +101,7 @@ def ordered(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
         if index is None:
             suspects = tuple(candidates[bad_index:good_index])
             conclusion = (
-                f"the culprit is one of {_join(suspects)}: the runs between them were skipped"
+                f"the culprit is one of {join_prs(suspects)}: the runs between them were skipped"
             )
             return memo.result("ordered", suspects, conclusion, found_override=False)
         verdict = memo(tuple(candidates[index:]))
@@ -113,7 +115,7 @@ def ordered(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
     newer = candidates[bad_index + 1 :]
     conclusion = f"reverting {culprit} together with every newer fix makes the command fail"
     if newer:
-        conclusion += f", reverting only the newer {_join(newer)} does not"
+        conclusion += f", reverting only the newer {join_prs(newer)} does not"
     return memo.result("ordered", (culprit,), conclusion)
 
 
@@ -144,7 +146,7 @@ def ddmin(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
         conclusion = f"reverting {culprits[0]} alone makes the command fail"
     else:
         conclusion = (
-            f"reverting {_join(culprits)} together makes the command fail; "
+            f"reverting {join_prs(culprits)} together makes the command fail; "
             "leaving any one of them applied does not"
         )
     return memo.result("ddmin", culprits, conclusion)
@@ -220,7 +222,7 @@ def _inconclusive(judgement: Judgement) -> str:
     start = "inconclusive: the run with every candidate reverted cannot be judged: "
     if judgement.conflict:
         return (
-            f"{start}the reverts of {_join(judgement.conflict)} conflict: they cannot be "
+            f"{start}the reverts of {join_prs(judgement.conflict)} conflict: they cannot be "
             f"applied together ({judgement.reason}); bisect fewer candidates (-r) so that "
             "their reverts apply together"
         )
@@ -253,7 +255,3 @@ def _split(items: list[int], parts: int) -> list[list[int]]:
         chunks.append(items[start:stop])
         start = stop
     return [chunk for chunk in chunks if chunk]
-
-
-def _join(prs: Sequence[int]) -> str:
-    return ", ".join(str(pr) for pr in prs)

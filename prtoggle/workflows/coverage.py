@@ -8,11 +8,11 @@ to run guards_pr tests plain; its output is never parsed.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.pytest_plugin.report import NodeOutcome, PytestReport, read_report, report_options
+from prtoggle.runners.pool import run_parallel
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe
@@ -138,24 +139,12 @@ def run_coverage(
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
     prs = sorted({fix.pr for fix in fixes})  # one run per PR number, whatever its collections
-    runs: dict[tuple[int, ...], SuiteRun] = {}
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        futures = [
-            pool.submit(run_suite, command, prs=reverts, timeout=timeout, runner=runner)
-            for reverts in [(), *((pr,) for pr in prs)]
-        ]
-        for future in as_completed(futures):
-            run = future.result()
-            runs[run.prs] = run
-            if on_run is not None:
-                on_run(run)
-    except BaseException:
-        # Do not wait here for runs in flight: the caller ends them (the signal handler
-        # ends plain children; closing a warm worker kills the runs it forked).
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    tasks = [
+        functools.partial(run_suite, command, prs=reverts, timeout=timeout, runner=runner)
+        for reverts in [(), *((pr,) for pr in prs)]
+    ]
+    report_run = None if on_run is None else (lambda _index, run: on_run(run))
+    runs = {run.prs: run for run in run_parallel(tasks, jobs=jobs, on_done=report_run)}
     plain = runs[()]
     if plain.error is not None:
         raise RunnerError(f"the plain run of {' '.join(command)!r} wrote no report: {plain.error}")

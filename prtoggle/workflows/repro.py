@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_command
 from prtoggle.runners.child_process import CommandRun, last_exception, run_child
+from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
+from prtoggle.runners.pool import run_parallel
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe
     from prtoggle.runners.warm_client import CommandRunner
 
 OutcomeKind = Literal["clean", "failure", "crash", "timeout"]
+_VARIANTS = ("fixed", "reverted")  # run_repros relies on this order
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,67 @@ def repro_fix(
     return ReproResult(
         pr=fix.pr, module=fix.repro, expect=fix.expect, fixed=fixed, reverted=reverted
     )
+
+
+def run_repros(
+    fixes: Sequence[Recipe],
+    *,
+    device: str,
+    provider: str | None,
+    timeout: float,
+    jobs: int,
+    on_done: Callable[[Recipe, str, ScenarioResult], None] | None = None,
+    runner: CommandRunner | None = None,
+    gpu_count: Callable[[], int] | None = None,
+) -> list[ReproResult]:
+    """Every fix's two scenario children, `jobs` at a time; results in the order of `fixes`.
+
+    With `device="cuda"`, `jobs > 1` and several visible GPUs (`gpu_count`, default torch's
+    count, or the parent's CUDA_VISIBLE_DEVICES), each child runs with
+    `CUDA_VISIBLE_DEVICES` set to one GPU of its own while it runs.
+
+    `on_done(fix, "fixed" | "reverted", result)` is called as each child finishes; `runner`
+    starts each child (default: a fresh process; a WarmWorker's `run` forks it warm). When
+    anything (an Interrupted from a signal) leaves early, queued runs are cancelled.
+    """
+    gpus = visible_gpus(os.environ, count=gpu_count) if device == "cuda" and jobs > 1 else []
+    leases = GpuLeases(gpus) if len(gpus) > 1 else None
+
+    options: dict[str, Any] = {
+        "device": device,
+        "provider": provider,
+        "timeout": timeout,
+        "runner": runner or run_child,
+    }
+
+    def run_one(module: str, prs: tuple[int, ...]) -> ScenarioResult:
+        if leases is None:
+            return run_scenario(module, prs=prs, **options)
+        with leases.lease() as gpu:  # one GPU per child: it sees it as cuda:0
+            env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
+            return run_scenario(module, prs=prs, base_env=env, **options)
+
+    runs = [(fix, variant) for fix in fixes for variant in _VARIANTS]
+    tasks = [
+        functools.partial(run_one, str(fix.repro), (fix.pr,) if variant == "reverted" else ())
+        for fix, variant in runs
+    ]
+
+    def done(index: int, result: ScenarioResult) -> None:
+        if on_done is not None:
+            on_done(*runs[index], result)
+
+    results = run_parallel(tasks, jobs=jobs, on_done=done)
+    return [
+        ReproResult(
+            pr=fix.pr,
+            module=str(fix.repro),
+            expect=fix.expect,
+            fixed=results[2 * index],
+            reverted=results[2 * index + 1],
+        )
+        for index, fix in enumerate(fixes)
+    ]
 
 
 def _protocol_line(stderr: str) -> str | None:

@@ -58,11 +58,11 @@ def modules_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 @pytest.fixture(autouse=True)
 def clean_toggle_state() -> Iterator[None]:
     """Every test starts and ends with nothing reverted and no cached registry."""
-    registry._cached_registry.cache_clear()
+    registry.clear_registry_cache()
     yield
     for pr in toggle.active_reverts():
         toggle.restore(pr)
-    registry._cached_registry.cache_clear()
+    registry.clear_registry_cache()
 
 
 def write_fix(directory: Path, pr: int, body: str) -> Path:

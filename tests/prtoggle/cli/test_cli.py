@@ -494,3 +494,31 @@ def test_run_starts_a_revert_outside_its_range_and_the_child_refuses_it_at_impor
         f"apply to the installed prtoggle-fake 2.3: {path} covers prtoggle-fake>=1.0,<2.0 "
         "(applies_to); use a recipe for 2.3 or install a version in that range\n",
     )
+
+
+def test_bare_prtoggle_prints_its_usage_not_an_error_line() -> None:
+    result = invoke()
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Usage: prtoggle [OPTIONS] COMMAND [ARGS]...\n\n")
+    assert "\nCommands:\n  bench " in result.stderr
+    assert result.stdout == ""
+
+
+def test_run_of_pytest_gives_no_assert_rewrite_warning_for_prtoggle(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    (tmp_path / "test_answer.py").write_text(
+        f"import {TARGET_MODULE} as m\n\ndef test_answer():\n    assert m.answer() == 41\n"
+    )
+    pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    result = subprocess.run(
+        ["prtoggle", "run", "-r", str(ANSWER_FIX), "--", *pytest_argv, "test_answer.py"],
+        env=fake_project.env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "PytestAssertRewriteWarning" not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].startswith("1 passed in ")

@@ -76,9 +76,23 @@ def test_apply_edits_names_the_match_and_line_numbers_when_nothing_matches() -> 
     assert "       2 | b = 2" in message
 
 
-def test_an_edit_spec_with_two_kinds_is_refused_like_sglang() -> None:
-    with pytest.raises(PatchApplicationError, match="only one of 'replacement', 'prepend'"):
+def test_an_edit_spec_with_two_kinds_is_refused_like_a_recipe_file_with_two() -> None:
+    with pytest.raises(RegistryError) as info:
         EditSpec(match="a", replacement="b", append="c")
+    assert str(info.value) == (
+        "EditSpec: edit sets more than one of replacement, prepend, append "
+        "(got replacement, append); use one per edit"
+    )
+
+
+def test_a_config_edit_with_two_kinds_is_the_recipe_error_with_its_line(sample: object) -> None:
+    config = "patches:\n- target: MOD.tail\n  edits:\n  - {match: a, prepend: b, append: c}\n"
+    with pytest.raises(RegistryError) as info:
+        prtoggle.apply_patches_from_config(recipe(sample, config))
+    assert str(info.value) == (
+        "patch config:4: edit sets more than one of replacement, prepend, append "
+        "(got prepend, append); use one per edit"
+    )
 
 
 def test_apply_patches_from_config_patches_and_the_handle_restores_the_exact_code(
@@ -198,7 +212,7 @@ def test_extra_imports_go_at_the_top_of_every_patched_body(sample: object) -> No
 
 
 def test_unknown_keys_in_the_config_are_errors_that_list_the_allowed_ones(sample: object) -> None:
-    with pytest.raises(RegistryError, match="unknown key 'patchez'; expected one of: patches"):
+    with pytest.raises(RegistryError, match="unknown key 'patchez' in patch config; expected one "):
         prtoggle.apply_patches_from_config("patchez: []\npatches: []\n")
     with pytest.raises(RegistryError, match="unknown key 'matc'"):
         prtoggle.apply_patches_from_config(
