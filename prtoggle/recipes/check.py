@@ -137,7 +137,7 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
     diffs = []
     for patch in fix.patches:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [_layer(fix, patch)], function=function)
+        build_replacement(source, [_layer(fix, patch)], function=function, evaluate=False)
         edited = apply_layers(source, [_layer(fix, patch)])
         diffs.append(
             TargetDiff(
@@ -163,7 +163,7 @@ def _check_target(fix: Recipe, patch: Patch, *, tree: SourceTree | None) -> tupl
         return "not-applicable", outside
     try:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [_layer(fix, patch)], function=function)
+        build_replacement(source, [_layer(fix, patch)], function=function, evaluate=False)
     except PrToggleError as exc:
         return _failure_status(exc), str(exc)
     return "ok", ""

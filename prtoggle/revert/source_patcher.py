@@ -10,12 +10,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
 from prtoggle.patching import CodeSwapper, EditLayer, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.schema import _FIX_OPTIONAL
+from prtoggle.recipes.yaml_reading import parse_yaml, short, short_text
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +95,7 @@ def patch_function(*, target: Any, edits: Iterable[Any], preamble: str = "") -> 
     function = getattr(target, "__func__", target)
     if not isinstance(function, types.FunctionType):
         raise UnsupportedTargetError(
-            f"patch_function: target {target!r} is a {type(target).__name__}, not a Python "
+            f"patch_function: target {short(target)} is a {type(target).__name__}, not a Python "
             "function; expected a function or method defined in Python source"
         )
     name = f"{function.__module__}.{function.__qualname__}"
@@ -173,16 +172,13 @@ def _restore_all(states: list[PatchState]) -> None:
 
 
 def _specs_from_yaml(yaml_content: str) -> list[PatchSpec]:
-    try:
-        raw = yaml.safe_load(yaml_content)
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"patch config: YAML syntax error: {exc}") from exc
+    raw = parse_yaml(yaml_content, name="patch config")
     config = _checked_mapping(raw, "patch config", required=("patches",), allowed=RECIPE_KEYS)
     patches = config["patches"]
     if not isinstance(patches, list) or not patches:
         raise RegistryError(
             f"patch config: 'patches' must be a non-empty list of {{target, edits}} mappings, "
-            f"got {patches!r}"
+            f"got {short(patches)}"
         )
     return [_as_patch_spec(item) for item in patches]
 
@@ -195,11 +191,15 @@ def _as_patch_spec(item: Any) -> PatchSpec:
     entry = _checked_mapping(item, "patch", required=("target", "edits"), allowed=_PATCH_KEYS)
     target, edits, preamble = entry["target"], entry["edits"], entry.get("preamble") or ""
     if not isinstance(target, str) or "." not in target:
-        raise RegistryError(f"patch: 'target' must be a dotted path, got {target!r}")
+        raise RegistryError(f"patch: 'target' must be a dotted path, got {short(target)}")
     if not isinstance(edits, list) or not edits:
-        raise RegistryError(f"patch {target}: 'edits' must be a non-empty list, got {edits!r}")
+        raise RegistryError(
+            f"patch {short_text(target)}: 'edits' must be a non-empty list, got {short(edits)}"
+        )
     if not isinstance(preamble, str):
-        raise RegistryError(f"patch {target}: 'preamble' must be a string, got {preamble!r}")
+        raise RegistryError(
+            f"patch {short_text(target)}: 'preamble' must be a string, got {short(preamble)}"
+        )
     return PatchSpec(target=target, edits=list(edits), preamble=preamble)
 
 
@@ -233,7 +233,7 @@ def _field(edit: Any, key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise PatchApplicationError(f"edit: {key!r} must be a string, got {value!r}")
+        raise PatchApplicationError(f"edit: {key!r} must be a string, got {short(value)}")
     return value
 
 
@@ -243,12 +243,12 @@ def _checked_mapping(
     if not isinstance(value, Mapping):
         raise RegistryError(
             f"{what}: expected a mapping with keys {', '.join(required)}; "
-            f"got {type(value).__name__} {value!r}"
+            f"got {type(value).__name__} {short(value)}"
         )
     unknown = [key for key in value if key not in allowed]
     if unknown:
         raise RegistryError(
-            f"{what}: unknown key {unknown[0]!r}; expected one of: {', '.join(allowed)}"
+            f"{what}: unknown key {short(unknown[0])}; expected one of: {', '.join(allowed)}"
         )
     missing = [key for key in required if key not in value]
     if missing:
