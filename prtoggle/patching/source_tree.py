@@ -9,6 +9,7 @@ from pathlib import Path
 
 from prtoggle.errors import TargetResolutionError
 from prtoggle.patching.compiler import FunctionShape
+from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
 from prtoggle.patching.targets import FunctionSource
 
@@ -33,7 +34,7 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
         ) from exc
     node, class_name = _walk(module, names, target=target, filename=found.name)
     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-    lines = found.text.splitlines(keepends=True)
+    lines = split_lines(found.text, keepends=True)
     block = inspect.getblock(lines[first - 1 :])
     shape = FunctionShape(
         name=node.name, class_name=class_name, freevars=None, future_flags=_future_flags(module)

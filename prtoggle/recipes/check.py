@@ -16,6 +16,7 @@ from prtoggle.errors import (
     TargetResolutionError,
     VersionRangeError,
 )
+from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.swap import EditLayer, apply_layers, build_replacement
@@ -68,8 +69,8 @@ class TargetDiff:
 
     def unified_diff(self) -> str:
         """Unified diff fixed -> reverted; hunk headers carry real file line numbers."""
-        fixed = self.fixed_source.splitlines()
-        reverted = self.reverted_source.splitlines()
+        fixed = split_lines(self.fixed_source)
+        reverted = split_lines(self.reverted_source)
         out = [f"--- {self.filename} (fixed)", f"+++ {self.filename} (PR {self.pr} reverted)"]
         matcher = difflib.SequenceMatcher(None, fixed, reverted, autojunk=False)
         for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
