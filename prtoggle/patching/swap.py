@@ -26,7 +26,7 @@ from prtoggle.patching.editor import (
     insert_preamble,
     number_lines,
 )
-from prtoggle.patching.targets import FunctionSource, function_source
+from prtoggle.patching.targets import FunctionSource, clear_caches, function_source
 from prtoggle.patching.types import Patch
 
 logger = logging.getLogger(__name__)
@@ -190,6 +190,7 @@ class CodeSwapper:
 def _install(state: PatchedFunction, replacement: Replacement) -> None:
     function = state.function
     function.__code__ = replacement.code
+    clear_caches(function)
     if replacement.values is None and not state.values_swapped:
         return
     values = replacement.values or state.original_values
