@@ -190,6 +190,13 @@ def _patches(mapping: LineDict, path: Path) -> tuple[Patch, ...]:
                 f"{_at(path, entry, 'target')}: 'target' must be a dotted path "
                 f"module[.Class].function, got {short(target)}"
             )
+        if target.split(".", 1)[0] == "__main__":
+            raise RegistryError(
+                f"{_at(path, entry, 'target')}: 'target' {target} names __main__, whatever "
+                "script happens to run; a revert lands when a target's module is imported, "
+                "and a script's own code runs before that could happen; name a module the "
+                "program imports"
+            )
         if target in seen:
             raise RegistryError(
                 f"{_at(path, entry, 'target')}: target {target} is already "
