@@ -49,7 +49,10 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
 
 
 def module_level_names(module: ast.Module) -> frozenset[str] | None:
-    """Names the module binds at its top level (None: a star import makes them unknown)."""
+    """Names the module binds at its top level (None: a star import makes them unknown).
+
+    The body of `if TYPE_CHECKING:` is left out: it never runs.
+    """
     names: set[str] = set()
     pending: list[ast.stmt] = list(module.body)
     while pending:
@@ -60,6 +63,8 @@ def module_level_names(module: ast.Module) -> frozenset[str] | None:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, _DEFINITIONS):
             names.add(node.name)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending.extend(node.orelse)  # the body runs for type checkers only
         else:
             names.update(
                 child.id
@@ -133,6 +138,13 @@ def _skipped(node: ast.stmt) -> bool:
         if label in _SKIPPED_DECORATORS:
             return True
     return False
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING` (false when the module runs)."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _future_flags(tree: ast.Module) -> int:

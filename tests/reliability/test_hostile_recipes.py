@@ -225,3 +225,28 @@ def test_a_shipped_collection_on_the_path_again_is_one_collection(tmp_path: Path
     )
     assert (result.returncode, result.stderr) == (0, "")
     assert "26521" in result.stdout
+
+
+def test_static_check_does_not_count_type_checking_imports_as_module_globals(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "tree" / "typed"
+    tree.mkdir(parents=True)
+    (tree / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from decimal import "
+        "Decimal\n\n\ndef f(a=1):\n    return a\n"
+    )
+    recipe = (
+        "pr: 905\npatches:\n  - target: typed.f\n    edits:\n"
+        "      - match: 'def f(a=1):'\n        replacement: 'def f(a=Decimal):'\n"
+    )
+    collection = project(tmp_path, recipe)
+    args = ["-m", "prtoggle", "check", "--source-root", str(tmp_path / "tree"), "905"]
+    result = prtoggle(args, tmp_path, collection=collection)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout == (
+        f"905  typed.f: FAILED: {collection / '905.yaml'}:3: PR 905: typed.f "
+        f"({tree / '__init__.py'}:7): the edited default of a `Decimal` reads Decimal, which "
+        "the module does not bind at its top level; a code swap evaluates new defaults and "
+        "annotations in the module's globals\n0 of 1 targets of 1 fixes revert cleanly\n"
+    )
