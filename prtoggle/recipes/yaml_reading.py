@@ -93,7 +93,9 @@ def parse_yaml(text: str, *, name: str) -> object:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
-        problem = short_text(exc.problem or exc.context or "invalid YAML")
+        problem = short_text(
+            exc.problem or exc.context or "invalid YAML", limit=2 * MAX_SHOWN_CHARS
+        )
         if isinstance(exc, yaml.constructor.ConstructorError):
             raise RegistryError(f"{name}:{line}: YAML value error: {problem}") from exc
         raise RegistryError(f"{name}:{line}: YAML syntax error: {problem}") from exc
@@ -113,9 +115,9 @@ def short(value: object) -> str:
     return short_text(_SHORT.repr(value))
 
 
-def short_text(text: str) -> str:
-    """`text` cut to at most MAX_SHOWN_CHARS characters (`...` marks a cut)."""
-    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+def short_text(text: str, *, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`text` cut to at most `limit` characters (`...` marks a cut)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -135,7 +137,8 @@ class _BoundedLoader(yaml.SafeLoader):
             raise yaml.constructor.ConstructorError(
                 None,
                 None,
-                f"cannot read {short(node.value)} as {node.tag.rsplit(':', 1)[-1]}: {exc}",
+                f"cannot read {short_text(short(node.value), limit=80)} as "
+                f"{node.tag.rsplit(':', 1)[-1]}: {short_text(str(exc))}",
                 node.start_mark,
             ) from exc
 

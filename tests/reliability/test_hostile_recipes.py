@@ -42,6 +42,12 @@ LOADER_ERRORS = {
         "? [a, b]\n: 1\n",
         ":3: a mapping key must be a string or a number, got a list ['a', 'b']",
     ),
+    "digits": (
+        "",
+        ":1: YAML value error: cannot read '" + "1" * 76 + "... as int: Exceeds the limit "
+        "(4300 digits) for integer string conversion: value has 5000 digits; use "
+        "sys.set_int_max_str_digits() to increase the limit",
+    ),
     "base 60": ("", ":1: 'pr' must be a positive integer, got '1:30'"),
 }
 TARGET = """\
@@ -165,7 +171,7 @@ def test_a_recipe_symlinked_out_of_its_collection_is_refused_unread(
 @pytest.mark.parametrize("kind", sorted(LOADER_ERRORS))
 def test_every_loader_error_is_one_error_line_naming_the_file(tmp_path: Path, kind: str) -> None:
     extra, message = LOADER_ERRORS[kind]
-    pr = "1:30" if kind == "base 60" else "905"
+    pr = {"base 60": "1:30", "digits": "1" * 5000}.get(kind, "905")
     collection = project(tmp_path, f"pr: {pr}\n{PATCHES}{extra}", name="hostile.yaml")
     result = prtoggle(["-m", "prtoggle", "list"], tmp_path, collection=collection)
     expected = f"error: {collection / 'hostile.yaml'}{message}\n"
