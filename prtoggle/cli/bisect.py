@@ -18,6 +18,7 @@ from prtoggle.cli.common import (
 )
 from prtoggle.recipes.packages import check_without_import
 from prtoggle.recipes.prs import join_prs
+from prtoggle.runners.script_targets import script_targets
 from prtoggle.workflows.bisect_runs import MetricRule, RunRecord, command_oracle
 from prtoggle.workflows.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
 
@@ -141,6 +142,10 @@ def bisect_command(
     for pr, results in broken.items():
         reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
         echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
+    for inside in script_targets([f for f in candidates if f.pr not in broken], command):
+        if inside.fix.pr not in broken:
+            broken[inside.fix.pr] = []
+            echo(f"skip: PR {inside.fix.pr} is left out: {inside.reason}")
     records: list[RunRecord] = []
     usable = [fix for fix in candidates if fix.pr not in broken]
     with _runner(list(command), usable, cold=cold) as runner:

@@ -16,6 +16,7 @@ from prtoggle.cli.common import (
 from prtoggle.errors import PatchApplicationError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
 from prtoggle.recipes.packages import check_without_import, import_free_source_root
+from prtoggle.runners.script_targets import script_targets
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,8 +73,12 @@ def _refuse_reverts_that_do_not_apply(
     The target packages are looked for as files on this process's path, then in the
     working directory and the directory of a `.py` script in COMMAND (where a child Python
     finds them). Targets not found there are left to the child's start-up hook, which
-    refuses them at import with status 78.
+    refuses them at import with status 78. A target in the script COMMAND runs as
+    `__main__` is refused: no revert can land there.
     """
+    inside = script_targets([fix for pr in prs for fix in registry.find(pr)], command)
+    if inside:
+        raise PatchApplicationError(inside[0].reason)
     search_path = _child_search_path(command)
     findable = [
         fix

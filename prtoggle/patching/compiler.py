@@ -9,6 +9,7 @@ from types import CodeType
 
 from prtoggle.errors import PatchApplicationError, UnsupportedTargetError
 from prtoggle.patching.editor import NumberedSource
+from prtoggle.patching.enclosing import refuse_new_enclosing_reads
 
 FUTURE_FLAGS_MASK = 0
 for _feature in __future__.all_feature_names:
@@ -24,7 +25,8 @@ class FunctionShape:
 
     `class_name` is the innermost enclosing class (private-name mangling and the
     `__class__` cell of zero-argument super()); `freevars` None skips the closure check
-    (source-tree checks, where no live function exists).
+    (source-tree checks, where no live function exists). `enclosing` holds (name,
+    function) for the variables of the enclosing functions (see patching.enclosing).
     """
 
     name: str
@@ -32,6 +34,7 @@ class FunctionShape:
     freevars: tuple[str, ...] | None
     future_flags: int
     qualname: str | None = None
+    enclosing: tuple[tuple[str, str], ...] = ()
 
 
 def compile_function(
@@ -63,6 +66,9 @@ def compile_function(
             f"original uses {shape.freevars}; an edit may not add or drop uses of "
             "closure variables (or of super()/__class__)"
         )
+    refuse_new_enclosing_reads(
+        code, enclosing=shape.enclosing, freevars=shape.freevars, target=target
+    )
     return code
 
 

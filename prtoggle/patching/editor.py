@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prtoggle.errors import EditMatchError, PatchApplicationError
+from prtoggle.patching.lines import split_lines
 from prtoggle.patching.types import Edit
 
 NEAREST_WINDOW_COUNT = 3
@@ -56,7 +57,7 @@ def number_lines(source: str, *, first_line: int) -> NumberedSource:
     return NumberedSource(
         lines=tuple(
             SourceLine(text=text, origin=first_line + index)
-            for index, text in enumerate(source.splitlines())
+            for index, text in enumerate(split_lines(source))
         )
     )
 
@@ -129,13 +130,13 @@ def insert_preamble(
 
 def match_lines(match: str) -> tuple[str, ...]:
     """The whitespace-stripped, non-blank lines an edit's `match` compares."""
-    return tuple(stripped for stripped in (line.strip() for line in match.splitlines()) if stripped)
+    return tuple(stripped for stripped in (line.strip() for line in split_lines(match)) if stripped)
 
 
 def reindent(text: str, indent: str) -> list[str]:
     """Dedent `text` as a block and indent it to `indent`, keeping relative indentation."""
     block = textwrap.dedent(text)
-    return [f"{indent}{line}" if line.strip() else "" for line in block.splitlines()]
+    return [f"{indent}{line}" if line.strip() else "" for line in split_lines(block)]
 
 
 def _apply_edit(
@@ -175,7 +176,7 @@ def _apply_edit(
 
 def _windows_as_written(lines: Sequence[SourceLine], match: str) -> list[tuple[int, int]]:
     """Where the match occurs as sglang looks: stripped lines, blank lines kept, contiguous."""
-    wanted = [line.strip() for line in match.strip().splitlines()]
+    wanted = [line.strip() for line in split_lines(match.strip())]
     have = [line.text.strip() for line in lines]
     size = len(wanted)
     return [

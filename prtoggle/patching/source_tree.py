@@ -9,6 +9,7 @@ from pathlib import Path
 
 from prtoggle.errors import TargetResolutionError
 from prtoggle.patching.compiler import FunctionShape
+from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
 from prtoggle.patching.targets import FunctionSource
 
@@ -33,7 +34,7 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
         ) from exc
     node, class_name = _walk(module, names, target=target, filename=found.name)
     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-    lines = found.text.splitlines(keepends=True)
+    lines = split_lines(found.text, keepends=True)
     block = inspect.getblock(lines[first - 1 :])
     shape = FunctionShape(
         name=node.name, class_name=class_name, freevars=None, future_flags=_future_flags(module)
@@ -48,7 +49,10 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
 
 
 def module_level_names(module: ast.Module) -> frozenset[str] | None:
-    """Names the module binds at its top level (None: a star import makes them unknown)."""
+    """Names the module binds at its top level (None: a star import makes them unknown).
+
+    The body of `if TYPE_CHECKING:` is left out: it never runs.
+    """
     names: set[str] = set()
     pending: list[ast.stmt] = list(module.body)
     while pending:
@@ -59,6 +63,8 @@ def module_level_names(module: ast.Module) -> frozenset[str] | None:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, _DEFINITIONS):
             names.add(node.name)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending.extend(node.orelse)  # the body runs for type checkers only
         else:
             names.update(
                 child.id
@@ -132,6 +138,13 @@ def _skipped(node: ast.stmt) -> bool:
         if label in _SKIPPED_DECORATORS:
             return True
     return False
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING` (false when the module runs)."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _future_flags(tree: ast.Module) -> int:

@@ -26,7 +26,7 @@ from prtoggle.patching.editor import (
     insert_preamble,
     number_lines,
 )
-from prtoggle.patching.targets import FunctionSource, function_source
+from prtoggle.patching.targets import FunctionSource, clear_caches, function_source
 from prtoggle.patching.types import Patch
 
 logger = logging.getLogger(__name__)
@@ -77,12 +77,16 @@ def build_replacement(
     *,
     function: FunctionType | None = None,
     originals: DefinitionValues | None = None,
+    evaluate: bool = True,
 ) -> Replacement:
     """Edit and compile; nothing is swapped.
 
     With a live `function`, new defaults and annotations are evaluated in its globals
     (unchanged ones keep `originals`, by default the function's own); without one, the
     names they read must be bound at the top of the module (`source.module_names`).
+    `evaluate` False (check, show: recipe code never runs there) only requires the names
+    they read to be bound in the live function's globals; the values it returns for
+    them are placeholders, never to be installed.
     Edits of decorator lines are refused: they cannot take effect through a code swap.
     """
     target = layers[-1].patch.target if layers else source.shape.name
@@ -103,7 +107,7 @@ def build_replacement(
         original_def,
         edited_def,
         originals=originals,
-        scope=_scope(source, function, label=label),
+        scope=_scope(source, function, label=label, evaluate=evaluate),
         class_name=shape.class_name,
         future_flags=shape.future_flags,
     )
@@ -186,6 +190,7 @@ class CodeSwapper:
 def _install(state: PatchedFunction, replacement: Replacement) -> None:
     function = state.function
     function.__code__ = replacement.code
+    clear_caches(function)
     if replacement.values is None and not state.values_swapped:
         return
     values = replacement.values or state.original_values
@@ -224,9 +229,13 @@ def _label(source: FunctionSource, layer: EditLayer) -> str:
     return f"{where}: PR {layer.pr}: {layer.patch.target} ({source.filename}:{source.first_line})"
 
 
-def _scope(source: FunctionSource, function: FunctionType | None, *, label: str) -> ExpressionScope:
-    if function is not None:
+def _scope(
+    source: FunctionSource, function: FunctionType | None, *, label: str, evaluate: bool
+) -> ExpressionScope:
+    if function is not None and evaluate:
         return GlobalsScope(namespace=function.__globals__, label=label)
+    if function is not None:
+        return ModuleNamesScope(names=frozenset(function.__globals__), label=label)
     return ModuleNamesScope(names=source.module_names, label=label)
 
 

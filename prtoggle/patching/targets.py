@@ -11,15 +11,23 @@ import linecache
 import logging
 import sys
 import types
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from prtoggle.errors import TargetResolutionError, UnsupportedTargetError
 from prtoggle.patching.compiler import FUTURE_FLAGS_MASK, FunctionShape
+from prtoggle.patching.enclosing import enclosing_variables
 from prtoggle.patching.freshness import refuse_stale_source
 
 logger = logging.getLogger(__name__)
 
 MAX_LISTED_NAMES = 12
+
+_CACHES: weakref.WeakKeyDictionary[types.FunctionType, tuple[Any, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The memo-cache wrappers (lru_cache, cache) of every resolved target, by function."""
 
 _C_CALLABLES = (
     types.BuiltinFunctionType,
@@ -129,10 +137,21 @@ def function_source(function: types.FunctionType, *, target: str) -> FunctionSou
         freevars=code.co_freevars,
         future_flags=code.co_flags & FUTURE_FLAGS_MASK,
         qualname=code.co_qualname,
+        enclosing=enclosing_variables(file_text, qualname=code.co_qualname, filename=filename),
     )
     return FunctionSource(
         filename=code.co_filename, first_line=max(first_line, 1), text="".join(lines), shape=shape
     )
+
+
+def clear_caches(function: types.FunctionType) -> None:
+    """Empty every memo cache (functools.lru_cache, cache) found wrapping `function`.
+
+    Called whenever its code is swapped (revert applied or restored), so a cache never
+    serves a value computed on the other side of a revert boundary.
+    """
+    for wrapper in _CACHES.get(function, ()):
+        wrapper.cache_clear()
 
 
 def _walk(root: object, names: list[str], target: str) -> types.FunctionType:
@@ -160,11 +179,18 @@ def _as_function(obj: object, target: str) -> types.FunctionType:
             raise UnsupportedTargetError(f"{target}: is a property without a getter")
         obj = obj.fget
     elif isinstance(obj, functools.cached_property):
-        obj = obj.func
+        raise UnsupportedTargetError(
+            f"{target}: is a functools.cached_property; the values it computed stay in each "
+            "instance's __dict__, where a revert can neither clear nor restore them, so "
+            "instances would mix fixed and reverted values; patch the function it calls"
+        )
     elif isinstance(obj, types.MethodType):
         obj = obj.__func__
     if callable(obj) and hasattr(obj, "__wrapped__"):
+        caches = _memo_caches(obj)
         unwrapped = inspect.unwrap(obj)
+        if caches and isinstance(unwrapped, types.FunctionType):
+            _CACHES[unwrapped] = caches
         logger.debug("%s: patching %r, the function its wrapper wraps", target, unwrapped)
         obj = unwrapped
     if isinstance(obj, types.FunctionType):
@@ -183,6 +209,17 @@ def _as_function(obj: object, target: str) -> types.FunctionType:
         f"{target}: is {kind}, not a function; expected a function, method, staticmethod, "
         "classmethod or property"
     )
+
+
+def _memo_caches(wrapper: object) -> tuple[Any, ...]:
+    """The layers of a wrapper chain that hold a memo cache (have `cache_clear`)."""
+    found = []
+    current: Any = wrapper
+    while current is not None:
+        if callable(getattr(current, "cache_clear", None)):
+            found.append(current)
+        current = getattr(current, "__wrapped__", None)
+    return tuple(found)
 
 
 def _known_names(holder: object, wanted: str) -> str:

@@ -16,6 +16,7 @@ from prtoggle.errors import (
     TargetResolutionError,
     VersionRangeError,
 )
+from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.swap import apply_layers, build_replacement
@@ -68,8 +69,8 @@ class TargetDiff:
 
     def unified_diff(self) -> str:
         """Unified diff fixed -> reverted; hunk headers carry real file line numbers."""
-        fixed = self.fixed_source.splitlines()
-        reverted = self.reverted_source.splitlines()
+        fixed = split_lines(self.fixed_source)
+        reverted = split_lines(self.reverted_source)
         out = [f"--- {self.filename} (fixed)", f"+++ {self.filename} (PR {self.pr} reverted)"]
         matcher = difflib.SequenceMatcher(None, fixed, reverted, autojunk=False)
         for group in matcher.get_grouped_opcodes(DIFF_CONTEXT_LINES):
@@ -137,8 +138,9 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
     diffs = []
     for patch in fix.patches:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [fix.edit_layer(patch.target)], function=function)
-        edited = apply_layers(source, [fix.edit_layer(patch.target)])
+        layer = fix.edit_layer(patch.target)
+        build_replacement(source, [layer], function=function, evaluate=False)
+        edited = apply_layers(source, [layer])
         diffs.append(
             TargetDiff(
                 pr=fix.pr,
@@ -163,7 +165,7 @@ def _check_target(fix: Recipe, patch: Patch, *, tree: SourceTree | None) -> tupl
         return "not-applicable", outside
     try:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [fix.edit_layer(patch.target)], function=function)
+        build_replacement(source, [fix.edit_layer(patch.target)], function=function, evaluate=False)
     except PrToggleError as exc:
         return _failure_status(exc), str(exc)
     return "ok", ""

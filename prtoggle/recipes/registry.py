@@ -20,6 +20,7 @@ from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.patching.types import Edit, Patch
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.schema import MAX_PR, MAX_RECIPE_BYTES, MIN_PR, SYMPTOMS, Recipe, load_recipe
+from prtoggle.recipes.yaml_reading import read_recipe_text
 
 __all__ = [
     "MAX_PR",
@@ -140,7 +141,9 @@ def shipped_collection_dirs() -> tuple[Path, ...]:
 
 def yaml_dirs_from_env(value: str | None) -> tuple[Path, ...]:
     """The shipped collections, then the PRTOGGLE_YAML_PATH directories (os.pathsep)."""
-    extra = [Path(part) for part in (value or "").split(os.pathsep) if part.strip()]
+    extra = [
+        Path(os.path.abspath(part)) for part in (value or "").split(os.pathsep) if part.strip()
+    ]
     return (*shipped_collection_dirs(), *extra)
 
 
@@ -149,7 +152,10 @@ def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
     chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
     fixes: list[Recipe] = []
     named: dict[str, Path] = {}
+    kept: list[Path] = []
     for directory in chosen:
+        if any(directory.resolve() == seen.resolve() for seen in kept):
+            continue  # the same directory twice (`yaml/fixes` on the path): one collection
         if not directory.is_dir():
             raise RegistryError(
                 f"registry directory {directory} does not exist or is not a directory "
@@ -162,8 +168,9 @@ def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
                 f"and {directory}; a collection is named after its directory, rename one"
             )
         named[directory.name] = directory
+        kept.append(directory)
         fixes.extend(_load_collection(directory))
-    return Registry(fixes=tuple(fixes), dirs=chosen)
+    return Registry(fixes=tuple(fixes), dirs=tuple(kept))
 
 
 def default_registry() -> Registry:
@@ -184,6 +191,7 @@ def _cached_registry(yaml_path: str) -> Registry:
 def _load_collection(directory: Path) -> list[Recipe]:
     by_pr: dict[int, Recipe] = {}
     for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        _refuse_link_out(path, directory)
         fix = load_recipe(path, collection=directory.name)
         if fix.pr in by_pr:
             other = by_pr[fix.pr].path
@@ -195,9 +203,20 @@ def _load_collection(directory: Path) -> list[Recipe]:
     return [by_pr[pr] for pr in sorted(by_pr)]
 
 
+def _refuse_link_out(path: Path, directory: Path) -> None:
+    """A recipe that is a symlink to a file outside its collection is refused, unread."""
+    target = path.resolve()
+    if not target.is_relative_to(directory.resolve()):
+        raise RegistryError(
+            f"{path}: is a symlink to {target}, outside its collection {directory}; refused "
+            "without reading it (recipes are code prtoggle compiles: keep each one inside "
+            "its collection directory)"
+        )
+
+
 def _pr_line(path: Path) -> int:
     """The line of the top-level `pr:` key (files were already parsed successfully)."""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_recipe_text(path).splitlines(), start=1):
         if re.match(r"pr\s*:", line):
             return number
     return 1

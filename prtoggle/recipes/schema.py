@@ -7,17 +7,22 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from prtoggle.errors import RegistryError
 from prtoggle.patching.swap import EditLayer
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.versions import APPLIES_TO_EXAMPLE, VersionRange, parse_version_range
+from prtoggle.recipes.yaml_reading import (
+    MAX_RECIPE_BYTES,
+    LineDict,
+    LineList,
+    parse_yaml,
+    read_recipe_text,
+    short,
+)
 
-MAX_RECIPE_BYTES = 1024 * 1024
-"""A recipe file larger than this (1 MiB) is refused before it is parsed."""
+__all__ = ["MAX_PR", "MAX_RECIPE_BYTES", "MIN_PR", "SYMPTOMS", "Recipe", "load_recipe"]
+
 MIN_PR, MAX_PR = 1, 10_000_000
 """The PR numbers a recipe may carry (inclusive)."""
 SYMPTOMS = (
@@ -97,7 +102,7 @@ def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     MAX_RECIPE_BYTES, not UTF-8, nested too deeply, malformed) is a RegistryError
     whose one-line message names the file.
     """
-    document = _parse(path, _read_text(path))
+    document = parse_yaml(read_recipe_text(path), name=str(path))
     return _fix_from_mapping(document, path, collection or path.parent.name)
 
 
@@ -108,7 +113,7 @@ def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...
     load_recipe, each naming `source` and the line; the other keys are metadata, ignored.
     """
     path = Path(source)
-    document = _parse(path, text)
+    document = parse_yaml(text, name=source)
     mapping = _expect_mapping(
         document, path, line=1, what=source, required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
     )
@@ -126,90 +131,6 @@ def one_edit_kind(texts: Mapping[EditKind, str], *, where: str) -> tuple[EditKin
     if active:
         return active[0], texts[active[0]]
     return "replacement", ""
-
-
-def _read_text(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > MAX_RECIPE_BYTES:
-            raise RegistryError(
-                f"{path}: recipe file is {size} bytes, over the limit of {MAX_RECIPE_BYTES} "
-                "bytes (1 MiB)"
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read fix file: {exc}") from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise RegistryError(
-            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-            f"{exc.start}); recipe files must be UTF-8"
-        ) from exc
-
-
-def _parse(path: Path, text: str) -> object:
-    loader = _LineLoader(text)
-    loader.name = str(path)
-    try:
-        return loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise RegistryError(f"{path}:{line}: YAML syntax error: {problem}") from exc
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"{path}:1: YAML error: {exc}") from exc
-    except RecursionError as exc:
-        raise RegistryError(
-            f"{path}: nested too deeply for the YAML loader (RecursionError); a recipe is a "
-            "mapping of at most a few levels"
-        ) from exc
-    finally:
-        loader.dispose()
-
-
-class _LineDict(dict[Any, Any]):
-    """A YAML mapping that remembers its own line and the line of every key."""
-
-    line: int
-    key_lines: dict[Any, int]
-
-
-class _LineList(list[Any]):
-    """A YAML sequence that remembers its line."""
-
-    line: int
-
-
-class _LineLoader(yaml.SafeLoader):
-    """Safe loader whose mappings and sequences carry 1-based line numbers."""
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LineDict:
-    loader.flatten_mapping(node)
-    result = _LineDict()
-    result.line = node.start_mark.line + 1
-    result.key_lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        if key in result:
-            raise RegistryError(f"{loader.name}:{line}: duplicate key {key!r}")
-        result[key] = loader.construct_object(value_node, deep=True)
-        result.key_lines[key] = line
-    return result
-
-
-def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> _LineList:
-    result = _LineList(loader.construct_object(child, deep=True) for child in node.value)
-    result.line = node.start_mark.line + 1
-    return result
-
-
-_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
-_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
 def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
@@ -236,10 +157,10 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
     )
 
 
-def _pr(mapping: _LineDict, path: Path) -> int:
+def _pr(mapping: LineDict, path: Path) -> int:
     """`pr:` when given, else the number the file is named after (sglang's files have none)."""
     if "pr" not in mapping:
-        if not path.stem.isdigit():
+        if not _is_number(path.stem):
             raise RegistryError(
                 f"{path}:1: fix file has no 'pr' key and its name is not <PR>.yaml; add "
                 "`pr: <number>` or name the file after the PR number"
@@ -248,12 +169,12 @@ def _pr(mapping: _LineDict, path: Path) -> int:
     else:
         pr, where = mapping["pr"], f"{_at(path, mapping, 'pr')}: 'pr'"
         if not isinstance(pr, int) or isinstance(pr, bool):
-            raise RegistryError(f"{where} must be a positive integer, got {pr!r}")
+            raise RegistryError(f"{where} must be a positive integer, got {short(pr)}")
     if not MIN_PR <= pr <= MAX_PR:
         raise RegistryError(
             f"{where} gives PR number {pr}, outside the supported range {MIN_PR}..{MAX_PR}"
         )
-    if "pr" in mapping and path.stem.isdigit() and int(path.stem) != pr:
+    if "pr" in mapping and _is_number(path.stem) and int(path.stem) != pr:
         raise RegistryError(
             f"{where} is {pr} but the file is named {path.name}; name a recipe file after "
             "its PR or give it another name"
@@ -261,14 +182,14 @@ def _pr(mapping: _LineDict, path: Path) -> int:
     return pr
 
 
-def _check_formats(mapping: _LineDict, path: Path, fields: Mapping[str, str | None]) -> None:
+def _check_formats(mapping: LineDict, path: Path, fields: Mapping[str, str | None]) -> None:
     expect = fields["expect"]
     if expect is not None:
         try:
             re.compile(expect)
         except re.error as exc:
             raise RegistryError(
-                f"{_at(path, mapping, 'expect')}: 'expect' {expect!r} is not a "
+                f"{_at(path, mapping, 'expect')}: 'expect' {short(expect)} is not a "
                 f"valid regular expression: {exc}"
             ) from exc
     for key, example in _MODULE_KEY_EXAMPLES.items():
@@ -276,16 +197,16 @@ def _check_formats(mapping: _LineDict, path: Path, fields: Mapping[str, str | No
         if value is not None and not _DOTTED.fullmatch(value):
             raise RegistryError(
                 f"{_at(path, mapping, key)}: {key!r} must be a dotted module "
-                f"name like {example}, got {value!r}"
+                f"name like {example}, got {short(value)}"
             )
 
 
-def _patches(mapping: _LineDict, path: Path) -> tuple[Patch, ...]:
+def _patches(mapping: LineDict, path: Path) -> tuple[Patch, ...]:
     items = mapping["patches"]
-    if not isinstance(items, _LineList) or not items:
+    if not isinstance(items, LineList) or not items:
         raise RegistryError(
             f"{_at(path, mapping, 'patches')}: 'patches' must be a non-empty "
-            f"list of {{target, edits}} mappings, got {_short(items)}"
+            f"list of {{target, edits}} mappings, got {short(items)}"
         )
     patches = []
     seen: dict[str, int] = {}
@@ -302,7 +223,14 @@ def _patches(mapping: _LineDict, path: Path) -> tuple[Patch, ...]:
         if not _DOTTED.fullmatch(target) or "." not in target:
             raise RegistryError(
                 f"{_at(path, entry, 'target')}: 'target' must be a dotted path "
-                f"module[.Class].function, got {target!r}"
+                f"module[.Class].function, got {short(target)}"
+            )
+        if target.split(".", 1)[0] == "__main__":
+            raise RegistryError(
+                f"{_at(path, entry, 'target')}: 'target' {target} names __main__, whatever "
+                "script happens to run; a revert lands when a target's module is imported, "
+                "and a script's own code runs before that could happen; name a module the "
+                "program imports"
             )
         if target in seen:
             raise RegistryError(
@@ -317,12 +245,12 @@ def _patches(mapping: _LineDict, path: Path) -> tuple[Patch, ...]:
     return tuple(patches)
 
 
-def _edits(entry: _LineDict, path: Path) -> tuple[Edit, ...]:
+def _edits(entry: LineDict, path: Path) -> tuple[Edit, ...]:
     items = entry["edits"]
-    if not isinstance(items, _LineList) or not items:
+    if not isinstance(items, LineList) or not items:
         raise RegistryError(
             f"{_at(path, entry, 'edits')}: 'edits' must be a non-empty list of "
-            f"{{match, replacement|prepend|append}} mappings, got {_short(items)}"
+            f"{{match, replacement|prepend|append}} mappings, got {short(items)}"
         )
     edits = []
     for item in items:
@@ -335,7 +263,7 @@ def _edits(entry: _LineDict, path: Path) -> tuple[Edit, ...]:
     return tuple(edits)
 
 
-def _edit_kind(raw: _LineDict, path: Path) -> tuple[EditKind, str]:
+def _edit_kind(raw: LineDict, path: Path) -> tuple[EditKind, str]:
     texts: dict[EditKind, str] = {}
     for kind in EDIT_KINDS:
         if kind in raw:
@@ -343,7 +271,7 @@ def _edit_kind(raw: _LineDict, path: Path) -> tuple[EditKind, str]:
     return one_edit_kind(texts, where=f"{path}:{raw.line}")
 
 
-def _text(mapping: _LineDict, key: str, path: Path) -> str:
+def _text(mapping: LineDict, key: str, path: Path) -> str:
     """An optional text key: absent or empty (`key:`) gives ""."""
     value = mapping.get(key)
     if value is None:
@@ -351,7 +279,7 @@ def _text(mapping: _LineDict, key: str, path: Path) -> str:
     if not isinstance(value, str):
         raise RegistryError(
             f"{_at(path, mapping, key)}: {key!r} must be a string, "
-            f"got {_kind(value)} {_short(value)}"
+            f"got {_kind(value)} {short(value)}"
         )
     return value
 
@@ -364,17 +292,17 @@ def _expect_mapping(
     what: str,
     required: Sequence[str],
     optional: Sequence[str],
-) -> _LineDict:
-    if not isinstance(value, _LineDict):
+) -> LineDict:
+    if not isinstance(value, LineDict):
         raise RegistryError(
             f"{path}:{line}: {what} must be a mapping with keys "
-            f"{', '.join(required)}; got {_kind(value)} {_short(value)}"
+            f"{', '.join(required)}; got {_kind(value)} {short(value)}"
         )
     allowed = (*required, *optional)
     for key in value:
         if key not in allowed:
             raise RegistryError(
-                f"{path}:{value.key_lines[key]}: unknown key {key!r} in {what}; "
+                f"{path}:{value.key_lines[key]}: unknown key {short(key)} in {what}; "
                 f"expected one of: {', '.join(allowed)}"
             )
     for key in required:
@@ -386,21 +314,21 @@ def _expect_mapping(
     return value
 
 
-def _required_str(mapping: _LineDict, key: str, path: Path) -> str:
+def _required_str(mapping: LineDict, key: str, path: Path) -> str:
     value = mapping[key]
     if not isinstance(value, str) or not value.strip():
         raise RegistryError(
             f"{_at(path, mapping, key)}: {key!r} must be a non-empty string, "
-            f"got {type(value).__name__} {value!r}"
+            f"got {_kind(value)} {short(value)}"
         )
     return value
 
 
-def _optional_str(mapping: _LineDict, key: str, path: Path) -> str | None:
+def _optional_str(mapping: LineDict, key: str, path: Path) -> str | None:
     return _required_str(mapping, key, path) if key in mapping else None
 
 
-def _merged(mapping: _LineDict, path: Path) -> datetime.date | None:
+def _merged(mapping: LineDict, path: Path) -> datetime.date | None:
     if "merged" not in mapping:
         return None
     value = mapping["merged"]
@@ -412,34 +340,34 @@ def _merged(mapping: _LineDict, path: Path) -> datetime.date | None:
         except ValueError:
             pass
     raise RegistryError(
-        f"{_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, got {value!r}"
+        f"{_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, got {short(value)}"
     )
 
 
-def _verified_on(mapping: _LineDict, path: Path) -> tuple[str, ...]:
+def _verified_on(mapping: LineDict, path: Path) -> tuple[str, ...]:
     """`verified_on`: the versions of the target package the recipe was checked against."""
     value = mapping.get("verified_on", [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RegistryError(
             f"{_at(path, mapping, 'verified_on')}: 'verified_on' must be a list of version "
-            f"strings like ['0.5.23'], got {_short(value)}"
+            f"strings like ['0.5.23'], got {short(value)}"
         )
     return tuple(value)
 
 
-def _applies_to(mapping: _LineDict, path: Path) -> VersionRange | None:
+def _applies_to(mapping: LineDict, path: Path) -> VersionRange | None:
     """`applies_to`: the distribution and versions the recipe is for; verified_on inside it."""
     if "applies_to" not in mapping:
         return None
     text, where = mapping["applies_to"], _at(path, mapping, "applies_to")
     if not isinstance(text, str):
         raise RegistryError(
-            f"{where}: 'applies_to' must be a string like {APPLIES_TO_EXAMPLE!r}, got {text!r}"
+            f"{where}: 'applies_to' must be a string like {APPLIES_TO_EXAMPLE!r}, got {short(text)}"
         )
     try:
         found = parse_version_range(text)
     except ValueError as exc:
-        raise RegistryError(f"{where}: 'applies_to' {text!r} {exc}") from exc
+        raise RegistryError(f"{where}: 'applies_to' {short(text)} {exc}") from exc
     outside = [v for v in mapping.get("verified_on", []) if not found.contains(v)]
     if outside:
         raise RegistryError(
@@ -449,24 +377,26 @@ def _applies_to(mapping: _LineDict, path: Path) -> VersionRange | None:
     return found
 
 
-def _symptom(mapping: _LineDict, path: Path) -> str | None:
+def _symptom(mapping: LineDict, path: Path) -> str | None:
     value = _optional_str(mapping, "symptom", path)
     if value is not None and value not in SYMPTOMS:
         raise RegistryError(
-            f"{_at(path, mapping, 'symptom')}: 'symptom' {value!r} is not one "
+            f"{_at(path, mapping, 'symptom')}: 'symptom' {short(value)} is not one "
             f"of: {', '.join(SYMPTOMS)}"
         )
     return value
 
 
-def _at(path: Path, mapping: _LineDict, key: str) -> str:
+def _at(path: Path, mapping: LineDict, key: str) -> str:
     return f"{path}:{mapping.key_lines.get(key, mapping.line)}"
 
 
 def _kind(value: object) -> str:
-    return "list" if isinstance(value, list) else type(value).__name__
+    if isinstance(value, list | dict):
+        return "list" if isinstance(value, list) else "mapping"
+    return type(value).__name__
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+def _is_number(text: str) -> bool:
+    """ASCII digits only: `str.isdigit` also accepts '²' and Arabic-Indic digits."""
+    return text.isascii() and text.isdigit()

@@ -14,6 +14,7 @@ from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTar
 from prtoggle.patching import CodeSwapper, EditLayer, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.schema import load_patches, one_edit_kind
+from prtoggle.recipes.yaml_reading import short, short_text
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def patch_function(*, target: Any, edits: Iterable[Any], preamble: str = "") -> 
     function = getattr(target, "__func__", target)
     if not isinstance(function, types.FunctionType):
         raise UnsupportedTargetError(
-            f"patch_function: target {target!r} is a {type(target).__name__}, not a Python "
+            f"patch_function: target {short(target)} is a {type(target).__name__}, not a Python "
             "function; expected a function or method defined in Python source"
         )
     name = f"{function.__module__}.{function.__qualname__}"
@@ -179,11 +180,15 @@ def _as_patch_spec(item: Any) -> PatchSpec:
     entry = _checked_mapping(item, "patch", required=("target", "edits"), allowed=_PATCH_KEYS)
     target, edits, preamble = entry["target"], entry["edits"], entry.get("preamble") or ""
     if not isinstance(target, str) or "." not in target:
-        raise RegistryError(f"patch: 'target' must be a dotted path, got {target!r}")
+        raise RegistryError(f"patch: 'target' must be a dotted path, got {short(target)}")
     if not isinstance(edits, list) or not edits:
-        raise RegistryError(f"patch {target}: 'edits' must be a non-empty list, got {edits!r}")
+        raise RegistryError(
+            f"patch {short_text(target)}: 'edits' must be a non-empty list, got {short(edits)}"
+        )
     if not isinstance(preamble, str):
-        raise RegistryError(f"patch {target}: 'preamble' must be a string, got {preamble!r}")
+        raise RegistryError(
+            f"patch {short_text(target)}: 'preamble' must be a string, got {short(preamble)}"
+        )
     return PatchSpec(target=target, edits=list(edits), preamble=preamble)
 
 
@@ -210,7 +215,7 @@ def _field(edit: Any, key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise PatchApplicationError(f"edit: {key!r} must be a string, got {value!r}")
+        raise PatchApplicationError(f"edit: {key!r} must be a string, got {short(value)}")
     return value
 
 
@@ -220,12 +225,12 @@ def _checked_mapping(
     if not isinstance(value, Mapping):
         raise RegistryError(
             f"{what}: expected a mapping with keys {', '.join(required)}; "
-            f"got {type(value).__name__} {value!r}"
+            f"got {type(value).__name__} {short(value)}"
         )
     unknown = [key for key in value if key not in allowed]
     if unknown:
         raise RegistryError(
-            f"{what}: unknown key {unknown[0]!r}; expected one of: {', '.join(allowed)}"
+            f"{what}: unknown key {short(unknown[0])}; expected one of: {', '.join(allowed)}"
         )
     missing = [key for key in required if key not in value]
     if missing:

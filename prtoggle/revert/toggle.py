@@ -54,7 +54,7 @@ def parse_revert_spec(
         return tuple(sorted(set(registered)))
     prs: list[int] = []
     for token in re.split(r"\s*,\s*|\s+", text):
-        if not token.isdigit():
+        if not (token.isascii() and token.isdigit()):
             raise RevertSpecError(
                 f"{source}={value!r}: {token!r} is not a PR number; expected PR numbers "
                 f"separated by commas or spaces, or 'all'; registered PRs: {choices}"

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -148,7 +149,7 @@ class WarmWorker:
         """Run `argv` to completion like `run_child`: warm if it can, else a plain child."""
         run_env = dict(os.environ if env is None else env)
         invocation = python_invocation(argv, path=run_env.get("PATH"))
-        reason = self.cold_reason(argv, run_env)
+        reason = self.cold_reason(argv, run_env, cwd=cwd)
         with self._lock:
             if invocation is None or reason is not None:
                 self.cold_runs += 1
@@ -159,10 +160,22 @@ class WarmWorker:
             return run_child(argv, env=run_env, timeout=timeout, cwd=cwd)
         return self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
 
-    def cold_reason(self, argv: Sequence[str], env: Mapping[str, str]) -> str | None:
-        """Why `argv` with `env` must run as a plain child; None when it can run warm."""
-        if python_invocation(argv, path=env.get("PATH")) is None:
+    def cold_reason(
+        self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None
+    ) -> str | None:
+        """Why `argv` with `env` must run as a plain child; None when it can run warm.
+
+        A SCRIPT that is a directory or a zip archive (`python DIR`, `python app.pyz`:
+        Python runs the `__main__.py` inside through runpy) runs in a plain child.
+        """
+        invocation = python_invocation(argv, path=env.get("PATH"))
+        if invocation is None:
             return "not `python -m/-c/SCRIPT` of this interpreter without interpreter options"
+        if invocation.form == "script" and not _is_source_file(invocation.target, cwd=cwd):
+            return (
+                f"{invocation.target} is a directory or a zip archive, whose __main__.py "
+                "Python runs through runpy"
+            )
         differing = _differing_variables(env, self.base_env)
         if differing:
             return f"its environment differs from the worker's in {', '.join(differing)}"
@@ -379,6 +392,17 @@ def _is_this_interpreter(program: str, *, path: str | None) -> bool:
     return os.path.realpath(found) == os.path.realpath(sys.executable) and _venv_of(
         found
     ) == _venv_of(sys.executable)
+
+
+def _is_source_file(script: str, *, cwd: str | None) -> bool:
+    """Whether `python SCRIPT` compiles SCRIPT itself (not a directory or zip archive)."""
+    path = os.path.join(cwd or os.getcwd(), script)
+    if os.path.isdir(path):
+        return False
+    try:
+        return not zipfile.is_zipfile(path)
+    except OSError:
+        return True  # missing or unreadable: the warm run reports it as Python would
 
 
 def _venv_of(executable: str) -> str | None:

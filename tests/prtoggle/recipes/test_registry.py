@@ -163,13 +163,13 @@ def test_shipped_yaml_dir_is_the_repository_yaml_directory_in_a_checkout() -> No
     assert shipped_yaml_dir() == Path(__file__).resolve().parents[3] / "yaml"
 
 
-def test_unreadable_fix_file_is_reported(tmp_path: Path) -> None:
+def test_a_directory_named_like_a_fix_file_is_reported(tmp_path: Path) -> None:
     (tmp_path / "905.yaml").mkdir()
     with pytest.raises(RegistryError) as caught:
         load_registry(dirs=[tmp_path])
     assert str(caught.value) == (
-        f"{tmp_path / '905.yaml'}: cannot read fix file: [Errno 21] Is a directory: "
-        f"'{tmp_path / '905.yaml'}'"
+        f"{tmp_path / '905.yaml'}: not a regular file (a directory); a recipe is a regular "
+        ".yaml file"
     )
 
 

@@ -259,7 +259,7 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
         ),
         (
             "pr: 903\ntitle: t\npatches: !!python/object:os.system {}\n",
-            "F:3: YAML syntax error: could not determine a constructor for the tag "
+            "F:3: YAML value error: could not determine a constructor for the tag "
             "'tag:yaml.org,2002:python/object:os.system'",
         ),
     ],
