@@ -41,15 +41,32 @@ def _apply_reverts() -> None:
         return
     try:
         _import_own_prtoggle()
-        from prtoggle.errors import PrToggleError
         from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
 
         guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
         maybe_revert_pr_fix()
-    except (PrToggleError, ImportError) as exc:
-        sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
-        sys.stderr.flush()
-        os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # any failure is a refusal, never an unreverted run
+        _refuse(protocol, exc)
+
+
+def _refuse(protocol: ModuleType, exc: BaseException) -> None:
+    """One stderr line, a `refused` report for a `prtoggle run` parent, status 78."""
+    error = (
+        str(exc) if isinstance(exc, _self_explaining_errors()) else f"{type(exc).__name__}: {exc}"
+    )
+    protocol.write_run_report({"state": "refused", "error": error})
+    sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {error}\n")
+    sys.stderr.flush()
+    os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+
+
+def _self_explaining_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message says it all (prtoggle's own, import errors)."""
+    errors = sys.modules.get("prtoggle.errors")
+    own = getattr(errors, "PrToggleError", None)
+    return (ImportError,) if own is None else (ImportError, own)
 
 
 def _load_protocol() -> ModuleType:

@@ -19,6 +19,7 @@ from types import TracebackType
 from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.registry import Registry, default_registry
+from prtoggle.revert import child_report
 from prtoggle.revert import state as revert_state
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "_bootstrap"
@@ -92,6 +93,7 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
             for pr in reversed(taken):
                 revert_state.release(pr, pin=True)
             raise
+    child_report.report_in_force(prs)  # a `prtoggle run` parent learns they landed here
     return prs
 
 

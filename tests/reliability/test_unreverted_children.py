@@ -1,0 +1,207 @@
+"""A program `prtoggle run` was asked to revert never runs unreverted without a word (issue 19.1).
+
+Real `prtoggle run` processes on real files: children that never load the start-up hook
+(`python -I`/`-E`/`-S`, a wrapper that sets its own PYTHONPATH, Python 3.6 to 3.9), a hook
+that fails with any exception, a refusal a wrapper swallows.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
+from prtoggle.revert import toggle
+
+WORKTREE = Path(__file__).resolve().parents[2]
+PR = 99301
+RECIPE = f"""\
+pr: {PR}
+title: answer 41
+patches:
+  - target: unrev_target.answer
+    edits:
+      - match: return 42
+        replacement: return 41
+"""
+# Finds its module next to itself even where PYTHONPATH and the script's directory are not used.
+APP = """\
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import unrev_target
+print(unrev_target.answer())
+"""
+TAIL = f"; the command exited 0, prtoggle run exits {BOOTSTRAP_FAILURE_EXIT_CODE}\n"
+SILENT = (
+    f"prtoggle run: PR {PR} not reverted: no Python process of the command ran prtoggle's "
+    "start-up hook (a Python started with -I, -E or -S, a script that sets its own PYTHONPATH, "
+    "a Python the hook cannot run in, or no Python at all)" + TAIL
+)
+
+
+@pytest.fixture(name="project")
+def project_fixture(tmp_path: Path) -> Path:
+    (tmp_path / "unrev_target.py").write_text("def answer():\n    return 42\n")
+    (tmp_path / "app.py").write_text(APP)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / f"{PR}.yaml").write_text(RECIPE)
+    return tmp_path
+
+
+def env_for(project: Path) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(WORKTREE), str(project)]),
+        "PRTOGGLE_YAML_PATH": str(project / "recipes"),
+    }
+    env.pop("SGLANG_DEBUG_REVERT_PR", None)
+    return env
+
+
+def prtoggle_run(project: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "prtoggle", "run", "-r", str(PR), "--", *command],
+        env=env_for(project),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_child_that_loads_the_hook_is_reverted_and_nothing_is_said(project: Path) -> None:
+    result = prtoggle_run(project, sys.executable, "app.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "41\n", "")
+
+
+@pytest.mark.parametrize("flags", [("-I",), ("-E",), ("-S",), ("-X", "dev", "-Es")])
+def test_a_python_that_ignores_pythonpath_or_site_is_one_line_and_status_78(
+    project: Path, flags: tuple[str, ...]
+) -> None:
+    flag = next(f"-{letter}" for letter in "IES" if letter in flags[-1])
+    result = prtoggle_run(project, sys.executable, *flags, "app.py")
+    assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "42\n")
+    assert result.stderr == (
+        f"prtoggle run: PR {PR} not reverted: `{Path(sys.executable).name} {flag}` ignores "
+        "PYTHONPATH or site, so prtoggle's start-up hook never ran in it (drop the flag, or "
+        "call prtoggle.maybe_revert_pr_fix() in the program)" + TAIL
+    )
+
+
+def test_a_wrapper_that_sets_its_own_pythonpath_is_one_line_and_status_78(
+    project: Path,
+) -> None:
+    wrapper = project / "run.sh"
+    wrapper.write_text(
+        f'#!/bin/sh\nexport PYTHONPATH="{project}"\nexec "{sys.executable}" app.py\n'
+    )
+    wrapper.chmod(0o755)
+    result = prtoggle_run(project, str(wrapper))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        BOOTSTRAP_FAILURE_EXIT_CODE,
+        "42\n",
+        SILENT,
+    )
+
+
+def test_an_isolated_python_that_reverts_by_itself_is_not_reported(project: Path) -> None:
+    code = f"""\
+        import sys
+        sys.path[:0] = [{str(WORKTREE)!r}, {str(project)!r}]
+        import prtoggle, unrev_target
+        prtoggle.maybe_revert_pr_fix()
+        print(unrev_target.answer())
+        """
+    result = prtoggle_run(project, sys.executable, "-I", "-c", textwrap.dedent(code))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "41\n", "")
+
+
+def test_a_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(project: Path) -> None:
+    # The wrapper's Python refuses (a value it set itself); the wrapper goes on with status 0.
+    script = f'SGLANG_DEBUG_REVERT_PR=0x1 "{sys.executable}" app.py; echo wrapper went on'
+    result = prtoggle_run(project, "sh", "-c", script)
+    refusal = (
+        "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: SGLANG_DEBUG_REVERT_PR='0x1': '0x1' is "
+        "not a PR number; expected PR numbers separated by commas or spaces, or 'all'; "
+        "registered PRs: "
+    )
+    assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "wrapper went on\n")
+    first, second = result.stderr.splitlines()
+    assert first.startswith(refusal)
+    assert second.startswith(f"prtoggle run: PR {PR} not reverted in process ")
+    assert second.endswith(
+        f" app.py): {first[len('prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ') :]}"
+        + TAIL.rstrip()
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "error"),
+    [
+        ("²", "ValueError: invalid literal for int() with base 10: '²'"),
+        (str(PR), "ValueError: day is out of range for month"),
+    ],
+)
+def test_any_exception_in_the_start_up_hook_is_a_refusal_with_status_78(
+    project: Path, setting: str, error: str
+) -> None:
+    if setting == str(PR):
+        (project / "recipes" / f"{PR}.yaml").write_text(
+            RECIPE.replace("title:", "merged: 2026-02-30\ntitle:")
+        )
+    env = toggle.child_env([], base=env_for(project))
+    env["SGLANG_DEBUG_REVERT_PR"] = setting
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "")
+    assert result.stderr.startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
+    assert error in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def old_pythons() -> list[str]:
+    """Python 3.6 to 3.9 interpreters of this machine (pyenv's too), those that start."""
+    candidates = [f"python3.{minor}" for minor in range(6, 10)]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.[6-9].*/bin/python")))
+    found = {}
+    for candidate in candidates:
+        try:
+            probe = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[1])"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except OSError:
+            continue
+        if probe.returncode == 0:
+            found.setdefault(probe.stdout.strip(), candidate)
+    return list(found.values())
+
+
+@pytest.mark.parametrize("python", old_pythons() or [pytest.param("", marks=pytest.mark.skip)])
+def test_a_python_3_6_to_3_9_child_never_runs_silently_unreverted(
+    project: Path, python: str
+) -> None:
+    result = prtoggle_run(project, python, "app.py")
+    assert result.returncode == BOOTSTRAP_FAILURE_EXIT_CODE
+    assert result.stdout in ("", "42\n")  # 3.6: the hook cannot even compile; the run is said
+    assert result.stderr.endswith(SILENT) or (
+        result.stderr.startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
+        and result.stderr.count("\n") == 1
+    ), result.stderr
