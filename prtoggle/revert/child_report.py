@@ -166,7 +166,7 @@ def _isolating_flag(command: Sequence[str]) -> str | None:
 
 
 def _process(report: ProcessReport) -> str:
-    shown = " ".join(report.argv)
+    shown = " ".join(report.argv).replace("\r", "\\r").replace("\n", "\\n")
     if len(shown) > 80:
         shown = shown[:77] + "..."
     return f"process {report.pid} ({shown})"

@@ -205,3 +205,24 @@ def test_a_python_3_6_to_3_9_child_never_runs_silently_unreverted(
         result.stderr.startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
         and result.stderr.count("\n") == 1
     ), result.stderr
+
+
+def test_a_target_imported_and_never_patched_ends_the_run_with_78(project: Path) -> None:
+    code = f"""\
+        import importlib.util, sys
+        path = {str(project / "unrev_target.py")!r}
+        spec = importlib.util.spec_from_file_location("unrev_target", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["unrev_target"] = module
+        spec.loader.exec_module(module)  # behind the import system: never patched
+        print(module.answer())
+        """
+    result = prtoggle_run(project, sys.executable, "-c", textwrap.dedent(code))
+    assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "42\n")
+    child_line, run_line = result.stderr.splitlines()
+    assert child_line == (
+        f"prtoggle: PR {PR} was requested but never reverted: unrev_target.answer imported "
+        "and not patched"
+    )
+    assert run_line.startswith(f"prtoggle run: PR {PR} never reverted in process ")
+    assert run_line.endswith("): unrev_target.answer imported and not patched" + TAIL.rstrip("\n"))
