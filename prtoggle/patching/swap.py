@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 
-from prtoggle.errors import PatchApplicationError
+from prtoggle.errors import PatchApplicationError, PrToggleError
 from prtoggle.patching.compiler import compile_function, parse_definition
 from prtoggle.patching.definition import (
     DefinitionValues,
@@ -84,7 +84,27 @@ def build_replacement(
     (unchanged ones keep `originals`, by default the function's own); without one, the
     names they read must be bound at the top of the module (`source.module_names`).
     Edits of decorator lines are refused: they cannot take effect through a code swap.
+    Any other failure (a RecursionError parsing a very long expression, an error raised
+    evaluating a new default) is a PatchApplicationError naming the target, too.
     """
+    try:
+        return _build_replacement(source, layers, function=function, originals=originals)
+    except PrToggleError:
+        raise
+    except Exception as exc:
+        where = _label(source, layers[-1]) if layers else source.shape.name
+        raise PatchApplicationError(
+            f"{where}: the reverted code cannot be built: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _build_replacement(
+    source: FunctionSource,
+    layers: Sequence[EditLayer],
+    *,
+    function: FunctionType | None,
+    originals: DefinitionValues | None,
+) -> Replacement:
     target = layers[-1].patch.target if layers else source.shape.name
     shape, filename = source.shape, source.filename
     edited = apply_layers(source, layers)

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FunctionType
 
-from prtoggle.errors import PatchApplicationError, VersionRangeError
+from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
@@ -300,11 +300,12 @@ def _retry_pending(*, finished: str | None) -> None:
                 continue
             try:
                 _patch_ready(revert, finished=finished, initial=False)
-            except PatchApplicationError as exc:
+            except Exception as exc:  # any failure: all or nothing (issue 19.7)
                 _deactivate(revert)
                 where = f"when {finished} was imported" if finished else "on import"
+                why = str(exc) if isinstance(exc, PrToggleError) else f"{type(exc).__name__}: {exc}"
                 raise PatchApplicationError(
-                    f"PR {pr} could not be reverted {where}, so it is not reverted at all: {exc}"
+                    f"PR {pr} could not be reverted {where}, so it is not reverted at all: {why}"
                 ) from exc
             if not any(active.pending for active in revert.fixes):
                 logger.info("PR %d reverted (after import of %s)", pr, finished or "a module")
