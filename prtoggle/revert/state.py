@@ -104,6 +104,15 @@ def release(pr: int, *, pin: bool) -> None:
         _deactivate(revert)
 
 
+def swapper() -> CodeSwapper:
+    """The one record of swapped functions, shared by reverts and the source_patcher API.
+
+    Patching through it stacks in any order and restores to the very original code and
+    values in any order. Use it under locked().
+    """
+    return _SWAPPER
+
+
 def is_pinned(pr: int) -> bool:
     revert = _ACTIVE.get(pr)
     return revert is not None and revert.pinned
