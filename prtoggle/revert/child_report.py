@@ -104,7 +104,8 @@ def verdict(
         if status == BOOTSTRAP_FAILURE_EXIT_CODE:
             return Verdict(status=status)  # the command passed on its refusal and its line
         first = refused[0]
-        return _failed(f"{named} not reverted in {_process(first)}: {first.error}{tail}")
+        error = (first.error.splitlines() or ["(no message)"])[0]  # the rest was on stderr
+        return _failed(f"{named} not reverted in {_process(first)}: {error}{tail}")
     for report in reports:
         for pr, targets in sorted(report.unapplied.items()):
             return _failed(

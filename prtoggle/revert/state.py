@@ -26,6 +26,7 @@ from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.patching.swap import CodeSwapper, EditLayer
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
+from prtoggle.protocol import write_run_report
 from prtoggle.recipes.registry import Patch, Recipe, Registry, default_registry
 from prtoggle.recipes.versions import require_installed_in_range
 
@@ -379,6 +380,7 @@ def _stop_if_guarded(exc: PatchApplicationError) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    write_run_report({"state": "refused", "error": str(exc)})  # for a `prtoggle run` parent
     line = f"{_GUARD.prefix}: {exc}\n".encode(errors="replace")
     os.write(2 if _GUARD.stderr_fd is None else _GUARD.stderr_fd, line)
     os._exit(_GUARD.exit_status)

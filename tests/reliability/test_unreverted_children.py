@@ -226,3 +226,27 @@ def test_a_target_imported_and_never_patched_ends_the_run_with_78(project: Path)
     )
     assert run_line.startswith(f"prtoggle run: PR {PR} never reverted in process ")
     assert run_line.endswith("): unrev_target.answer imported and not patched" + TAIL.rstrip("\n"))
+
+
+def test_a_deferred_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(
+    project: Path,
+) -> None:
+    # The target's module is on no path prtoggle run can see: the edit fails at its import.
+    hidden = project / "hidden"
+    hidden.mkdir()
+    (hidden / "unrev_target.py").write_text("def answer():\n    return 7\n")
+    code = "import sys; sys.path.insert(0, 'hidden'); import unrev_target"
+    script = f'"{sys.executable}" -c "{code}"; echo wrapper went on'
+    (project / "unrev_target.py").unlink()
+    result = prtoggle_run(project, "sh", "-c", script)
+    assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "wrapper went on\n")
+    lines = result.stderr.splitlines()  # the refusal shows the nearest lines after its first
+    refusal, verdict_line = lines[0], lines[-1]
+    why = (
+        f"PR {PR} could not be reverted when unrev_target was imported, so it is not reverted "
+        "at all: unrev_target.answer: edit 1 of 1 ("
+    )
+    assert refusal.startswith(f"prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: {why}")
+    assert verdict_line.startswith(f"prtoggle run: PR {PR} not reverted in process ")
+    assert f"...): {why}" in verdict_line  # the command line is cut at 80 characters
+    assert verdict_line.endswith(TAIL.rstrip("\n"))
