@@ -90,29 +90,46 @@ def verdict(
 ) -> Verdict:
     """Whether the reverts of `prs` landed in the command's processes; the status to exit with.
 
-    The command's own status when they did (or nothing was requested); otherwise
+    The command's own status when they did (or nothing was requested, or the command
+    passed on its start-up hook's refusal, status and line); otherwise
     BOOTSTRAP_FAILURE_EXIT_CODE and one line saying what did not land, and where.
     """
-    if not prs:
+    reason = not_landed(prs, reports, command=command)
+    passed_on = status == BOOTSTRAP_FAILURE_EXIT_CODE and any(
+        report.state == "refused" for report in reports
+    )
+    if reason is None or passed_on:
         return Verdict(status=status)
+    return Verdict(
+        status=BOOTSTRAP_FAILURE_EXIT_CODE,
+        line=f"prtoggle run: {reason}; the command exited {status}, prtoggle run exits "
+        f"{BOOTSTRAP_FAILURE_EXIT_CODE}",
+    )
+
+
+def not_landed(
+    prs: Sequence[int], reports: Sequence[ProcessReport], *, command: Sequence[str]
+) -> str | None:
+    """Why the reverts of `prs` did not land in the processes of `command` (None: they did).
+
+    No process reported, one refused, or one imported a target and never patched it.
+    """
+    if not prs:
+        return None
     named = f"PR {prs[0]}" if len(prs) == 1 else "PRs " + ", ".join(map(str, prs))
-    tail = f"; the command exited {status}, prtoggle run exits {BOOTSTRAP_FAILURE_EXIT_CODE}"
     if not reports:
-        return _failed(f"{named} not reverted: {_why_silent(command)}{tail}")
+        return f"{named} not reverted: {_why_silent(command)}"
     refused = [report for report in reports if report.state == "refused"]
     if refused:
-        if status == BOOTSTRAP_FAILURE_EXIT_CODE:
-            return Verdict(status=status)  # the command passed on its refusal and its line
-        first = refused[0]
-        error = (first.error.splitlines() or ["(no message)"])[0]  # the rest was on stderr
-        return _failed(f"{named} not reverted in {_process(first)}: {error}{tail}")
+        error = (refused[0].error.splitlines() or ["(no message)"])[0]  # the rest: on stderr
+        return f"{named} not reverted in {_process(refused[0])}: {error}"
     for report in reports:
         for pr, targets in sorted(report.unapplied.items()):
-            return _failed(
+            return (
                 f"PR {pr} never reverted in {_process(report)}: {', '.join(targets)} imported "
-                f"and not patched{tail}"
+                "and not patched"
             )
-    return Verdict(status=status)
+    return None
 
 
 def _report_at_exit() -> None:
@@ -125,10 +142,6 @@ def _report_at_exit() -> None:
             "unapplied": {str(pr): list(targets) for pr, targets in unapplied.items()},
         }
     )
-
-
-def _failed(line: str) -> Verdict:
-    return Verdict(status=BOOTSTRAP_FAILURE_EXIT_CODE, line=f"prtoggle run: {line}")
 
 
 def _why_silent(command: Sequence[str]) -> str:

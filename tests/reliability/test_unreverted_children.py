@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import unrev_target
 print(unrev_target.answer())
 """
+PRTOGGLE = [sys.executable, "-m", "prtoggle"]
 TAIL = f"; the command exited 0, prtoggle run exits {BOOTSTRAP_FAILURE_EXIT_CODE}\n"
 SILENT = (
     f"prtoggle run: PR {PR} not reverted: no Python process of the command ran prtoggle's "
@@ -250,3 +251,29 @@ def test_a_deferred_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(
     assert verdict_line.startswith(f"prtoggle run: PR {PR} not reverted in process ")
     assert f"...): {why}" in verdict_line  # the command line is cut at 80 characters
     assert verdict_line.endswith(TAIL.rstrip("\n"))
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_bisect_counts_a_run_whose_revert_never_landed_as_a_skip_not_as_good(
+    project: Path, warm: str
+) -> None:
+    (project / "app.py").write_text(APP.replace("print(", "sys.exit(41 == "))
+    result = subprocess.run(
+        [*PRTOGGLE, "bisect", "-r", str(PR), "--", sys.executable, "-I", "app.py"],
+        env={**env_for(project), "PRTOGGLE_WARM": warm},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (1, "")
+    lines = result.stdout.splitlines()
+    run_line, seconds = lines[1], " s) - "  # the seconds the run took vary
+    assert run_line.startswith(f"run 2: reverted {PR} -> not reverted, counted skip (exit 0, ")
+    assert run_line.split(seconds, 1)[1] == (
+        f"PR {PR} not reverted: `{Path(sys.executable).name} -I` ignores PYTHONPATH or site, so "
+        "prtoggle's start-up hook never ran in it (drop the flag, or call "
+        "prtoggle.maybe_revert_pr_fix() in the program)"
+    )
+    assert lines[-1] == f"skipped: {PR}"
