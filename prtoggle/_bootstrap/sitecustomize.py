@@ -5,10 +5,13 @@ runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is
 empty, reverts the named fixes (targets not imported yet are patched as soon as their
 module has finished importing). A revert request that cannot be honoured (bad value,
 unknown PR, broken registry, an edit that does not apply, now or when its module is
-imported) prints one `prtoggle:` line on stderr and exits with status 78
+imported; any exception at all, e.g. a prtoggle too new for this Python) prints one
+`prtoggle:` line on stderr and exits with status 78
 (prtoggle.protocol.BOOTSTRAP_FAILURE_EXIT_CODE): the child never runs silently unreverted.
-At exit, a requested revert whose module was imported but which never applied is reported
-on stderr, one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
+Under `prtoggle run` the refusal is also written to the run's report directory
+(prtoggle.revert.child_report), so a wrapper that goes on after it is caught. At exit, a
+requested revert whose module was imported but which never applied is reported on stderr,
+one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
 imports prtoggle (the copy this hook belongs to) only when a revert is asked for.
 """
 

@@ -423,7 +423,11 @@ def _on_module_reloaded(module: str) -> None:
                         _repatch_reloaded(active, module)
                 except Exception as exc:
                     _deactivate(revert)
-                    why = str(exc) if isinstance(exc, PrToggleError) else repr(exc)
+                    why = (
+                        str(exc)
+                        if isinstance(exc, PrToggleError)
+                        else f"{type(exc).__name__}: {exc}"
+                    )
                     raise PatchApplicationError(
                         f"PR {pr} could not be reverted again when {module} was reloaded, so "
                         f"it is not reverted at all: {why}"
