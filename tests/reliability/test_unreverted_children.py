@@ -277,3 +277,31 @@ def test_bisect_counts_a_run_whose_revert_never_landed_as_a_skip_not_as_good(
         "prtoggle.maybe_revert_pr_fix() in the program)"
     )
     assert lines[-1] == f"skipped: {PR}"
+
+
+def test_coverage_does_not_count_a_run_whose_revert_never_landed(project: Path) -> None:
+    (project / "test_answer.py").write_text(
+        APP.replace("print(unrev_target.answer())", "")
+        + "\n\ndef test_answer():\n    assert unrev_target.answer() == 42\n"
+    )
+    pytest_command = [sys.executable, "-I", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    result = subprocess.run(
+        [*PRTOGGLE, "coverage", "-r", str(PR), "--", *pytest_command, "test_answer.py"],
+        env=env_for(project),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split(None, 3) == [
+        str(PR),
+        "recipes",
+        "0",
+        f"PR {PR} not reverted: `{Path(sys.executable).name} -I` ignores PYTHONPATH or site, "
+        "so prtoggle's start-up hook never ran in it (drop the flag, or call "
+        "prtoggle.maybe_revert_pr_fix() in the program)",
+    ]
+    assert "!      test_answer.py::test_answer" in lines
