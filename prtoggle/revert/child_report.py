@@ -3,11 +3,12 @@
 `prtoggle run` names a fresh directory in RUN_REPORT_ENV. Every Python process of the command
 whose requested reverts are put in force (by the start-up hook, or by its own
 `maybe_revert_pr_fix()`) writes `<pid>.json` there: `in-force` at once, `exited` with the
-targets it patched and the imported targets it could not patch at exit; a start-up hook that
-refuses writes `refused`. After the command ends the parent reads them all: a run in which
-no process reported (the hook never ran: `python -I`/`-E`/`-S`, a wrapper that sets its own
-PYTHONPATH, an interpreter the hook cannot run in), a refusal, or a target imported and left
-unpatched is one line and status BOOTSTRAP_FAILURE_EXIT_CODE instead of the command's.
+imported targets it could not patch at exit; a start-up hook that refuses (at start-up or
+when a module is imported) writes `refused`. After the command ends the parent reads them
+all: a run in which no process reported (the hook never ran: `python -I`/`-E`/`-S`, a wrapper
+that sets its own PYTHONPATH, an interpreter the hook cannot run in), a refusal, or a target
+imported and left unpatched is one line and status BOOTSTRAP_FAILURE_EXIT_CODE instead of
+the command's (`bisect`: a skip; `coverage`: a run that does not count).
 """
 
 from __future__ import annotations
@@ -25,12 +26,21 @@ from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, RUN_REPORT_ENV, write
 from prtoggle.revert import state as revert_state
 
 _ISOLATING_FLAGS = {"I": "-I", "E": "-E", "S": "-S"}
-_REGISTERED: list[bool] = []
+
+
+@dataclass
+class _Reporting:
+    """This process's side: whether the at-exit report is registered."""
+
+    at_exit: bool = False
+
+
+_REPORTING = _Reporting()
 
 
 @dataclass(frozen=True)
 class ProcessReport:
-    """One process's last report: its state, and per PR the targets patched or left unpatched."""
+    """One process's last report: its state, its refusal, per PR the targets left unpatched."""
 
     pid: int
     argv: tuple[str, ...]
@@ -52,8 +62,8 @@ def report_in_force(prs: Sequence[int]) -> None:
     if not os.environ.get(RUN_REPORT_ENV) or not prs:
         return
     write_run_report({"state": "in-force", "prs": list(prs)})
-    if not _REGISTERED:
-        _REGISTERED.append(True)
+    if not _REPORTING.at_exit:
+        _REPORTING.at_exit = True
         atexit.register(_report_at_exit)
 
 
