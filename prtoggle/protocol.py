@@ -8,6 +8,8 @@ module beyond this one, because the bootstrap imports it in every child Python.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Mapping
 
@@ -40,6 +42,10 @@ BOOTSTRAP_FAILURE_PREFIX = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR"
 BOOTSTRAP_FAILURE_EXIT_CODE = 78
 """EX_CONFIG: the status of a child whose start-up hook cannot honour its revert request."""
 
+RUN_REPORT_ENV = "PRTOGGLE_RUN_REPORT_DIR"
+"""Set by `prtoggle run`: a directory where every Python process of the command that reverts
+writes `<pid>.json` (write_run_report), so that the parent learns whether the reverts landed."""
+
 BENCH_RESULT_KEYS = (
     "name",
     "timed",
@@ -70,6 +76,25 @@ def module_command(module: str, *, device: str, provider: str | None) -> list[st
     if provider is not None:
         argv += ["--provider", provider]
     return argv
+
+
+def write_run_report(record: Mapping[str, object]) -> None:
+    """Write this process's report for `prtoggle run` (no-op outside one); last write wins.
+
+    `record` holds `state` ("in-force", "refused" or "exited") and what goes with it; the
+    pid and command line are added. Written whole (a rename), so the parent never reads half.
+    """
+    directory = os.environ.get(RUN_REPORT_ENV, "")
+    if not directory:
+        return
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    path = os.path.join(directory, f"{os.getpid()}.json")
+    try:
+        with open(f"{path}.tmp", "w", encoding="utf-8") as stream:
+            json.dump({**record, "pid": os.getpid(), "argv": argv}, stream)
+        os.replace(f"{path}.tmp", path)
+    except OSError:
+        pass  # the parent is gone (or never made the directory): it reports the silence
 
 
 def shell_status(returncode: int) -> int:

@@ -5,10 +5,13 @@ runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is
 empty, reverts the named fixes (targets not imported yet are patched as soon as their
 module has finished importing). A revert request that cannot be honoured (bad value,
 unknown PR, broken registry, an edit that does not apply, now or when its module is
-imported) prints one `prtoggle:` line on stderr and exits with status 78
+imported; any exception at all, e.g. a prtoggle too new for this Python) prints one
+`prtoggle:` line on stderr and exits with status 78
 (prtoggle.protocol.BOOTSTRAP_FAILURE_EXIT_CODE): the child never runs silently unreverted.
-At exit, a requested revert whose module was imported but which never applied is reported
-on stderr, one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
+Under `prtoggle run` the refusal is also written to the run's report directory
+(prtoggle.revert.child_report), so a wrapper that goes on after it is caught. At exit, a
+requested revert whose module was imported but which never applied is reported on stderr,
+one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
 imports prtoggle (the copy this hook belongs to) only when a revert is asked for.
 """
 
@@ -41,12 +44,32 @@ def _apply_reverts() -> None:
         return
     try:
         _import_own_prtoggle()
-        from prtoggle.revert.startup import revert_or_exit
-    except ImportError as exc:  # no prtoggle to say it with: the same line, by hand
-        sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {exc}\n")
-        sys.stderr.flush()
-        os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
-    revert_or_exit()
+        from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
+
+        guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+        maybe_revert_pr_fix()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # any failure is a refusal, never an unreverted run
+        _refuse(protocol, exc)
+
+
+def _refuse(protocol: ModuleType, exc: BaseException) -> None:
+    """One stderr line, a `refused` report for a `prtoggle run` parent, status 78."""
+    error = (
+        str(exc) if isinstance(exc, _self_explaining_errors()) else f"{type(exc).__name__}: {exc}"
+    )
+    protocol.write_run_report({"state": "refused", "error": error})
+    sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {error}\n")
+    sys.stderr.flush()
+    os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
+
+
+def _self_explaining_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message says it all (prtoggle's own, import errors)."""
+    errors = sys.modules.get("prtoggle.errors")
+    own = getattr(errors, "PrToggleError", None)
+    return (ImportError,) if own is None else (ImportError, own)
 
 
 def _load_protocol() -> ModuleType:

@@ -33,7 +33,9 @@ COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
 skip, unless --crash-as/--timeout-as say so; both are reported, never fatal.
 A candidate whose revert does not apply to the current code (checked first,
 without importing it) is a skip: it is left out of the search. A run whose
-child reports a PatchApplicationError at start-up is a skip too. A set of
+child reports a PatchApplicationError at start-up is a skip too, and so is a
+run in which the reverts never landed (no Python process of COMMAND ran the
+start-up hook: python -I/-E/-S, a wrapper's own PYTHONPATH). A set of
 reverts that cannot apply together (two recipes edit one line; checked on the
 source files before running) is a conflict: a skip that names the recipes;
 when it is the all-reverted set, ordered and ddmin answer "inconclusive".

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 _RUN_EXIT_HELP = f"""\b
 Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
 before starting it (unknown PR, a revert that does not apply, no such
-program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a child Python's start-up hook cannot apply a revert
-prtoggle could not check beforehand (its target package was not found);
+program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a requested revert did not land: a child Python's
+start-up hook refused it, a target was imported and never patched, or no
+Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
+that sets its own PYTHONPATH); one `prtoggle run:` line says which;
 130/143 when prtoggle itself is interrupted (COMMAND's group is ended).
 
 """
@@ -56,13 +58,28 @@ def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
     The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
     """
     from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import run_in_foreground
 
     registry = load_default_registry()
     prs = parse_revert_options(reverts, registry)
     _refuse_reverts_that_do_not_apply(registry, prs, command=command)
     sys.stdout.flush()
-    sys.exit(shell_status(run_in_foreground(list(command), env=child_env(prs))))
+    sys.exit(_run_and_check_reports(prs, command=command, env=child_env(prs)))
+
+
+def _run_and_check_reports(
+    prs: Sequence[int], *, command: Sequence[str], env: dict[str, str]
+) -> int:
+    """Run COMMAND; its status, or 78 with one line when the reverts did not land in it."""
+    from prtoggle.revert import child_report
+    from prtoggle.runners.child_process import run_in_foreground
+
+    with child_report.collecting_reports(env) as (reporting_env, directory):
+        status = shell_status(run_in_foreground(list(command), env=reporting_env))
+        reports = child_report.read_reports(directory)
+    outcome = child_report.verdict(prs, reports, command=command, status=status)
+    if outcome.line is not None:
+        click.echo(outcome.line, err=True)
+    return outcome.status
 
 
 def _refuse_reverts_that_do_not_apply(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 
-from prtoggle.errors import PatchApplicationError
+from prtoggle.errors import PatchApplicationError, PrToggleError
 from prtoggle.patching.compiler import compile_function, parse_definition
 from prtoggle.patching.definition import (
     DefinitionValues,
@@ -34,11 +34,20 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EditLayer:
-    """The edits one fix makes to one function."""
+    """The edits one fix makes to one function.
+
+    `pr` identifies the layer on its function: a PR number, or (for the patches of the
+    source_patcher API, which share the one record of swapped functions) a negative number.
+    """
 
     pr: int
     patch: Patch
     yaml_path: str | None
+
+    @property
+    def name(self) -> str:
+        """`PR 26521`, or `source_patcher patch 3`."""
+        return f"PR {self.pr}" if self.pr > 0 else f"source_patcher patch {-self.pr}"
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,30 @@ def build_replacement(
     they read to be bound in the live function's globals; the values it returns for
     them are placeholders, never to be installed.
     Edits of decorator lines are refused: they cannot take effect through a code swap.
+    Any other failure (a RecursionError parsing a very long expression, an error raised
+    evaluating a new default) is a PatchApplicationError naming the target, too.
     """
+    try:
+        return _build_replacement(
+            source, layers, function=function, originals=originals, evaluate=evaluate
+        )
+    except PrToggleError:
+        raise
+    except Exception as exc:
+        where = _label(source, layers[-1]) if layers else source.shape.name
+        raise PatchApplicationError(
+            f"{where}: the reverted code cannot be built: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _build_replacement(
+    source: FunctionSource,
+    layers: Sequence[EditLayer],
+    *,
+    function: FunctionType | None,
+    originals: DefinitionValues | None,
+    evaluate: bool,
+) -> Replacement:
     target = layers[-1].patch.target if layers else source.shape.name
     shape, filename = source.shape, source.filename
     edited = apply_layers(source, layers)
@@ -143,7 +175,7 @@ class CodeSwapper:
             )
         if any(existing.pr == layer.pr for existing in state.layers):
             raise PatchApplicationError(
-                f"{layer.patch.target}: PR {layer.pr} already edits this function"
+                f"{layer.patch.target}: {layer.name} already edits this function"
             )
         replacement = build_replacement(
             state.source,
@@ -154,7 +186,7 @@ class CodeSwapper:
         _install(state, replacement)
         state.layers.append(layer)
         self._patched[id(function)] = state
-        logger.debug("patched %s for PR %d", layer.patch.target, layer.pr)
+        logger.debug("patched %s for %s", layer.patch.target, layer.name)
 
     def unpatch(self, function: FunctionType, pr: int) -> None:
         """Remove the layer of `pr`; with no layer left the original objects return."""
@@ -171,10 +203,11 @@ class CodeSwapper:
                 state.source, remaining, function=function, originals=state.original_values
             )
         except PatchApplicationError as exc:
-            others = ", ".join(str(layer.pr) for layer in remaining)
+            gone = next(layer.name for layer in state.layers if layer.pr == pr)
+            others = ", ".join(layer.name for layer in remaining)
             raise PatchApplicationError(
-                f"cannot restore PR {pr} on {state.function.__qualname__} while PRs {others} "
-                f"stay reverted: their edits need PR {pr}'s edits ({exc}); restore them first"
+                f"cannot restore {gone} on {state.function.__qualname__} while {others} "
+                f"stay in force: their edits need {gone}'s edits ({exc}); restore them first"
             ) from exc
         _install(state, replacement)
         state.layers = remaining
@@ -226,7 +259,7 @@ def _label(source: FunctionSource, layer: EditLayer) -> str:
     where = (
         f"{layer.yaml_path}:{layer.patch.line}" if layer.yaml_path else f"line {layer.patch.line}"
     )
-    return f"{where}: PR {layer.pr}: {layer.patch.target} ({source.filename}:{source.first_line})"
+    return f"{where}: {layer.name}: {layer.patch.target} ({source.filename}:{source.first_line})"
 
 
 def _scope(

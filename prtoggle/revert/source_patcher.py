@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
-from prtoggle.patching import CodeSwapper, EditLayer, import_target
+from prtoggle.patching import EditLayer, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.schema import load_patches, one_edit_kind
 from prtoggle.recipes.yaml_reading import short, short_text
+from prtoggle.revert import state as revert_state
 
 logger = logging.getLogger(__name__)
 
 _PATCH_KEYS = ("target", "edits", "preamble")
 _EDIT_KEYS = ("match", *EDIT_KINDS)
-_SWAPPER = CodeSwapper()
-"""Every function this module patched (process-global, like prtoggle's reverts)."""
-_LOCK = threading.Lock()
-_LAYER_NUMBERS = itertools.count(1)
-"""Each applied patch is one layer of _SWAPPER, numbered in place of a PR number."""
+_LAYER_NUMBERS = itertools.count(-1, -1)
+"""Each applied patch is one layer of the swapper prtoggle's reverts use (one record of what
+is patched, so the two APIs stack and restore in any order), numbered below zero so that it
+never takes a PR number's place."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +66,10 @@ class PatchState:
     _active: bool = field(repr=False, default=False)
 
     def restore(self) -> None:
-        with _LOCK:
+        with revert_state.locked():
             if not self._active:
                 return
-            _SWAPPER.unpatch(self.target_fn, self._layer)
+            revert_state.swapper().unpatch(self.target_fn, self._layer)
             self._active = False
 
 
@@ -158,10 +157,11 @@ def _apply_specs(specs: list[PatchSpec]) -> list[PatchState]:
 def _patch_resolved(function: types.FunctionType, spec: PatchSpec) -> PatchState:
     edits = tuple(_as_edit(edit, index) for index, edit in enumerate(spec.edits, start=1))
     patch = Patch(target=spec.target, edits=edits, line=0, preamble=spec.preamble)
-    with _LOCK:
+    with revert_state.locked():
         layer = next(_LAYER_NUMBERS)
-        original = _SWAPPER.original_code(function)
-        _SWAPPER.patch(function, EditLayer(pr=layer, patch=patch, yaml_path=None))
+        swapper = revert_state.swapper()
+        original = swapper.original_code(function)
+        swapper.patch(function, EditLayer(pr=layer, patch=patch, yaml_path=None))
     return PatchState(
         target_fn=function, original_code=original, target=spec.target, _layer=layer, _active=True
     )

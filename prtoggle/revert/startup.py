@@ -6,7 +6,11 @@ import os
 import sys
 from typing import NoReturn
 
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX
+from prtoggle.protocol import (
+    BOOTSTRAP_FAILURE_EXIT_CODE,
+    BOOTSTRAP_FAILURE_PREFIX,
+    write_run_report,
+)
 
 
 def revert_or_exit() -> None:
@@ -24,12 +28,17 @@ def revert_or_exit() -> None:
 
         guard_child_process(exit_status=BOOTSTRAP_FAILURE_EXIT_CODE)
         maybe_revert_pr_fix()
-    except (PrToggleError, ImportError) as exc:
-        exit_unreverted(str(exc))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # any failure is a refusal, never an unreverted run
+        own = isinstance(exc, (PrToggleError, ImportError))
+        exit_unreverted(str(exc) if own else f"{type(exc).__name__}: {exc}")
 
 
 def exit_unreverted(reason: str) -> NoReturn:
-    """One `prtoggle: <reason>` line on stderr, then exit status 78 at once (no cleanup)."""
+    """One `prtoggle: <reason>` line on stderr (and a `refused` report for a `prtoggle run`
+    parent), then exit status 78 at once (no cleanup)."""
+    write_run_report({"state": "refused", "error": reason})
     sys.stderr.write(f"{BOOTSTRAP_FAILURE_PREFIX}: {reason}\n")
     sys.stderr.flush()
     os._exit(BOOTSTRAP_FAILURE_EXIT_CODE)

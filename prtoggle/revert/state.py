@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FunctionType
 
-from prtoggle.errors import PatchApplicationError, VersionRangeError
+from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
+from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
+from prtoggle.protocol import write_run_report
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
 from prtoggle.recipes.versions import require_installed_in_range
 
@@ -104,6 +106,15 @@ def release(pr: int, *, pin: bool) -> None:
         _deactivate(revert)
 
 
+def swapper() -> CodeSwapper:
+    """The one record of swapped functions, shared by reverts and the source_patcher API.
+
+    Patching through it stacks in any order and restores to the very original code and
+    values in any order. Use it under locked().
+    """
+    return _SWAPPER
+
+
 def is_pinned(pr: int) -> bool:
     revert = _ACTIVE.get(pr)
     return revert is not None and revert.pinned
@@ -119,7 +130,7 @@ def targets_of(pr: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     revert = _ACTIVE.get(pr)
     if revert is None:
         return (), ()
-    patched = tuple(target for active in revert.fixes for target, _ in active.patched)
+    patched = tuple(dict.fromkeys(t for active in revert.fixes for t, _ in active.patched))
     pending = tuple(target for active in revert.fixes for target in active.pending)
     return patched, pending
 
@@ -215,6 +226,7 @@ def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> 
     waiting_for = _pending_module(target, finished=finished)
     if waiting_for is not None:
         active.pending[target] = waiting_for
+        _land_when_import_ends(waiting_for)
         return
     resolved = resolve_loaded(target)
     if isinstance(resolved, PendingTarget):
@@ -293,11 +305,12 @@ def _retry_pending(*, finished: str | None) -> None:
                 continue
             try:
                 _patch_ready(revert, finished=finished, initial=False)
-            except PatchApplicationError as exc:
+            except Exception as exc:  # any failure: all or nothing (issue 19.7)
                 _deactivate(revert)
                 where = f"when {finished} was imported" if finished else "on import"
+                why = str(exc) if isinstance(exc, PrToggleError) else f"{type(exc).__name__}: {exc}"
                 raise PatchApplicationError(
-                    f"PR {pr} could not be reverted {where}, so it is not reverted at all: {exc}"
+                    f"PR {pr} could not be reverted {where}, so it is not reverted at all: {why}"
                 ) from exc
             if not any(active.pending for active in revert.fixes):
                 logger.info("PR %d reverted (after import of %s)", pr, finished or "a module")
@@ -319,6 +332,7 @@ def _update_watch() -> None:
         _FINDER.install()
     else:
         _FINDER.uninstall()
+    _update_reload_watch()
 
 
 def _is_watched(module: str) -> bool:
@@ -359,6 +373,7 @@ def _stop_if_guarded(exc: PatchApplicationError) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    write_run_report({"state": "refused", "error": str(exc)})  # for a `prtoggle run` parent
     line = f"{_GUARD.prefix}: {exc}\n".encode(errors="replace")
     os.write(2 if _GUARD.stderr_fd is None else _GUARD.stderr_fd, line)
     os._exit(_GUARD.exit_status)
@@ -367,3 +382,62 @@ def _stop_if_guarded(exc: PatchApplicationError) -> None:
 _FINDER = ModuleLoadedFinder(
     is_watched=_is_watched, on_loaded=_on_module_loaded, on_requested=_on_import_requested
 )
+
+
+# --- A revert asked for while its module is importing; a patched module reloaded (19.2, 19.3)
+
+
+def _land_when_import_ends(name: str) -> None:
+    """A module another import is executing now: retry the moment that import ends.
+
+    Otherwise the target waited for the next import that reaches the finders, however late.
+    """
+    module = sys.modules.get(name)
+    if module is not None and _is_initialising(module):
+        call_when_initialised(module, _on_module_loaded)
+
+
+def _update_reload_watch() -> None:
+    holders = (_holder(t) for r in _ACTIVE.values() for a in r.fixes for t, _ in a.patched)
+    _RELOADS.watch(holder[0] for holder in holders if holder is not None)
+
+
+def _on_module_reloaded(module: str) -> None:
+    """`module` was re-executed: its new function objects get the reverts the old ones have.
+
+    The old objects stay patched (others may hold them) until the revert ends. A revert
+    that no longer applies to the reloaded code ends in full and reload() raises.
+    """
+    try:
+        with locked():
+            for pr, revert in list(_ACTIVE.items()):
+                try:
+                    for active in revert.fixes:
+                        _repatch_reloaded(active, module)
+                except Exception as exc:
+                    _deactivate(revert)
+                    why = (
+                        str(exc)
+                        if isinstance(exc, PrToggleError)
+                        else f"{type(exc).__name__}: {exc}"
+                    )
+                    raise PatchApplicationError(
+                        f"PR {pr} could not be reverted again when {module} was reloaded, so "
+                        f"it is not reverted at all: {why}"
+                    ) from exc
+            _update_watch()
+    except PatchApplicationError as exc:
+        _stop_if_guarded(exc)
+        raise
+
+
+def _repatch_reloaded(active: _ActiveFix, module: str) -> None:
+    for target in dict.fromkeys(t for t, _ in active.patched if (_holder(t) or ("",))[0] == module):
+        resolved = resolve_loaded(target)
+        if isinstance(resolved, PendingTarget):
+            raise PatchApplicationError(f"{target}: not found in {module} after the reload")
+        if all(function is not resolved.function for _, function in active.patched):
+            _patch_or_wait(active, target, finished=module)
+
+
+_RELOADS = ReloadWatch(on_reloaded=_on_module_reloaded)

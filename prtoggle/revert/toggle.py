@@ -20,6 +20,7 @@ from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Registry, default_registry
+from prtoggle.revert import child_report
 from prtoggle.revert import state as revert_state
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "_bootstrap"
@@ -93,6 +94,7 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
             for pr in reversed(taken):
                 revert_state.release(pr, pin=True)
             raise
+    child_report.report_in_force(prs)  # a `prtoggle run` parent learns they landed here
     return prs
 
 

@@ -36,6 +36,7 @@ from prtoggle.protocol import (
     OOB_DETECTION_ENV,
     POISON_ENV,
     REVERT_ENV,
+    RUN_REPORT_ENV,
 )
 from prtoggle.runners.child_process import (
     CommandRun,
@@ -54,6 +55,7 @@ WARM_ENV = "PRTOGGLE_WARM"
 RUNTIME_VARIABLES = frozenset(
     {
         REVERT_ENV,
+        RUN_REPORT_ENV,
         NAN_DETECTION_ENV,
         OOB_DETECTION_ENV,
         POISON_ENV,

@@ -101,6 +101,7 @@ def command_oracle(
 ) -> Callable[[tuple[int, ...]], Judgement]:
     """Judge each reverted set: a conflict is found before running, the rest by running."""
     from prtoggle.protocol import REVERT_ENV
+    from prtoggle.revert import child_report
     from prtoggle.runners.child_process import classify_exit
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
@@ -112,7 +113,13 @@ def command_oracle(
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
             on_run(RunRecord(reverted, "conflict", "skip", None, 0.0, reason[:300]))
             return Judgement("skip", reason=message, conflict=prs)
-        done = run(argv, env=_env_for(reverted, base), timeout=timeout)
+        with child_report.collecting_reports(_env_for(reverted, base)) as (env, directory):
+            done = run(argv, env=env, timeout=timeout)
+            reports = child_report.read_reports(directory)
+        note = child_report.not_landed(reverted, reports, command=argv)
+        if note is not None:  # the run says nothing about reverts that did not land
+            on_run(RunRecord(reverted, "not reverted", "skip", done.returncode, done.seconds, note))
+            return Judgement("skip", reason=note)
         exit_class = classify_exit(done)
         value = metric.read(done) if metric is not None else None
         shown, verdict, note = _judge(done, exit_class, counts, metric, value)

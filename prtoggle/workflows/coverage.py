@@ -167,6 +167,7 @@ def run_suite(
     runner: CommandRunner | None = None,
 ) -> SuiteRun:
     """Run the pytest command once with `prs` reverted at start-up; read its report."""
+    from prtoggle.revert import child_report
     from prtoggle.revert.toggle import child_env
     from prtoggle.runners.child_process import run_child
 
@@ -175,13 +176,17 @@ def run_suite(
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
-        run = (runner or run_child)(argv, env=env, timeout=timeout)
+        with child_report.collecting_reports(env) as (env, landing):
+            run = (runner or run_child)(argv, env=env, timeout=timeout)
+            not_landed = child_report.not_landed(
+                prs, child_report.read_reports(landing), command=command
+            )
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
         elif not report_path.exists():
             error = _no_report_error(run, prs)
         else:
-            error = None
+            error = not_landed  # e.g. `python -I -m pytest`: its answers are the fixed code's
         report = read_report(report_path) if error is None else None
     if report is not None:
         error = _patch_failure(report, prs)

@@ -245,7 +245,7 @@ def test_restoring_a_fix_another_fix_builds_on_is_refused(modules: ModuleFactory
     with pytest.raises(PatchApplicationError) as caught:
         swapper.unpatch(target, 1)
     assert str(caught.value).startswith(
-        "cannot restore PR 1 on scaled while PRs 2 stay reverted: their edits need PR 1's "
+        "cannot restore PR 1 on scaled while PR 2 stay in force: their edits need PR 1's "
         "edits (kinds.scaled: edit 1 of 1 (/reg/2.yaml:1) matched 0 times in "
     )
     assert str(caught.value).endswith("; restore them first")
