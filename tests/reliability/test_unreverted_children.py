@@ -279,7 +279,7 @@ def test_bisect_counts_a_run_whose_revert_never_landed_as_a_skip_not_as_good(
     assert lines[-1] == f"skipped: {PR}"
 
 
-def test_coverage_under_python_dash_i_counts_the_run_its_pytest_plugin_reverted(project: Path) -> None:
+def test_coverage_under_python_i_counts_the_run_its_plugin_reverted(project: Path) -> None:
     (project / "test_answer.py").write_text(
         APP.replace("print(unrev_target.answer())", "")
         + "\n\ndef test_answer():\n    assert unrev_target.answer() == 42\n"
