@@ -65,6 +65,8 @@ def main() -> None:
         times = {name: _cpu_seconds(f"import {args.module}", env) for name, env in order}
         times.update({f"{name} pass": _cpu_seconds("pass", env) for name, env in order})
         pairs.append(times)
+        ratio = times["reverting"] / times["plain"]
+        print(f"repetition {index + 1}/{args.repeat}: ratio {ratio:.4f}", file=sys.stderr)
     report = _report(args, prs, in_force, pairs, load_before)
     if args.json:
         print(json.dumps(report, indent=2))
