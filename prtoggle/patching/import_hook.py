@@ -56,6 +56,11 @@ class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
             sys.meta_path.remove(self)
 
 
+def notifies_when_loaded(module: ModuleType) -> bool:
+    """Whether `module` is executing through a finder's wrapped loader (a call will come)."""
+    return isinstance(getattr(getattr(module, "__spec__", None), "loader", None), _NotifyingLoader)
+
+
 class _NotifyingLoader(importlib.abc.Loader):
     """Delegates to the real loader; after exec_module puts it back and notifies."""
 

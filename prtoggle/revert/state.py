@@ -1,10 +1,13 @@
 """Process-global revert state: fixes held in force, patched now or when their module is ready.
 
 A target whose module is not imported yet, or is still being executed (import cycles,
-half-initialised parents), is pending. Every import under the top-level package of a
-pending target is watched: when any such module finishes, and whenever a new import
-starts, the pending targets whose module is complete are patched. A fix that cannot be
-applied then is restored in every collection and the importing statement gets the error.
+half-initialised parents), is pending. Pending targets are indexed by every module prefix
+of their dotted path: when one of those modules finishes importing, the targets under it
+whose module is complete are patched; any other import costs the hook one dict lookup.
+A module a target waits for that was already executing outside the hook (a module that
+asks for its own revert) is checked at each import until it has finished. A fix that
+cannot be applied then is restored in every collection and the importing statement gets
+the error.
 A fix whose `applies_to` range excludes the installed distribution is never patched: when
 its target's module is loaded it is refused (VersionRangeError), or left out with a warning
 where another collection's fix of the same PR is patched.
@@ -16,13 +19,13 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FunctionType
 
 from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeError
-from prtoggle.patching.import_hook import ModuleLoadedFinder
+from prtoggle.patching.import_hook import ModuleLoadedFinder, notifies_when_loaded
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
@@ -59,9 +62,19 @@ _SWAPPER = CodeSwapper()
 
 @dataclass
 class _Watch:
-    """Top-level packages of pending targets; replaced whole so readers need no lock."""
+    """What the import hook looks at; each field replaced whole, so readers need no lock.
 
-    packages: frozenset[str] = frozenset()
+    `modules`: every module prefix of a pending target's dotted path (`a`, `a.b` and
+    `a.b.C` for `a.b.C.f`), with the PRs that have a pending target under it. Only these
+    imports get their loader wrapped and are acted on when they finish.
+    `unnotified`: modules pending targets wait for that are in sys.modules without
+    executing through the hook (started before the revert was asked for, or finished
+    inside prtoggle's own work): no call comes when they finish, so every import checks
+    them until then.
+    """
+
+    modules: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    unnotified: frozenset[str] = frozenset()
 
 
 _WATCH = _Watch()
@@ -257,6 +270,12 @@ def _holder(target: str) -> tuple[str, object] | None:
     return None
 
 
+def _is_executing(name: str) -> bool:
+    """Whether module `name` is in sys.modules with its body still running."""
+    module = sys.modules.get(name)
+    return module is not None and _is_initialising(module)
+
+
 def _is_initialising(module: object) -> bool:
     """Whether importlib is still executing `module` (its body has not finished)."""
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
@@ -290,8 +309,8 @@ def _holder_is_ready(target: str) -> bool:
         return True
 
 
-def _retry_pending(*, finished: str | None) -> None:
-    """Patch every pending target whose module is complete now (caller holds _LOCK).
+def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
+    """Patch the pending targets of `prs` whose module is complete now (caller holds _LOCK).
 
     A fix that cannot be applied is restored in every collection and the error raised:
     at import time the importing statement sees it.
@@ -300,7 +319,7 @@ def _retry_pending(*, finished: str | None) -> None:
         return
     _THREAD.retrying = True
     try:
-        for pr, revert in list(_ACTIVE.items()):
+        for pr, revert in [(pr, revert) for pr, revert in _ACTIVE.items() if pr in prs]:
             if not any(active.pending for active in revert.fixes):
                 continue
             try:
@@ -320,15 +339,21 @@ def _retry_pending(*, finished: str | None) -> None:
 
 
 def _update_watch() -> None:
-    """Watch imports under the top-level packages of pending targets (none: no hook)."""
-    packages = {
-        target.split(".", 1)[0]
-        for revert in _ACTIVE.values()
-        for active in revert.fixes
-        for target in active.pending
-    }
-    _WATCH.packages = frozenset(packages)
-    if packages:
+    """Index the pending targets by module prefix for the hook (none pending: no hook)."""
+    modules: dict[str, set[int]] = {}
+    unnotified: set[str] = set()
+    for revert in _ACTIVE.values():
+        for active in revert.fixes:
+            for target, waiting_for in active.pending.items():
+                parts = target.split(".")
+                for index in range(1, len(parts)):
+                    modules.setdefault(".".join(parts[:index]), set()).add(revert.pr)
+                module = sys.modules.get(waiting_for)
+                if module is not None and not notifies_when_loaded(module):
+                    unnotified.add(waiting_for)
+    _WATCH.modules = {name: frozenset(prs) for name, prs in modules.items()}
+    _WATCH.unnotified = frozenset(unnotified)
+    if modules:
         _FINDER.install()
     else:
         _FINDER.uninstall()
@@ -336,29 +361,38 @@ def _update_watch() -> None:
 
 
 def _is_watched(module: str) -> bool:
-    return module.split(".", 1)[0] in _WATCH.packages
+    return module in _WATCH.modules
 
 
 def _on_module_loaded(module: str) -> None:
+    """A wrapped module has finished: patch what is ready among the targets under it."""
+    if module not in _WATCH.modules:
+        return
     try:
         with locked():
-            _retry_pending(finished=module)
+            _retry_pending(finished=module, prs=_WATCH.modules.get(module, ()))
     except PatchApplicationError as exc:
         _stop_if_guarded(exc)
         raise
 
 
 def _on_import_requested(module: str) -> None:
-    """A new import is starting: a module may have completed since; patch what is ready.
+    """A new import is starting: an unnotified module may have finished; patch what is ready.
 
-    Skipped inside toggle's own work (resolving asks the finders too) and while another
-    thread holds the lock (it is applying or restoring, and retries itself).
+    With no unnotified module (the usual case) it returns at once. Skipped inside
+    toggle's own work (resolving asks the finders too) and while another thread holds
+    the lock (it is applying or restoring, and retries itself).
     """
+    if not _WATCH.unnotified:
+        return
     if getattr(_THREAD, "depth", 0) or not _LOCK.acquire(blocking=False):
         return
     try:
         _THREAD.depth = 1
-        _retry_pending(finished=None)
+        done = [name for name in _WATCH.unnotified if not _is_executing(name)]
+        if done:
+            prs = {pr for name in done for pr in _WATCH.modules.get(name, ())}
+            _retry_pending(finished=None, prs=prs)
     except PatchApplicationError as exc:
         _stop_if_guarded(exc)
         raise
