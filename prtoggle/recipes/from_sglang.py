@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import PrToggleError
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.schema import Recipe
 
 TOGGLE_MODULE_PATH = Path("sglang", "srt", "debug_utils", "pr_fix_toggle.py")
 """Where sglang keeps its recipe registry, relative to the directory holding `sglang/`."""
@@ -41,17 +46,37 @@ def installed_toggle_module() -> Path:
 
     `find_spec` on the top-level package only locates it (no `__init__` runs).
     """
-    spec = importlib.util.find_spec("sglang")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = Path(location, *TOGGLE_MODULE_PATH.parts[1:])
-        if candidate.is_file():
-            return candidate
+    found = find_toggle_module()
+    if found is not None:
+        return found
+    locations = _sglang_locations()
     where = ", ".join(locations) if locations else "no package named 'sglang' is importable"
     raise SglangImportError(
         f"cannot find sglang's {TOGGLE_MODULE_PATH} (searched: {where}); install sglang or "
         "pass --from PATH/TO/pr_fix_toggle.py"
     )
+
+
+def find_toggle_module() -> Path | None:
+    """The installed sglang's pr_fix_toggle.py, None when sglang or the file is absent."""
+    for location in _sglang_locations():
+        candidate = Path(location, *TOGGLE_MODULE_PATH.parts[1:])
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def upstream_recipes(path: Path, *, collection: str) -> tuple[Recipe, ...]:
+    """sglang's registered recipes of `path` as the Recipes of `collection` (no import).
+
+    Cached by the file's path, modification time and size: the registry is loaded at the
+    start of every process under `prtoggle run`.
+    """
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise SglangImportError(f"{path}: cannot read sglang's recipe module: {exc}") from exc
+    return _cached_upstream(str(path), stat.st_mtime_ns, stat.st_size, collection)
 
 
 def read_recipes(path: Path) -> list[SglangRecipe]:
@@ -121,6 +146,25 @@ def write_recipes(recipes: list[SglangRecipe], out: Path) -> list[WrittenRecipe]
             raise SglangImportError(f"{path}: cannot write the recipe file: {exc}") from exc
         written.append(WrittenRecipe(pr=recipe.pr, path=path, changed=current != wanted))
     return written
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_upstream(path: str, mtime_ns: int, size: int, collection: str) -> tuple[Recipe, ...]:
+    from prtoggle.recipes.schema import load_recipe_text
+
+    del mtime_ns, size  # the cache key only
+    return tuple(
+        load_recipe_text(recipe_file_text(recipe), path=Path(path), collection=collection)
+        for recipe in read_recipes(Path(path))
+    )
+
+
+def _sglang_locations() -> list[str]:
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
 
 
 def _string_constants(tree: ast.Module) -> dict[str, str]:

@@ -93,6 +93,11 @@ def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     return _fix_from_mapping(document, path, collection or path.parent.name)
 
 
+def load_recipe_text(text: str, *, path: Path, collection: str) -> Recipe:
+    """Parse and validate a recipe held as text (sglang's registered ones); `path` names it."""
+    return _fix_from_mapping(_parse(path, text), path, collection)
+
+
 def _read_text(path: Path) -> str:
     try:
         size = path.stat().st_size

@@ -42,7 +42,8 @@ def test_require_guard_exits_1_naming_every_unguarded_fix(
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
         f"coverage: no test guards PR {BROKEN_FIX} (registry): its reverted run failed (the "
-        f"revert of PR {BROKEN_FIX} did not apply: PR {BROKEN_FIX} could not be reverted when "
+        f"revert of PR {BROKEN_FIX} (registry) did not apply: PR {BROKEN_FIX} could not be "
+        "reverted when "
     )
     assert last.endswith(f"; PR {HARMLESS_FIX} (registry)")
     lines = result.stdout.splitlines()
