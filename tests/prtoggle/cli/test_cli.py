@@ -314,7 +314,8 @@ def test_run_refuses_a_revert_that_does_not_apply_before_starting(
         f"({TARGET_MODULE}.answer: {TARGET_MODULE}.answer: edit 1 of 1 ("
     )
     assert result.stderr.endswith(
-        f"expected exactly 1.); `prtoggle check {BROKEN_FIX}` shows the nearest matching lines\n"
+        f"expected exactly 1.); `prtoggle check {BROKEN_FIX} --collection registry` shows "
+        "the nearest matching lines\n"
     )
     assert result.stderr.count("\n") == 1
     assert not marker.exists()
