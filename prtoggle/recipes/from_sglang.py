@@ -30,6 +30,7 @@ class SglangRecipe:
     pr: int
     text: str
     line: int
+    text_line: int = 1  # the file line the text starts on (its opening quotes)
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,22 @@ def _cached_upstream(path: str, mtime_ns: int, size: int, collection: str) -> tu
 
     del mtime_ns, size  # the cache key only
     return tuple(
-        load_recipe_text(recipe_file_text(recipe), path=Path(path), collection=collection)
+        load_recipe_text(_text_at_file_lines(recipe), path=Path(path), collection=collection)
         for recipe in read_recipes(Path(path))
     )
+
+
+def _text_at_file_lines(recipe: SglangRecipe) -> str:
+    """sglang's text on the lines it has in the file, then the keys prtoggle lists.
+
+    Errors and edits then name `pr_fix_toggle.py:LINE` as the file has it.
+    """
+    keys = (
+        f"pr: {recipe.pr}\ntitle: sglang's revert recipe for PR {recipe.pr}\n"
+        f"url: {SGLANG_PULL_URL.format(pr=recipe.pr)}\n"
+    )
+    body = recipe.text if recipe.text.endswith("\n") else f"{recipe.text}\n"
+    return "\n" * (recipe.text_line - 1) + body + keys
 
 
 def _sglang_locations() -> list[str]:
@@ -167,13 +181,16 @@ def _sglang_locations() -> list[str]:
     return list(spec.submodule_search_locations or []) if spec else []
 
 
-def _string_constants(tree: ast.Module) -> dict[str, str]:
+def _string_constants(tree: ast.Module) -> dict[str, tuple[str, int]]:
     constants = {}
     for node in tree.body:
         target, value = _assignment(node)
-        is_text = isinstance(value, ast.Constant) and isinstance(value.value, str)
-        if isinstance(target, ast.Name) and is_text:
-            constants[target.id] = value.value  # type: ignore[union-attr]
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+        ):
+            constants[target.id] = (value.value, value.lineno)
     return constants
 
 
@@ -196,15 +213,16 @@ def _looks_like_registry(node: ast.Dict) -> bool:
 
 
 def _recipe(
-    path: Path, key: ast.expr | None, value: ast.expr, strings: dict[str, str]
+    path: Path, key: ast.expr | None, value: ast.expr, strings: dict[str, tuple[str, int]]
 ) -> SglangRecipe:
     if not isinstance(key, ast.Constant) or not isinstance(key.value, int):
         raise SglangImportError(f"{path}: a registry key is not a PR number")
     pr = key.value
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return SglangRecipe(pr=pr, text=value.value, line=value.lineno)
+        return SglangRecipe(pr=pr, text=value.value, line=value.lineno, text_line=value.lineno)
     if isinstance(value, ast.Name) and value.id in strings:
-        return SglangRecipe(pr=pr, text=strings[value.id], line=value.lineno)
+        text, text_line = strings[value.id]
+        return SglangRecipe(pr=pr, text=text, line=value.lineno, text_line=text_line)
     shown = value.id if isinstance(value, ast.Name) else ast.unparse(value)
     raise SglangImportError(
         f"{path}:{value.lineno}: the recipe of PR {pr} is {shown}, which is not a module-level "

@@ -75,9 +75,15 @@ class Registry:
         """(collection name, its directory or file), in load order."""
         return (*((directory.name, directory) for directory in self.dirs), *self.builtin)
 
-    def is_builtin(self, collection: str) -> bool:
-        """Whether `collection` is built in (upstream text), not a maintained directory."""
-        return any(name == collection for name, _ in self.builtin)
+    def is_upstream(self, collection: str) -> bool:
+        """Whether `collection` holds sglang's own text, not recipes we maintain.
+
+        The built-in collection, or a directory named like it (`import-sglang --out
+        sglang-upstream`).
+        """
+        return collection == UPSTREAM_COLLECTION or any(
+            name == collection for name, _ in self.builtin
+        )
 
     def prs(self) -> tuple[int, ...]:
         """The distinct PR numbers of every collection, ascending."""
@@ -176,7 +182,8 @@ def load_registry(*, dirs: Sequence[Path] | None = None, upstream: Path | None =
     """Load every `*.yaml` / `*.yml` of `dirs` (None: shipped + env), one collection each.
 
     `upstream`: an sglang `pr_fix_toggle.py` whose registered recipes become the built-in
-    collection `sglang-upstream` (after the directories).
+    collection `sglang-upstream` (after the directories), unless a directory of that name
+    (an `import-sglang --out sglang-upstream`) is the collection already.
     """
     chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
     fixes: list[Recipe] = []
@@ -198,11 +205,15 @@ def load_registry(*, dirs: Sequence[Path] | None = None, upstream: Path | None =
     if upstream is None:
         return Registry(fixes=tuple(fixes), dirs=chosen)
     if UPSTREAM_COLLECTION in named:
-        raise RegistryError(
-            f"the recipe directory {named[UPSTREAM_COLLECTION]} is named "
-            f"{UPSTREAM_COLLECTION!r}, the name of the built-in collection of sglang's own "
-            f"recipes ({upstream}); rename the directory"
+        # `prtoggle import-sglang --out sglang-upstream` on PRTOGGLE_YAML_PATH: the files
+        # the user imported are that collection; the built-in one steps aside.
+        logger.info(
+            "collection %s: the directory %s, not %s",
+            UPSTREAM_COLLECTION,
+            named[UPSTREAM_COLLECTION],
+            upstream,
         )
+        return Registry(fixes=tuple(fixes), dirs=chosen)
     from prtoggle.recipes.from_sglang import upstream_recipes
 
     fixes.extend(upstream_recipes(upstream, collection=UPSTREAM_COLLECTION))

@@ -66,9 +66,7 @@ def select(
     registry: Registry, request: RevertRequest, *, search_path: Sequence[str] | None = None
 ) -> Selection:
     """Apply the rule to `request`; an unknown PR or collection raises UnknownPRError."""
-    candidates = registry.in_collection(request.collection).find(
-        request.pr, collection=request.collection
-    )
+    candidates = registry.find(request.pr, collection=request.collection)
     kept: list[Recipe] = []
     left_out: list[LeftOut] = []
     for recipe in candidates:
@@ -126,21 +124,16 @@ def _not_taking_part(recipe: Recipe, *, search_path: Sequence[str] | None) -> Le
 
 def _shadowed_by(registry: Registry, recipe: Recipe, kept: Sequence[Recipe]) -> Recipe | None:
     """The maintained recipe that takes `recipe`'s place (an upstream text only)."""
-    if not registry.is_builtin(recipe.collection):
+    if not registry.is_upstream(recipe.collection):
         return None
-    return next(
-        (
-            other
-            for other in kept
-            if not registry.is_builtin(other.collection) and package_of(other) == package_of(recipe)
-        ),
-        None,
-    )
+    package = package_of(recipe)
+    maintained = [r for r in kept if not registry.is_upstream(r.collection)]
+    return next((other for other in maintained if package_of(other) == package), None)
 
 
 def _stale_upstream(registry: Registry, recipe: Recipe) -> str | None:
     """Why an upstream text does not apply to the installed source, None when it does."""
-    if not registry.is_builtin(recipe.collection):
+    if not registry.is_upstream(recipe.collection):
         return None
     from prtoggle.patching.source_files import open_source_tree
     from prtoggle.recipes.check import check_fix

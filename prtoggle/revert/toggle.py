@@ -91,9 +91,7 @@ def parse_revert_requests(
         request = _token_request(token, value=value, source=source, registered=registry.prs())
         if request.collection is not None:
             try:
-                registry.in_collection(request.collection).find(
-                    request.pr, collection=request.collection
-                )
+                registry.find(request.pr, collection=request.collection)
             except UnknownPRError as exc:
                 raise UnknownPRError(f"{source}={value!r}: {exc}") from exc
         if request not in requests:
@@ -348,7 +346,7 @@ def _selections_of(specs: Sequence[int | str], registry: Registry) -> tuple[Sele
     for spec in specs:
         pr, collection = _split_spec(spec)
         if collection is not None:
-            registry.in_collection(collection).find(pr, collection=collection)
+            registry.find(pr, collection=collection)
         requests.append(RevertRequest(pr=pr, collection=collection))
     return select_reverts(list(dict.fromkeys(requests)), registry=registry)
 
