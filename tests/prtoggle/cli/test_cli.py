@@ -495,3 +495,42 @@ def test_run_refuses_a_revert_outside_its_range_before_starting_the_program(
         "the installed version or install a version in that range\n",
         False,
     )
+
+
+def test_run_all_keeps_what_applies_and_names_what_it_left_out_in_one_line(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    (fake_project.registry_dir / "90013.yaml").write_text(
+        f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 41\n"
+    )
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    for pr in (BROKEN_FIX, HARMLESS_FIX):  # keep one revert per target, all applying
+        (fake_project.registry_dir / f"{pr}.yaml").unlink()
+    seen = tmp_path / "seen"
+    code = f"import os; open({str(seen)!r}, 'w').write(os.environ['SGLANG_DEBUG_REVERT_PR'])"
+    result = invoke("run", "-r", "all", "--", *python_command(code))
+    assert (result.exit_code, result.stderr) == (
+        0,
+        "prtoggle: -r all: left out 1 recipe(s) that do not apply here: registry/90013 "
+        "(out-of-range: installed prtoggle-fake 2.3, range prtoggle-fake>=1.0,<2.0)\n",
+    )
+    assert seen.read_text() == (
+        f"registry:{ANSWER_FIX},registry:{FIRST_HALF_FIX},registry:{SECOND_HALF_FIX}"
+    )
+
+
+def test_zero_in_the_variable_means_no_revert_as_in_sglang(fake_project: FakeProject) -> None:
+    code = (
+        f"import prtoggle, {TARGET_MODULE} as m; print(prtoggle.maybe_revert_pr_fix(), m.answer())"
+    )
+    result = subprocess.run(
+        python_command(code),
+        env={**fake_project.env(), "SGLANG_DEBUG_REVERT_PR": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "() 42\n", "")
