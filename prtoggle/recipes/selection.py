@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from prtoggle.recipes.registry import Recipe, Registry
 from prtoggle.recipes.versions import installed_version
+
+if TYPE_CHECKING:
+    from prtoggle.patching.source_files import SourceTree
 
 LeftOutKind = Literal["out-of-range", "absent", "shadowed", "stale"]
 
@@ -136,14 +139,47 @@ def _stale_upstream(registry: Registry, recipe: Recipe) -> str | None:
     if not registry.is_upstream(recipe.collection):
         return None
     from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.check import check_fix
 
     root = _package_root(package_of(recipe), ())
     if root is None:
         return None  # nothing installed to check against: it waits for the import
-    for check in check_fix(recipe, tree=open_source_tree(root)):
+    tree = open_source_tree(root)
+    if _match_lines_present(recipe, tree):
+        return None  # the exact check (once per edit, compiles) is made when it is applied
+    from prtoggle.recipes.check import check_fix
+
+    for check in check_fix(recipe, tree=tree):
         if check.failed:
             return check.message.splitlines()[0] if check.message else check.target
+    return None
+
+
+def _match_lines_present(recipe: Recipe, tree: SourceTree) -> bool:
+    """Whether every edit's match lines (whitespace-stripped, in order) are in its module.
+
+    A cheap first look (one file read per target, no parse): every process under
+    `prtoggle run` selects again. When it says no, check_fix says exactly why.
+    """
+    for patch in recipe.patches:
+        source = _module_source(patch.target, tree)
+        if source is None:
+            return False
+        lines = "\n".join(line.strip() for line in source.splitlines())
+        for edit in patch.edits:
+            wanted = "\n".join(line.strip() for line in edit.match.strip("\n").splitlines())
+            if wanted not in lines:
+                return False
+    return True
+
+
+def _module_source(target: str, tree: SourceTree) -> str | None:
+    """The text of the module holding `target` (the longest dotted prefix that is a file)."""
+    parts = target.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        for relative in ("/".join(parts[:end]) + ".py", "/".join(parts[:end]) + "/__init__.py"):
+            found = tree.read(relative)
+            if found is not None:
+                return found.text
     return None
 
 
