@@ -131,6 +131,12 @@ class Registry:
             f"{', '.join(f'{name} ({where})' for name, where in self.sources()) or '(none)'}"
         )
 
+    def maintained(self) -> Registry:
+        """The registry without upstream-text collections (sglang's own, see is_upstream)."""
+        kept = tuple(fix for fix in self.fixes if not self.is_upstream(fix.collection))
+        dirs = tuple(d for d in self.dirs if not self.is_upstream(d.name))
+        return Registry(fixes=kept, dirs=dirs)
+
     def only(self, fixes: Sequence[Recipe]) -> Registry:
         """The registry holding just `fixes` (the recipes a revert request selected)."""
         return Registry(fixes=tuple(fixes), dirs=self.dirs, builtin=self.builtin)

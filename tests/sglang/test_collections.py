@@ -186,3 +186,12 @@ def test_zero_is_off_and_a_qualified_revert_is_in_force_with_that_recipe_only(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
         )
         assert (done.returncode, done.stdout.strip()) == (0, expected), done.stderr
+
+
+def test_check_leaves_sglangs_own_text_to_its_collection(sglang_env: dict[str, str]) -> None:
+    everything = prtoggle_cli(["check", "--json"], sglang_env)
+    assert everything.returncode == 0, everything.stdout[-2000:] + everything.stderr
+    assert {row["collection"] for row in json.loads(everything.stdout)} == {"fixes", "sglang"}
+    upstream = prtoggle_cli(["check", "--json", "--collection", "sglang-upstream"], sglang_env)
+    stale = {row["pr"] for row in json.loads(upstream.stdout) if row["status"] == "stale"}
+    assert (upstream.returncode, stale) == (1, {27338, 27460})
