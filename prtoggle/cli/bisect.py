@@ -24,7 +24,7 @@ from prtoggle.workflows.bisect_search import MODES, BisectResult, Mode, Verdict,
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetCheck
-    from prtoggle.recipes.registry import Recipe
+    from prtoggle.recipes.registry import Recipe, Registry
     from prtoggle.runners.warm_client import CommandRunner
 
 _EPILOG = """\b
@@ -32,7 +32,9 @@ COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
 1..127 bad. A crash (signal, status above 127) counts as bad and a timeout as
 skip, unless --crash-as/--timeout-as say so; both are reported, never fatal.
 A candidate whose revert does not apply to the current code (checked first,
-without importing it) is a skip: it is left out of the search. A run whose
+without importing it) is a skip: it is left out of the search. A recipe outside
+its applies_to range, whose package is absent, or an upstream text a
+maintained recipe replaces, is absent from the search (never a conflict). A run whose
 child reports a PatchApplicationError at start-up is a skip too, and so is a
 run in which the reverts never landed (no Python process of COMMAND ran the
 start-up hook: python -I/-E/-S, a wrapper's own PYTHONPATH). A set of
@@ -85,7 +87,8 @@ Examples:
     "candidate_specs",
     multiple=True,
     metavar="SPEC",
-    help="Candidate PRs (`26521,24856`, `all`; repeatable) [default: all registered].",
+    help="Candidate PRs (`26521,24856`, `sglang:27460`, `all`; repeatable) "
+    "[default: every recipe that applies here].",
 )
 @click.option(
     "--timeout",
@@ -136,11 +139,12 @@ def bisect_command(
     """Find which fix(es) COMMAND needs: run it with sets of fixes reverted."""
     metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
     registry = load_default_registry()
-    chosen = set(parse_revert_options(candidate_specs, registry) or registry.prs())
-    candidates = [fix for fix in registry.by_merge_date() if fix.pr in chosen]
+    echo = _progress_echo(as_json)
+    candidates, absent = _candidates(registry, candidate_specs)
+    for pr, reason in absent.items():
+        echo(f"skip: PR {pr} is left out, no recipe of it applies here: {reason}")
     checks = check_without_import(candidates)
     broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
-    echo = _progress_echo(as_json)
     for pr, results in broken.items():
         reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
         echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
@@ -160,13 +164,35 @@ def bisect_command(
             metric=metric_rule,
             on_run=lambda record: _record(records, record, echo),
         )
-        result = run_search(mode, [fix.pr for fix in usable], oracle)
+        result = run_search(mode, list(dict.fromkeys(fix.pr for fix in usable)), oracle)
     if as_json:
-        echo_json(_result_record(result, records, not_applicable=sorted(broken)))
+        left_out = sorted({*broken, *absent})
+        echo_json(_result_record(result, records, not_applicable=left_out))
     else:
         _print_answer(result)
     if not result.found:
         sys.exit(EXIT_NEGATIVE)
+
+
+def _candidates(registry: Registry, specs: Sequence[str]) -> tuple[list[Recipe], dict[int, str]]:
+    """The recipes bisect may revert, oldest first, and the PRs none of whose recipes apply.
+
+    The selection rule decides each PR's recipes: one outside its `applies_to`, whose
+    package is absent, or an upstream text shadowed or stale, is absent from the search
+    (never a conflict).
+    """
+    from prtoggle.recipes.selection import RevertRequest, select
+
+    requests = parse_revert_options(specs, registry) if specs else None
+    chosen = [RevertRequest(pr) for pr in registry.prs()] if requests is None else requests
+    selections = [select(registry, request, search_path=()) for request in chosen]
+    kept = {recipe for selection in selections for recipe in selection.recipes}
+    absent = {
+        s.request.pr: "; ".join(item.line() for item in s.left_out)
+        for s in selections
+        if not s.recipes and (requests is not None or s.left_out)
+    }
+    return [fix for fix in registry.by_merge_date() if fix in kept], absent
 
 
 def _by_pr(fixes: Sequence[Recipe]) -> dict[int, list[Recipe]]:

@@ -68,12 +68,15 @@ def check_command(
 ) -> None:
     """Check that every revert of the given PRs (default: all) applies cleanly.
 
-    Without --source-root the target modules are imported and checked as loaded.
+    Without --source-root the target modules are imported and checked as loaded. The
+    installed sglang's own recipes (sglang-upstream: sglang's text, not ours to keep up)
+    are checked with --collection sglang-upstream only.
     """
     from prtoggle.patching.source_files import open_source_tree
     from prtoggle.recipes.check import check_fix
 
-    fixes = selected_fixes(load_default_registry(collection=collection), prs)
+    registry = load_default_registry(collection=collection)
+    fixes = selected_fixes(registry if collection else registry.maintained(), prs)
     trees: list[SourceTree | None] = [open_source_tree(root) for root in source_roots] or [None]
     checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
     if as_json:

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from prtoggle.errors import PrToggleError
+from prtoggle.errors import PrToggleError, RevertSpecError
 from prtoggle.protocol import KERNEL_PROVIDERS
 from prtoggle.recipes.prs import join_prs
 from prtoggle.runners.child_process import Interrupted, owning_children
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe, Registry
+    from prtoggle.recipes.selection import RevertRequest, Selection
 
 EXIT_NEGATIVE = 1
 """The command ran and its answer is no: a check failed, a fix did not reproduce, ..."""
@@ -222,14 +223,48 @@ def load_default_registry(*, collection: str | None = None) -> Registry:
 
 def parse_revert_options(
     values: Sequence[str], registry: Registry, *, option: str = "-r"
-) -> tuple[int, ...]:
-    """Every `-r` value parsed like SGLANG_DEBUG_REVERT_PR, merged and sorted."""
-    from prtoggle.revert.toggle import parse_revert_spec
+) -> tuple[RevertRequest, ...] | None:
+    """Every `-r` value parsed like SGLANG_DEBUG_REVERT_PR, merged in order; None: `all`."""
+    from prtoggle.revert.toggle import parse_revert_requests
 
-    prs: set[int] = set()
+    requests: list[RevertRequest] = []
+    everything = False
     for value in values:
-        prs.update(parse_revert_spec(value, registered=registry.prs(), source=option))
-    return tuple(sorted(prs))
+        parsed = parse_revert_requests(value, registry=registry, source=option)
+        if parsed is None:
+            everything = True
+        else:
+            requests.extend(request for request in parsed if request not in requests)
+    return None if everything else tuple(requests)
+
+
+def revert_selections(
+    values: Sequence[str], registry: Registry, *, search_path: Sequence[str], option: str = "-r"
+) -> tuple[tuple[Selection, ...], bool]:
+    """The recipes the `-r` values use (the selection rule), and whether they said `all`.
+
+    `all` keeps every recipe that applies to what is installed (its package found on
+    this process's path or `search_path`) and says on stderr, in one line, what it left
+    out and why; an explicit request none of whose recipes applies is an error.
+    """
+    from prtoggle.recipes.selection import left_out_note
+    from prtoggle.revert.toggle import select_reverts
+
+    requests = parse_revert_options(values, registry, option=option)
+    if requests is not None:
+        return select_reverts(requests, registry=registry), False
+    selections = select_reverts(None, registry=registry, search_path=search_path)
+    note = left_out_note(selections)
+    if not any(selection.recipes for selection in selections):
+        raise RevertSpecError(f"{option} all: no recipe applies here; {note or 'none registered'}")
+    if note is not None:
+        click.echo(f"prtoggle: {option} all: {note}", err=True)
+    return selections, True
+
+
+def qualified_specs(selections: Sequence[Selection]) -> tuple[str, ...]:
+    """`C:N` for every chosen recipe: what a child is told to revert, exactly."""
+    return tuple(dict.fromkeys(f"{r.collection}:{r.pr}" for s in selections for r in s.recipes))
 
 
 def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:

@@ -14,9 +14,8 @@ from prtoggle.cli.common import (
     echo_json,
     format_table,
     load_default_registry,
-    parse_revert_options,
+    revert_selections,
 )
-from prtoggle.recipes.prs import join_prs
 from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
@@ -28,7 +27,8 @@ COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
 the prtoggle plugin loaded: prtoggle appends `--no-guard-variants
 --prtoggle-report FILE` and reads each test's outcome from FILE, never from
 the output. It runs once plain and once per selected fix with only that fix
-reverted (SGLANG_DEBUG_REVERT_PR=N, applied at start-up), --jobs at a time;
+reverted (SGLANG_DEBUG_REVERT_PR=COLLECTION:N: exactly that recipe, applied at
+start-up), --jobs at a time;
 `python -m pytest ...` runs fork from a warm worker that imported torch,
 triton and pytest once (--cold: fresh processes).
 A test guards a fix when it passes plain and fails or errors with the fix
@@ -59,7 +59,8 @@ Examples:
     "revert_specs",
     multiple=True,
     metavar="PRS",
-    help="Fixes to check (`26521,24856`, `all`; repeatable) [default: all registered].",
+    help="Fixes to check (`26521,24856`, `sglang:27460`, `all`; repeatable) "
+    "[default: every recipe that applies here].",
 )
 @click.option("--all", "run_all", is_flag=True, help="Every registered fix (the default).")
 @click.option("--collection", default=None, help="Only the fixes of this recipe collection.")
@@ -149,18 +150,40 @@ def coverage_command(
 def _selected(
     registry: Registry, specs: tuple[str, ...], *, run_all: bool, collection: str | None
 ) -> list[Recipe]:
-    """The fixes named by -r (all when none), within --collection when given."""
+    """The recipes named by -r (every one that applies here when none), within --collection.
+
+    The selection rule chooses each PR's recipes (with --collection, `C:N`: collection C's
+    only); a PR none of whose recipes applies is refused. `all` (the default) keeps every
+    recipe that applies and names, on stderr, what it left out.
+    """
     if run_all and specs:
         raise click.UsageError("give -r PRS or --all, not both")
     scope = registry.in_collection(collection)
-    if not specs:
-        return list(scope.fixes)
-    prs = parse_revert_options(specs, registry)
-    return [fix for pr in prs for fix in scope.find(pr, collection=collection)]
+    values = specs or ("all",)
+    if collection is not None:
+        values = tuple(_qualified(value, collection, registry) for value in values)
+    selections, _ = revert_selections(values, scope, search_path=[os.getcwd()])
+    order = {name: index for index, name in enumerate(registry.collections())}
+    chosen = {recipe for selection in selections for recipe in selection.recipes}
+    return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection]))
+
+
+def _qualified(value: str, collection: str, registry: Registry) -> str:
+    """`-r` value with every bare PR number qualified by --collection (`all` kept)."""
+    from prtoggle.revert.toggle import parse_revert_requests
+
+    requests = parse_revert_requests(value, registry=registry, source="-r")
+    if requests is None:
+        return value
+    return ",".join(
+        request.text if request.collection else f"{collection}:{request.pr}" for request in requests
+    )
 
 
 def _print_progress(run: SuiteRun) -> None:
-    what = f"PR {join_prs(run.prs)} reverted" if run.prs else "plain"
+    from prtoggle.workflows.coverage import reverts_text
+
+    what = f"PR {reverts_text(run.prs)} reverted" if run.prs else "plain"
     result = run.error or f"{len(run.outcomes)} tests"
     click.echo(f"{what}: {result} ({run.seconds:.1f} s)", err=True)
 

@@ -11,17 +11,18 @@ import click
 
 from prtoggle.cli.common import (
     load_default_registry,
-    parse_revert_options,
+    qualified_specs,
+    revert_selections,
 )
 from prtoggle.errors import PatchApplicationError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
-from prtoggle.recipes.packages import check_without_import, import_free_source_root
+from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
 from prtoggle.runners.script_targets import script_targets
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from prtoggle.recipes.registry import Registry
+    from prtoggle.recipes.selection import Selection
 
 _RUN_EXIT_HELP = f"""\b
 Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
@@ -49,7 +50,8 @@ that sets its own PYTHONPATH); one `prtoggle run:` line says which;
     multiple=True,
     required=True,
     metavar="SPEC",
-    help="PRs to revert: `26521`, `26521,24856` or `all` (repeatable).",
+    help="PRs to revert: `26521`, `26521,24856`, `sglang:27460` (one collection's recipe) "
+    "or `all` (every recipe that applies here) (repeatable).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
@@ -60,10 +62,17 @@ def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
     from prtoggle.revert.toggle import child_env
 
     registry = load_default_registry()
-    prs = parse_revert_options(reverts, registry)
-    _refuse_reverts_that_do_not_apply(registry, prs, command=command)
+    search_path = _child_search_path(command)
+    selections, everything = revert_selections(reverts, registry, search_path=search_path)
+    _refuse_reverts_that_do_not_apply(selections, command=command, search_path=search_path)
+    specs = (
+        qualified_specs(selections)
+        if everything
+        else tuple(selection.request.text for selection in selections)
+    )
     sys.stdout.flush()
-    sys.exit(_run_and_check_reports(prs, command=command, env=child_env(prs)))
+    prs = tuple(dict.fromkeys(selection.request.pr for selection in selections))
+    sys.exit(_run_and_check_reports(prs, command=command, env=child_env(specs)))
 
 
 def _run_and_check_reports(
@@ -83,34 +92,35 @@ def _run_and_check_reports(
 
 
 def _refuse_reverts_that_do_not_apply(
-    registry: Registry, prs: Sequence[int], *, command: Sequence[str]
+    selections: Sequence[Selection], *, command: Sequence[str], search_path: Sequence[str]
 ) -> None:
-    """Fail (status 2) before starting COMMAND when a revert is known not to apply.
+    """Fail (status 2) before starting COMMAND when a chosen recipe is known not to apply.
 
-    The target packages are looked for as files on this process's path, then in the
-    working directory and the directory of a `.py` script in COMMAND (where a child Python
-    finds them). Targets not found there are left to the child's start-up hook, which
-    refuses them at import with status 78. A target in the script COMMAND runs as
-    `__main__` is refused: no revert can land there.
+    Which recipes a request uses is the selection rule's answer (a request none of whose
+    recipes applies was refused already). Their target packages are looked for as files
+    on this process's path, then in the working directory and the directory of a `.py`
+    script in COMMAND (where a child Python finds them). Targets not found there are left
+    to the child's start-up hook, which refuses them at import with status 78.
+    A target in the script COMMAND runs as `__main__` is refused: no revert can land there.
     """
-    inside = script_targets([fix for pr in prs for fix in registry.find(pr)], command)
+    recipes = [recipe for selection in selections for recipe in selection.recipes]
+    inside = script_targets(recipes, command)
     if inside:
         raise PatchApplicationError(inside[0].reason)
-    search_path = _child_search_path(command)
     findable = [
-        fix
-        for pr in prs
-        for fix in registry.find(pr)
-        if import_free_source_root(fix, search_path=search_path) is not None
+        recipe
+        for selection in selections
+        for recipe in selection.recipes
+        if import_free_source_root(recipe, search_path=search_path) is not None
     ]
-    for pr, checks in check_without_import(findable, search_path=search_path).items():
+    for recipe, checks in checks_per_fix(findable, search_path=search_path).items():
         failed = [check for check in checks if check.failed]  # not-applicable: inert
         if failed:
             first = failed[0]
             raise PatchApplicationError(
-                f"PR {pr} does not revert cleanly on the current code ({first.target}: "
-                f"{first.message.splitlines()[0]}); `prtoggle check {pr}` shows the nearest "
-                "matching lines"
+                f"PR {recipe.pr} does not revert cleanly on the current code ({first.target}: "
+                f"{first.message.splitlines()[0]}); `prtoggle check {recipe.pr} --collection "
+                f"{recipe.collection}` shows the nearest matching lines"
             )
 
 

@@ -13,10 +13,11 @@ from prtoggle.cli.common import (
     json_option,
     load_default_registry,
 )
-from prtoggle.errors import PatchApplicationError
+from prtoggle.errors import PrToggleError
 from prtoggle.recipes.packages import import_free_source_root, refuse_absent_packages
 
 if TYPE_CHECKING:
+    from prtoggle.recipes.check import TargetDiff
     from prtoggle.recipes.registry import Recipe
 
 CAPTURE_NOTE = (
@@ -27,44 +28,35 @@ CAPTURE_NOTE = (
 @click.command(
     "show",
     epilog=EXIT_STATUS_HELP
-    + "\b\nExamples:\n  prtoggle show 21649 --collection sglang\n"
+    + "\b\nExamples:\n  prtoggle show 26521\n"
     + "  prtoggle show 27460 --collection fixes --json",
 )
 @click.argument("pr", type=int)
 @collection_option
 @json_option
 def show_command(pr: int, collection: str | None, as_json: bool) -> None:
-    """Show fix PR: its metadata and a unified diff, fixed -> reverted, per target.
+    """Show fix PR: every collection's recipe of it, metadata and a diff fixed -> reverted.
 
-    A PR number registered in several collections needs --collection (the error lists them).
+    One section per collection holding PR (--collection: that one only). A recipe whose
+    diff cannot be shown here (package absent, version outside its applies_to, stale
+    text) says why in its section; when no section can show a diff, the first reason is
+    the error (exit 2). --json prints a list: one object per recipe, with `diffs` (a list)
+    or `error` (a string).
     """
-    from prtoggle.recipes.check import fix_diffs
-
-    fix = load_default_registry(collection=collection).get(pr)
-    try:
-        refuse_absent_packages(fix)
-        diffs = fix_diffs(fix, source_root=import_free_source_root(fix))
-    except PatchApplicationError:
-        if not as_json:  # the metadata still helps; the error line follows
-            _print_metadata(fix)
-        raise
+    fixes = load_default_registry(collection=collection).find(pr, collection=collection)
+    shown = [(fix, *_diffs_or_error(fix)) for fix in fixes]
+    errors = [error for _, _, error in shown if error is not None]
     if as_json:
-        record = recipe_metadata(fix)
-        record["diffs"] = [
-            {
-                "target": diff.target,
-                "filename": diff.filename,
-                "first_line": diff.first_line,
-                "diff": diff.unified_diff(),
-            }
-            for diff in diffs
-        ]
-        echo_json(record)
+        if len(errors) == len(shown):
+            raise errors[0]
+        echo_json([_json_record(fix, diffs, error) for fix, diffs, error in shown])
         return
-    _print_metadata(fix)
-    for diff in diffs:
-        click.echo("")
-        click.echo(diff.unified_diff().rstrip("\n"))
+    for index, (fix, diffs, error) in enumerate(shown):
+        if index:
+            click.echo("")
+        _print_section(fix, diffs, error)
+    if len(errors) == len(shown):
+        raise errors[0]
 
 
 def recipe_metadata(fix: Recipe) -> dict[str, Any]:
@@ -84,6 +76,44 @@ def recipe_metadata(fix: Recipe) -> dict[str, Any]:
         "acts_at_capture": fix.acts_at_capture,
         "targets": [patch.target for patch in fix.patches],
     }
+
+
+def _diffs_or_error(fix: Recipe) -> tuple[list[TargetDiff], PrToggleError | None]:
+    from prtoggle.recipes.check import fix_diffs
+
+    try:
+        refuse_absent_packages(fix)
+        return fix_diffs(fix, source_root=import_free_source_root(fix)), None
+    except PrToggleError as exc:
+        return [], exc
+
+
+def _json_record(
+    fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None
+) -> dict[str, Any]:
+    record = recipe_metadata(fix)
+    if error is not None:
+        record["error"] = str(error)
+        return record
+    record["diffs"] = [
+        {
+            "target": diff.target,
+            "filename": diff.filename,
+            "first_line": diff.first_line,
+            "diff": diff.unified_diff(),
+        }
+        for diff in diffs
+    ]
+    return record
+
+
+def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
+    _print_metadata(fix)
+    if error is not None:
+        click.echo(f"  not shown: {error}")
+    for diff in diffs:
+        click.echo("")
+        click.echo(diff.unified_diff().rstrip("\n"))
 
 
 def _print_metadata(fix: Recipe) -> None:

@@ -355,9 +355,12 @@ def _apply_session_reverts(state: _SessionState, *, option: str, env_value: str)
     env_prs = parse_revert_spec(env_value, registered=registered)
     option_prs = parse_revert_spec(option, registered=registered, source="--revert-pr")
     state.prs = tuple(sorted(set(env_prs) | set(option_prs)))
-    if set(option_prs) - set(env_prs):
+    if option.strip() not in ("", "0"):
         state.previous_env, state.env_changed = os.environ.get(REVERT_ENV), True
-        os.environ[REVERT_ENV] = ",".join(str(pr) for pr in state.prs)  # children inherit it
+        given = [text for text in (env_value.strip(), option.strip()) if text not in ("", "0")]
+        everything = any(text.lower() == "all" for text in given)
+        # as written (C:N kept); children inherit it
+        os.environ[REVERT_ENV] = "all" if everything else ",".join(given)
     before = set(active_reverts())
     try:
         maybe_revert_pr_fix()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import PrToggleError
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.schema import Recipe
 
 TOGGLE_MODULE_PATH = Path("sglang", "srt", "debug_utils", "pr_fix_toggle.py")
 """Where sglang keeps its recipe registry, relative to the directory holding `sglang/`."""
@@ -25,6 +30,7 @@ class SglangRecipe:
     pr: int
     text: str
     line: int
+    text_line: int = 1  # the file line the text starts on (its opening quotes)
 
 
 @dataclass(frozen=True)
@@ -41,17 +47,37 @@ def installed_toggle_module() -> Path:
 
     `find_spec` on the top-level package only locates it (no `__init__` runs).
     """
-    spec = importlib.util.find_spec("sglang")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = Path(location, *TOGGLE_MODULE_PATH.parts[1:])
-        if candidate.is_file():
-            return candidate
+    found = find_toggle_module()
+    if found is not None:
+        return found
+    locations = _sglang_locations()
     where = ", ".join(locations) if locations else "no package named 'sglang' is importable"
     raise SglangImportError(
         f"cannot find sglang's {TOGGLE_MODULE_PATH} (searched: {where}); install sglang or "
         "pass --from PATH/TO/pr_fix_toggle.py"
     )
+
+
+def find_toggle_module() -> Path | None:
+    """The installed sglang's pr_fix_toggle.py, None when sglang or the file is absent."""
+    for location in _sglang_locations():
+        candidate = Path(location, *TOGGLE_MODULE_PATH.parts[1:])
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def upstream_recipes(path: Path, *, collection: str) -> tuple[Recipe, ...]:
+    """sglang's registered recipes of `path` as the Recipes of `collection` (no import).
+
+    Cached by the file's path, modification time and size: the registry is loaded at the
+    start of every process under `prtoggle run`.
+    """
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise SglangImportError(f"{path}: cannot read sglang's recipe module: {exc}") from exc
+    return _cached_upstream(str(path), stat.st_mtime_ns, stat.st_size, collection)
 
 
 def read_recipes(path: Path) -> list[SglangRecipe]:
@@ -123,13 +149,48 @@ def write_recipes(recipes: list[SglangRecipe], out: Path) -> list[WrittenRecipe]
     return written
 
 
-def _string_constants(tree: ast.Module) -> dict[str, str]:
+@functools.lru_cache(maxsize=4)
+def _cached_upstream(path: str, mtime_ns: int, size: int, collection: str) -> tuple[Recipe, ...]:
+    from prtoggle.recipes.schema import load_recipe_text
+
+    del mtime_ns, size  # the cache key only
+    return tuple(
+        load_recipe_text(_text_at_file_lines(recipe), path=Path(path), collection=collection)
+        for recipe in read_recipes(Path(path))
+    )
+
+
+def _text_at_file_lines(recipe: SglangRecipe) -> str:
+    """sglang's text on the lines it has in the file, then the keys prtoggle lists.
+
+    Errors and edits then name `pr_fix_toggle.py:LINE` as the file has it.
+    """
+    keys = (
+        f"pr: {recipe.pr}\ntitle: sglang's revert recipe for PR {recipe.pr}\n"
+        f"url: {SGLANG_PULL_URL.format(pr=recipe.pr)}\n"
+    )
+    body = recipe.text if recipe.text.endswith("\n") else f"{recipe.text}\n"
+    return "\n" * (recipe.text_line - 1) + body + keys
+
+
+def _sglang_locations() -> list[str]:
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+def _string_constants(tree: ast.Module) -> dict[str, tuple[str, int]]:
     constants = {}
     for node in tree.body:
         target, value = _assignment(node)
-        is_text = isinstance(value, ast.Constant) and isinstance(value.value, str)
-        if isinstance(target, ast.Name) and is_text:
-            constants[target.id] = value.value  # type: ignore[union-attr]
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+        ):
+            constants[target.id] = (value.value, value.lineno)
     return constants
 
 
@@ -152,15 +213,16 @@ def _looks_like_registry(node: ast.Dict) -> bool:
 
 
 def _recipe(
-    path: Path, key: ast.expr | None, value: ast.expr, strings: dict[str, str]
+    path: Path, key: ast.expr | None, value: ast.expr, strings: dict[str, tuple[str, int]]
 ) -> SglangRecipe:
     if not isinstance(key, ast.Constant) or not isinstance(key.value, int):
         raise SglangImportError(f"{path}: a registry key is not a PR number")
     pr = key.value
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return SglangRecipe(pr=pr, text=value.value, line=value.lineno)
+        return SglangRecipe(pr=pr, text=value.value, line=value.lineno, text_line=value.lineno)
     if isinstance(value, ast.Name) and value.id in strings:
-        return SglangRecipe(pr=pr, text=strings[value.id], line=value.lineno)
+        text, text_line = strings[value.id]
+        return SglangRecipe(pr=pr, text=text, line=value.lineno, text_line=text_line)
     shown = value.id if isinstance(value, ast.Name) else ast.unparse(value)
     raise SglangImportError(
         f"{path}:{value.lineno}: the recipe of PR {pr} is {shown}, which is not a module-level "

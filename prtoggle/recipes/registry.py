@@ -4,12 +4,18 @@ Every recipe directory is a collection named after the directory: the shipped on
 the subdirectories of `yaml/` (`fixes`, `sglang`, ...), then each PRTOGGLE_YAML_PATH
 directory. A PR number is unique within a collection; the same number may appear in
 several collections (sglang's own recipe for 27460 next to the demo engine's).
+
+When sglang is installed, the recipes it registers in its own
+`sglang/srt/debug_utils/pr_fix_toggle.py` are one more collection, `sglang-upstream`,
+read from that file (parsed, never imported) with no setup step; PRTOGGLE_SGLANG_UPSTREAM=0
+leaves it out. Which of a PR's recipes a revert uses is prtoggle.recipes.selection's rule.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -27,6 +33,8 @@ __all__ = [
     "MAX_RECIPE_BYTES",
     "MIN_PR",
     "SYMPTOMS",
+    "UPSTREAM_COLLECTION",
+    "UPSTREAM_ENV",
     "YAML_PATH_ENV",
     "Edit",
     "Patch",
@@ -41,6 +49,12 @@ __all__ = [
 ]
 
 YAML_PATH_ENV = "PRTOGGLE_YAML_PATH"
+UPSTREAM_COLLECTION = "sglang-upstream"
+"""The built-in collection: the installed sglang's own registered recipes."""
+UPSTREAM_ENV = "PRTOGGLE_SGLANG_UPSTREAM"
+"""`0` leaves the built-in collection out (default: in, when sglang is installed)."""
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,14 +62,30 @@ class Registry:
     """Every fix of every collection, in collection order, then by PR number.
 
     `dirs` holds one directory per collection; the collection's name is the directory's.
+    `builtin` holds the built-in collections: (name, the file their recipes are read from).
     """
 
     fixes: tuple[Recipe, ...]
     dirs: tuple[Path, ...]
+    builtin: tuple[tuple[str, Path], ...] = ()
 
     def collections(self) -> tuple[str, ...]:
-        """The collection names, in load order (shipped first)."""
-        return tuple(directory.name for directory in self.dirs)
+        """The collection names, in load order (shipped, PRTOGGLE_YAML_PATH, built-in)."""
+        return tuple(name for name, _ in self.sources())
+
+    def sources(self) -> tuple[tuple[str, Path], ...]:
+        """(collection name, its directory or file), in load order."""
+        return (*((directory.name, directory) for directory in self.dirs), *self.builtin)
+
+    def is_upstream(self, collection: str) -> bool:
+        """Whether `collection` holds sglang's own text, not recipes we maintain.
+
+        The built-in collection, or a directory named like it (`import-sglang --out
+        sglang-upstream`).
+        """
+        return collection == UPSTREAM_COLLECTION or any(
+            name == collection for name, _ in self.builtin
+        )
 
     def prs(self) -> tuple[int, ...]:
         """The distinct PR numbers of every collection, ascending."""
@@ -70,7 +100,7 @@ class Registry:
         if collection is None:
             raise UnknownPRError(
                 f"PR {pr} is not registered; registered PRs: {join_prs(self.prs())} "
-                f"(registry directories: {', '.join(str(d) for d in self.dirs)})"
+                f"(registry directories: {', '.join(str(d) for _, d in self.sources())})"
             )
         elsewhere = [fix.collection for fix in self.fixes if fix.pr == pr]
         hint = f"; PR {pr} is in: {', '.join(elsewhere)}" if elsewhere else ""
@@ -93,14 +123,25 @@ class Registry:
         """The registry restricted to one collection (itself for None); unknown is an error."""
         if collection is None:
             return self
-        for directory in self.dirs:
-            if directory.name == collection:
-                kept = tuple(fix for fix in self.fixes if fix.collection == collection)
-                return Registry(fixes=kept, dirs=(directory,))
+        if collection in self.collections():
+            kept = tuple(fix for fix in self.fixes if fix.collection == collection)
+            dirs = tuple(d for d in self.dirs if d.name == collection)
+            builtin = tuple(b for b in self.builtin if b[0] == collection)
+            return Registry(fixes=kept, dirs=dirs, builtin=builtin)
         raise UnknownPRError(
             f"no recipe collection named {collection!r}; collections: "
-            f"{', '.join(f'{d.name} ({d})' for d in self.dirs) or '(none)'}"
+            f"{', '.join(f'{name} ({where})' for name, where in self.sources()) or '(none)'}"
         )
+
+    def maintained(self) -> Registry:
+        """The registry without upstream-text collections (sglang's own, see is_upstream)."""
+        kept = tuple(fix for fix in self.fixes if not self.is_upstream(fix.collection))
+        dirs = tuple(d for d in self.dirs if not self.is_upstream(d.name))
+        return Registry(fixes=kept, dirs=dirs)
+
+    def only(self, fixes: Sequence[Recipe]) -> Registry:
+        """The registry holding just `fixes` (the recipes a revert request selected)."""
+        return Registry(fixes=tuple(fixes), dirs=self.dirs, builtin=self.builtin)
 
     def by_merge_date(self) -> tuple[Recipe, ...]:
         """Fixes oldest first; fixes without a merge date last, then by PR and collection."""
@@ -147,8 +188,13 @@ def yaml_dirs_from_env(value: str | None) -> tuple[Path, ...]:
     return (*shipped_collection_dirs(), *extra)
 
 
-def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
-    """Load every `*.yaml` / `*.yml` of `dirs` (None: shipped + env), one collection each."""
+def load_registry(*, dirs: Sequence[Path] | None = None, upstream: Path | None = None) -> Registry:
+    """Load every `*.yaml` / `*.yml` of `dirs` (None: shipped + env), one collection each.
+
+    `upstream`: an sglang `pr_fix_toggle.py` whose registered recipes become the built-in
+    collection `sglang-upstream` (after the directories), unless a directory of that name
+    (an `import-sglang --out sglang-upstream`) is the collection already.
+    """
     chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
     fixes: list[Recipe] = []
     named: dict[str, Path] = {}
@@ -170,12 +216,33 @@ def load_registry(*, dirs: Sequence[Path] | None = None) -> Registry:
         named[directory.name] = directory
         kept.append(directory)
         fixes.extend(_load_collection(directory))
-    return Registry(fixes=tuple(fixes), dirs=tuple(kept))
+    if upstream is None:
+        return Registry(fixes=tuple(fixes), dirs=tuple(kept))
+    if UPSTREAM_COLLECTION in named:
+        # `prtoggle import-sglang --out sglang-upstream` on PRTOGGLE_YAML_PATH: the files
+        # the user imported are that collection; the built-in one steps aside.
+        logger.info(
+            "collection %s: the directory %s, not %s",
+            UPSTREAM_COLLECTION,
+            named[UPSTREAM_COLLECTION],
+            upstream,
+        )
+        return Registry(fixes=tuple(fixes), dirs=tuple(kept))
+    from prtoggle.recipes.from_sglang import upstream_recipes
+
+    fixes.extend(upstream_recipes(upstream, collection=UPSTREAM_COLLECTION))
+    return Registry(
+        fixes=tuple(fixes), dirs=tuple(kept), builtin=((UPSTREAM_COLLECTION, upstream),)
+    )
 
 
 def default_registry() -> Registry:
-    """The registry of the shipped collections and PRTOGGLE_YAML_PATH (cached per value)."""
-    return _cached_registry(os.environ.get(YAML_PATH_ENV, ""))
+    """The shipped collections, PRTOGGLE_YAML_PATH, then the installed sglang's own recipes.
+
+    Cached per PRTOGGLE_YAML_PATH value and sglang file. sglang's file that cannot be read
+    as a recipe registry leaves the built-in collection out, with a warning naming why.
+    """
+    return _cached_registry(os.environ.get(YAML_PATH_ENV, ""), _upstream_file())
 
 
 def clear_registry_cache() -> None:
@@ -184,8 +251,29 @@ def clear_registry_cache() -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_registry(yaml_path: str) -> Registry:
-    return load_registry(dirs=yaml_dirs_from_env(yaml_path))
+def _cached_registry(yaml_path: str, upstream: Path | None) -> Registry:
+    from prtoggle.recipes.from_sglang import SglangImportError
+
+    dirs = yaml_dirs_from_env(yaml_path)
+    try:
+        return load_registry(dirs=dirs, upstream=upstream)
+    except (SglangImportError, RegistryError) as exc:
+        if upstream is None or not _from_upstream(exc, upstream):
+            raise
+        logger.warning("collection %s left out: %s", UPSTREAM_COLLECTION, exc)
+        return load_registry(dirs=dirs)
+
+
+def _upstream_file() -> Path | None:
+    if os.environ.get(UPSTREAM_ENV, "").strip() == "0":
+        return None
+    from prtoggle.recipes.from_sglang import find_toggle_module
+
+    return find_toggle_module()
+
+
+def _from_upstream(exc: Exception, upstream: Path) -> bool:
+    return str(exc).startswith(str(upstream))
 
 
 def _load_collection(directory: Path) -> list[Recipe]:

@@ -106,6 +106,11 @@ def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     return _fix_from_mapping(document, path, collection or path.parent.name)
 
 
+def load_recipe_text(text: str, *, path: Path, collection: str) -> Recipe:
+    """Parse and validate a recipe held as text (sglang's registered ones); `path` names it."""
+    return _fix_from_mapping(parse_yaml(text, name=str(path)), path, collection)
+
+
 def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...]:
     """The validated `patches:` of recipe YAML text (sglang's block, or a whole recipe).
 

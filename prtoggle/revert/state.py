@@ -138,6 +138,12 @@ def held_prs() -> tuple[int, ...]:
     return tuple(sorted(_ACTIVE))
 
 
+def recipes_of(pr: int) -> tuple[Recipe, ...]:
+    """The recipes `pr` is in force with (one per collection chosen); () if not held."""
+    revert = _ACTIVE.get(pr)
+    return () if revert is None else tuple(active.fix for active in revert.fixes)
+
+
 def targets_of(pr: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(patched now, pending) targets of `pr` over every collection; ((), ()) if not held."""
     revert = _ACTIVE.get(pr)

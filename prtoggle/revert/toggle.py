@@ -2,26 +2,34 @@
 
 Reverts are process-global: every thread sees the reverted code. A PR stays reverted while
 anything holds it: apply_revert / SGLANG_DEBUG_REVERT_PR until restore(), and every open
-`reverted()` block, counted per PR across threads. A PR number covers its fix in every
-collection. The bookkeeping lives in prtoggle.revert.state.
+`reverted()` block, counted per PR across threads. A PR number uses the recipes that
+prtoggle.recipes.selection's rule chooses (`C:N` names collection C's one); a PR is in
+force with one set of recipes at a time. The bookkeeping lives in prtoggle.revert.state.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.prs import join_prs
-from prtoggle.recipes.registry import Registry, default_registry
+from prtoggle.recipes.registry import Recipe, Registry, default_registry
 from prtoggle.revert import child_report
 from prtoggle.revert import state as revert_state
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.selection import RevertRequest, Selection
+
+logger = logging.getLogger(__name__)
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "_bootstrap"
 __all__ = [
@@ -35,74 +43,129 @@ __all__ = [
     "guard_child_process",
     "is_reverted",
     "maybe_revert_pr_fix",
+    "parse_revert_requests",
     "parse_revert_spec",
     "patched_targets",
     "pending_targets",
     "restore",
     "reverted",
+    "select_reverts",
 ]
 
 
 def parse_revert_spec(
     value: str, *, registered: Sequence[int], source: str = REVERT_ENV
 ) -> tuple[int, ...]:
-    """`26521`, `26521,24856`, `26521 24856` or `all` -> PR numbers; "" -> ()."""
+    """`26521`, `26521,24856`, `26521 24856`, `sglang:27460` or `all` -> PR numbers.
+
+    "" and "0" (sglang's default) -> (). A qualified `C:N` gives N (its collection is
+    checked by parse_revert_requests, which knows the collections).
+    """
     text = value.strip()
-    choices = join_prs(sorted(set(registered)))
-    if not text:
+    if _is_off(text):
         return ()
     if text.lower() == "all":
         return tuple(sorted(set(registered)))
     prs: list[int] = []
-    for token in re.split(r"\s*,\s*|\s+", text):
-        if not (token.isascii() and token.isdigit()):
-            raise RevertSpecError(
-                f"{source}={value!r}: {token!r} is not a PR number; expected PR numbers "
-                f"separated by commas or spaces, or 'all'; registered PRs: {choices}"
-            )
-        pr = int(token)
-        if pr not in registered:
-            raise UnknownPRError(
-                f"{source}={value!r}: PR {pr} is not registered; registered PRs: {choices}"
-            )
+    for token in _tokens(text):
+        pr = _token_request(token, value=value, source=source, registered=registered).pr
         if pr not in prs:
             prs.append(pr)
     return tuple(prs)
+
+
+def parse_revert_requests(
+    value: str, *, registry: Registry, source: str = REVERT_ENV
+) -> tuple[RevertRequest, ...] | None:
+    """Parse SGLANG_DEBUG_REVERT_PR / `-r`: the requests, in order; None for `all`.
+
+    Tokens are `N` (PR N in every collection) or `C:N` (collection C's recipe only). ""
+    and "0" -> (). An unknown PR, collection or PR of a collection is an error that lists
+    the choices.
+    """
+    text = value.strip()
+    if _is_off(text):
+        return ()
+    if text.lower() == "all":
+        return None
+    requests: list[RevertRequest] = []
+    for token in _tokens(text):
+        request = _token_request(token, value=value, source=source, registered=registry.prs())
+        if request.collection is not None:
+            try:
+                registry.find(request.pr, collection=request.collection)
+            except UnknownPRError as exc:
+                raise UnknownPRError(f"{source}={value!r}: {exc}") from exc
+        if request not in requests:
+            requests.append(request)
+    return tuple(requests)
+
+
+def select_reverts(
+    requests: Sequence[RevertRequest] | None,
+    *,
+    registry: Registry,
+    search_path: Sequence[str] | None = None,
+) -> tuple[Selection, ...]:
+    """The recipes each request uses (prtoggle.recipes.selection's rule), one per request.
+
+    None (`all`) asks for every PR and keeps what takes part, leaving the rest out; an
+    explicit request none of whose recipes applies is refused (RevertSpecError).
+    """
+    from prtoggle.recipes.selection import RevertRequest, refusal, select
+
+    everything = requests is None
+    chosen = [RevertRequest(pr) for pr in registry.prs()] if requests is None else requests
+    selections = tuple(select(registry, r, search_path=search_path) for r in chosen)
+    if not everything:
+        for selection in selections:
+            if not selection.recipes:
+                raise RevertSpecError(refusal(selection))
+    return selections
 
 
 def maybe_revert_pr_fix() -> tuple[int, ...]:
     """Revert the fixes SGLANG_DEBUG_REVERT_PR names; returns them. Idempotent.
 
     The returned PRs are in force: patched now, or (for targets whose module is not
-    imported yet) patched as soon as that module has finished importing. Any failure
-    raises (a PrToggleError) after restoring what this call applied: a program that asked
-    for a revert never runs silently unreverted.
+    imported yet) patched as soon as that module has finished importing. Which recipe of
+    a PR is used follows prtoggle.recipes.selection's rule; a request no recipe of which
+    applies is refused before anything is patched. Any failure raises (a PrToggleError)
+    after restoring what this call applied: a program that asked for a revert never runs
+    silently unreverted. `all` logs, as one warning, what it left out and why.
     """
     value = os.environ.get(REVERT_ENV, "")
-    if not value.strip():
+    if _is_off(value.strip()):
         return ()
     registry = default_registry()
-    prs = parse_revert_spec(value, registered=registry.prs())
+    requests = parse_revert_requests(value, registry=registry)
+    selections = select_reverts(requests, registry=registry)
+    if requests is None:
+        _log_left_out(selections)
+    per_pr = _recipes_per_pr(selections)
     with revert_state.locked():
         taken: list[int] = []
         try:
-            for pr in prs:
+            for pr, recipes in per_pr.items():
                 if not revert_state.is_pinned(pr):
-                    revert_state.hold(pr, registry, pin=True)
+                    _hold(pr, recipes, registry, pin=True)
                     taken.append(pr)
         except BaseException:
             for pr in reversed(taken):
                 revert_state.release(pr, pin=True)
             raise
+    prs = tuple(per_pr)
     child_report.report_in_force(prs)  # a `prtoggle run` parent learns they landed here
     return prs
 
 
-def reverted(*prs: int, registry: Registry | None = None) -> RevertedBlock:
-    """Context manager: `prs` are reverted inside the block (in every collection).
+def reverted(*prs: int | str, registry: Registry | None = None) -> RevertedBlock:
+    """Context manager: `prs` are reverted inside the block.
 
-    Blocks are counted per PR, across threads: a PR stays reverted until the last block
-    holding it leaves (and while apply_revert holds it). Entering is all-or-nothing.
+    Each is a PR number (its recipes chosen by prtoggle.recipes.selection's rule) or
+    `"C:N"` (collection C's recipe of N). Blocks are counted per PR, across threads: a PR
+    stays reverted until the last block holding it leaves (and while apply_revert holds
+    it). Entering is all-or-nothing.
     """
     return RevertedBlock(*prs, registry=registry)
 
@@ -110,17 +173,19 @@ def reverted(*prs: int, registry: Registry | None = None) -> RevertedBlock:
 class RevertedBlock:
     """What reverted() returns: a plain object, so a block still open at exit is silent."""
 
-    def __init__(self, *prs: int, registry: Registry | None = None) -> None:
+    def __init__(self, *prs: int | str, registry: Registry | None = None) -> None:
         self._prs = prs
         self._registry = registry
         self._held: list[int] = []
 
-    def __enter__(self) -> tuple[int, ...]:
+    def __enter__(self) -> tuple[int | str, ...]:
+        registry = self._registry or default_registry()
+        per_pr = _recipes_per_pr(_selections_of(self._prs, registry))
         with revert_state.locked():
             held: list[int] = []
             try:
-                for pr in dict.fromkeys(self._prs):
-                    revert_state.hold(pr, self._registry, pin=False)
+                for pr, recipes in per_pr.items():
+                    _hold(pr, recipes, registry, pin=False)
                     held.append(pr)
             except BaseException:
                 for pr in reversed(held):
@@ -144,13 +209,19 @@ class RevertedBlock:
                 revert_state.release(pr, pin=False)
 
 
-def is_reverted(pr: int) -> bool:
+def is_reverted(pr: int | str) -> bool:
     """True when `pr` is in force in this process: patched now, or patched on import.
 
-    patched_targets() / pending_targets() tell which of its targets are patched already.
+    `"C:N"`: PR N is in force with collection C's recipe. patched_targets() /
+    pending_targets() tell which of its targets are patched already.
     """
+    number, collection = _split_spec(pr)
     with revert_state.locked():
-        return pr in revert_state.held_prs()
+        if number not in revert_state.held_prs():
+            return False
+        return collection is None or any(
+            recipe.collection == collection for recipe in revert_state.recipes_of(number)
+        )
 
 
 def patched_targets(pr: int) -> tuple[str, ...]:
@@ -171,10 +242,15 @@ def active_reverts() -> tuple[int, ...]:
         return revert_state.held_prs()
 
 
-def apply_revert(pr: int, *, registry: Registry | None = None) -> None:
-    """Revert `pr` until restore(pr): every collection's fix, all targets or none. Idempotent."""
-    with revert_state.locked():
-        revert_state.hold(pr, registry, pin=True)
+def apply_revert(pr: int | str, *, registry: Registry | None = None) -> None:
+    """Revert `pr` (N or "C:N") until restore(N): its chosen recipes, all targets or none.
+
+    Idempotent.
+    """
+    chosen = registry or default_registry()
+    for number, recipes in _recipes_per_pr(_selections_of((pr,), chosen)).items():
+        with revert_state.locked():
+            _hold(number, recipes, chosen, pin=True)
 
 
 def restore(pr: int) -> None:
@@ -195,12 +271,13 @@ def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> No
     atexit.register(_report_unapplied_at_exit)
 
 
-def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_env(prs: Sequence[int | str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for a child Python that reverts `prs` at start-up, prtoggle import or not.
 
     The bootstrap directory (a sitecustomize that chains to any other sitecustomize)
     goes first on PYTHONPATH; SGLANG_DEBUG_REVERT_PR is set ("" for no PR, so a
-    parent's value is not inherited). PRTOGGLE_YAML_PATH passes through from `base`.
+    parent's value is not inherited), qualified `C:N` entries as given.
+    PRTOGGLE_YAML_PATH passes through from `base`.
     """
     env = dict(os.environ if base is None else base)
     existing = env.get("PYTHONPATH", "")
@@ -217,3 +294,94 @@ def _report_unapplied_at_exit() -> None:
             "imported and not patched\n"
         )
     sys.stderr.flush()
+
+
+def _is_off(text: str) -> bool:
+    """ "" and "0" (sglang's default for the variable) mean no revert."""
+    return text in ("", "0")
+
+
+def _tokens(text: str) -> list[str]:
+    return re.split(r"\s*,\s*|\s+", text)
+
+
+def _token_request(
+    token: str, *, value: str, source: str, registered: Sequence[int]
+) -> RevertRequest:
+    """`N` or `C:N` -> a RevertRequest; N must be registered (in some collection)."""
+    from prtoggle.recipes.selection import RevertRequest
+
+    match = _TOKEN.fullmatch(token)
+    if match is None:
+        raise RevertSpecError(
+            f"{source}={value!r}: {token!r} is not a PR number; expected PR numbers or "
+            f"COLLECTION:PR (e.g. sglang:27460) separated by commas or spaces, or 'all'; "
+            f"registered PRs: {join_prs(sorted(set(registered)))}"
+        )
+    pr = int(match["pr"])
+    if pr not in registered:
+        raise UnknownPRError(
+            f"{source}={value!r}: PR {pr} is not registered; registered PRs: "
+            f"{join_prs(sorted(set(registered)))}"
+        )
+    return RevertRequest(pr=pr, collection=match["collection"])
+
+
+def _split_spec(spec: int | str) -> tuple[int, str | None]:
+    if isinstance(spec, int):
+        return spec, None
+    match = _TOKEN.fullmatch(spec.strip())
+    if match is None:
+        raise RevertSpecError(
+            f"{spec!r} is not a PR number or COLLECTION:PR (e.g. 27460, sglang:27460)"
+        )
+    return int(match["pr"]), match["collection"]
+
+
+def _selections_of(specs: Sequence[int | str], registry: Registry) -> tuple[Selection, ...]:
+    """The selection of each spec (N or "C:N"), refused when none of its recipes applies."""
+    from prtoggle.recipes.selection import RevertRequest
+
+    requests = []
+    for spec in specs:
+        pr, collection = _split_spec(spec)
+        if collection is not None:
+            registry.find(pr, collection=collection)
+        requests.append(RevertRequest(pr=pr, collection=collection))
+    return select_reverts(list(dict.fromkeys(requests)), registry=registry)
+
+
+def _recipes_per_pr(selections: Sequence[Selection]) -> dict[int, list[Recipe]]:
+    """The recipes to put in force per PR, merged over requests; PRs with none left out."""
+    per_pr: dict[int, list[Recipe]] = {}
+    for selection in selections:
+        for recipe in selection.recipes:
+            kept = per_pr.setdefault(selection.request.pr, [])
+            if recipe not in kept:
+                kept.append(recipe)
+    return per_pr
+
+
+def _hold(pr: int, recipes: Sequence[Recipe], registry: Registry, *, pin: bool) -> None:
+    """Hold `pr` with exactly `recipes`; a PR in force with other recipes is an error."""
+    if pr in revert_state.held_prs():
+        in_force = revert_state.recipes_of(pr)
+        missing = [recipe.label for recipe in recipes if recipe not in in_force]
+        if missing:
+            raise RevertSpecError(
+                f"PR {pr} is in force with {', '.join(r.label for r in in_force)}; "
+                f"{', '.join(missing)} cannot join it: restore PR {pr} first, then revert "
+                "the recipes wanted together"
+            )
+    revert_state.hold(pr, registry.only(recipes), pin=pin)
+
+
+def _log_left_out(selections: Sequence[Selection]) -> None:
+    from prtoggle.recipes.selection import left_out_note
+
+    note = left_out_note(selections)
+    if note is not None:
+        logger.warning("%s=all: %s", REVERT_ENV, note)
+
+
+_TOKEN = re.compile(r"(?:(?P<collection>[A-Za-z0-9_][A-Za-z0-9_.-]*):)?(?P<pr>[0-9]+)")

@@ -113,7 +113,10 @@ def command_oracle(
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
             on_run(RunRecord(reverted, "conflict", "skip", None, 0.0, reason[:300]))
             return Judgement("skip", reason=message, conflict=prs)
-        with child_report.collecting_reports(_env_for(reverted, base)) as (env, directory):
+        with child_report.collecting_reports(_env_for(reverted, base, fixes=fixes)) as (
+            env,
+            directory,
+        ):
             done = run(argv, env=env, timeout=timeout)
             reports = child_report.read_reports(directory)
         note = child_report.not_landed(reverted, reports, command=argv)
@@ -178,12 +181,16 @@ def _judge(
     return verdict, verdict, ""
 
 
-def _env_for(reverted: Sequence[int], base: dict[str, str]) -> dict[str, str]:
+def _env_for(
+    reverted: Sequence[int], base: dict[str, str], *, fixes: Mapping[int, Sequence[Recipe]]
+) -> dict[str, str]:
+    """The child's environment: exactly the bisected recipes of `reverted` (`C:N` each)."""
     if not reverted:
         return dict(base)
     from prtoggle.revert.toggle import child_env
 
-    return child_env(tuple(reverted), base=base)
+    specs = [f"{fix.collection}:{fix.pr}" for pr in reverted for fix in fixes[pr]]
+    return child_env(specs, base=base)
 
 
 def _note(run: CommandRun, exit_class: ExitClass) -> str:

@@ -55,7 +55,7 @@ class SuiteRun:
     apply); `collect_errors` the collectors that failed (a module that does not import).
     """
 
-    prs: tuple[int, ...]
+    prs: tuple[int | str, ...]
     outcomes: Mapping[str, NodeOutcome]
     collect_errors: Mapping[str, str]
     seconds: float
@@ -130,28 +130,35 @@ def run_coverage(
 ) -> CoverageReport:
     """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
 
-    SGLANG_DEBUG_REVERT_PR names PR numbers, so a number held by two collections is
-    reverted in both: their entries share one run. `runner` starts each run (default: a
-    fresh process; a WarmWorker's `run` forks it warm). When anything (an Interrupted
-    from a signal) leaves early, queued runs are cancelled.
+    Each fix's run reverts exactly that recipe (SGLANG_DEBUG_REVERT_PR=`collection:PR`),
+    so a PR number held by two collections gets one run per recipe and a guard is
+    credited only to the recipe whose revert caused it. `runner` starts each run
+    (default: a fresh process; a WarmWorker's `run` forks it warm). When anything (an
+    Interrupted from a signal) leaves early, queued runs are cancelled.
     """
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
-    prs = sorted({fix.pr for fix in fixes})  # one run per PR number, whatever its collections
+    specs = list(dict.fromkeys(recipe_spec(fix) for fix in fixes))  # one run per recipe
     tasks = [
         functools.partial(run_suite, command, prs=reverts, timeout=timeout, runner=runner)
-        for reverts in [(), *((pr,) for pr in prs)]
+        for reverts in [(), *((spec,) for spec in specs)]
     ]
     report_run = None if on_run is None else (lambda _index, run: on_run(run))
-    runs = {run.prs: run for run in run_parallel(tasks, jobs=jobs, on_done=report_run)}
+    runs: dict[tuple[int | str, ...], SuiteRun] = {
+        run.prs: run for run in run_parallel(tasks, jobs=jobs, on_done=report_run)
+    }
     plain = runs[()]
     if plain.error is not None:
         raise RunnerError(f"the plain run of {' '.join(command)!r} wrote no report: {plain.error}")
     if not plain.outcomes:
         raise RunnerError(f"the plain run of {' '.join(command)!r} ran no test")
     entries = tuple(
-        FixCoverage(fix=fix, run=runs[(fix.pr,)], cells=compare(plain, runs[(fix.pr,)]))
+        FixCoverage(
+            fix=fix,
+            run=runs[(recipe_spec(fix),)],
+            cells=compare(plain, runs[(recipe_spec(fix),)]),
+        )
         for fix in fixes
     )
     return CoverageReport(
@@ -159,14 +166,28 @@ def run_coverage(
     )
 
 
+def recipe_spec(fix: Recipe) -> str:
+    """`collection:PR`: the SGLANG_DEBUG_REVERT_PR value that reverts exactly `fix`."""
+    return f"{fix.collection}:{fix.pr}"
+
+
+def reverts_text(prs: Sequence[int | str]) -> str:
+    """`90002 (registry), 26521` for ("registry:90002", 26521): how messages name reverts."""
+    parts = []
+    for spec in prs:
+        collection, _, pr = str(spec).rpartition(":")
+        parts.append(f"{pr} ({collection})" if collection else pr)
+    return ", ".join(parts)
+
+
 def run_suite(
     command: Sequence[str],
     *,
-    prs: tuple[int, ...],
+    prs: tuple[int | str, ...],
     timeout: float,
     runner: CommandRunner | None = None,
 ) -> SuiteRun:
-    """Run the pytest command once with `prs` reverted at start-up; read its report."""
+    """Run the pytest command once with `prs` (N or `C:N`) reverted at start-up."""
     from prtoggle.revert import child_report
     from prtoggle.revert.toggle import child_env
     from prtoggle.runners.child_process import run_child
@@ -178,8 +199,9 @@ def run_suite(
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
         with child_report.collecting_reports(env) as (env, landing):
             run = (runner or run_child)(argv, env=env, timeout=timeout)
+            numbers = tuple(int(str(spec).rpartition(":")[2]) for spec in prs)
             not_landed = child_report.not_landed(
-                prs, child_report.read_reports(landing), command=command
+                numbers, child_report.read_reports(landing), command=command
             )
         if run.timed_out:
             error: str | None = f"timed out after {timeout:g} s"
@@ -231,7 +253,7 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
     return None
 
 
-def _no_report_error(run: CommandRun, prs: tuple[int, ...]) -> str:
+def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
     """Why a run wrote no report: the start-up hook refused a revert, or the last line."""
     from prtoggle.runners.child_process import output_tail
 
@@ -239,12 +261,12 @@ def _no_report_error(run: CommandRun, prs: tuple[int, ...]) -> str:
     refused = [line for line in lines if line.startswith(f"{BOOTSTRAP_FAILURE_PREFIX}: ")]
     if run.returncode == BOOTSTRAP_FAILURE_EXIT_CODE and refused:
         reason = refused[-1][len(BOOTSTRAP_FAILURE_PREFIX) + 2 :]
-        return f"the revert of PR {', '.join(map(str, prs))} did not apply: {reason}"
+        return f"the revert of PR {reverts_text(prs)} did not apply: {reason}"
     last = lines[-1:] or ["no output"]
     return f"exit status {run.returncode}, no report; last line: {last[0]}"
 
 
-def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:
+def _patch_failure(report: PytestReport, prs: tuple[int | str, ...]) -> str | None:
     """Why the run does not count: a revert that failed to apply (seen in any error)."""
     from prtoggle.runners.child_process import PATCH_FAILURE_NAMES
 
@@ -253,5 +275,5 @@ def _patch_failure(report: PytestReport, prs: tuple[int, ...]) -> str | None:
         type_name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
         if type_name in PATCH_FAILURE_NAMES:
             first_line = error.splitlines()[0]
-            return f"the revert of PR {', '.join(map(str, prs))} did not apply: {first_line}"
+            return f"the revert of PR {reverts_text(prs)} did not apply: {first_line}"
     return None

@@ -85,6 +85,7 @@ class FakeProject:
         return {
             **os.environ,
             "PRTOGGLE_YAML_PATH": str(self.registry_dir),
+            "PRTOGGLE_SGLANG_UPSTREAM": "0",  # no built-in sglang-upstream collection
             "PYTHONPATH": python_path.rstrip(os.pathsep),
         }
 
@@ -120,7 +121,10 @@ def write_fake_project(root: Path) -> FakeProject:
 
 @pytest.fixture
 def fake_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProject]:
-    """The fake project as the only registry (the shipped one replaced by an empty dir)."""
+    """The fake project as the only registry (the shipped one replaced by an empty dir).
+
+    The built-in collection of an installed sglang's own recipes is left out too.
+    """
     project = write_fake_project(tmp_path)
     empty = tmp_path / "no-shipped-fixes"
     empty.mkdir()

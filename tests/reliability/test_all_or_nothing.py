@@ -104,5 +104,5 @@ def test_check_show_and_run_say_it_in_one_line(project: Path) -> None:
     assert (ran.returncode, ran.stdout) == (2, "")
     assert ran.stderr == (
         f"error: PR {PR} does not revert cleanly on the current code (aon_second.g: "
-        f"{why(project)}); `prtoggle check {PR}` shows the nearest matching lines\n"
+        f"{why(project)}); `prtoggle check {PR} --collection recipes` shows the nearest matching lines\n"
     )

@@ -131,7 +131,8 @@ def test_a_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(project: Pa
     result = prtoggle_run(project, "sh", "-c", script)
     refusal = (
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: SGLANG_DEBUG_REVERT_PR='0x1': '0x1' is "
-        "not a PR number; expected PR numbers separated by commas or spaces, or 'all'; "
+        "not a PR number; expected PR numbers or COLLECTION:PR (e.g. sglang:27460) separated by "
+        "commas or spaces, or 'all'; "
         "registered PRs: "
     )
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "wrapper went on\n")

@@ -75,7 +75,7 @@ def test_type_checkers_see_the_public_api_typed(fresh_venv: Path, tmp_path: Path
         sys.executable, "-m", "mypy", "--python-executable", fresh_venv / "python",
         "--cache-dir", tmp_path / "cache", "user.py", cwd=tmp_path,
     )  # fmt: skip
-    assert 'Revealed type is "def (*prs: int, ' in done.stdout, done.stdout
+    assert 'Revealed type is "def (*prs: int | str, ' in done.stdout, done.stdout
     assert '-> prtoggle.revert.toggle.RevertedBlock"' in done.stdout
 
 

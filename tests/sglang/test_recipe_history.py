@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 import prtoggle
-from prtoggle.errors import VersionRangeError
+from prtoggle.errors import RevertSpecError
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.recipes.check import check_fix
-from prtoggle.recipes.registry import default_registry
 from prtoggle.recipes.schema import load_recipe
 
 pytestmark = pytest.mark.sglang
@@ -123,19 +122,18 @@ def test_the_installed_0_5_23_is_outside_every_older_recipes_range(sglang_instal
     ]
 
 
-def test_reverting_22832_on_the_installed_0_5_23_is_refused_with_the_range() -> None:
+def test_reverting_sglangs_22832_on_the_installed_0_5_23_is_refused_with_the_range() -> None:
     import sglang.srt.speculative.multi_layer_eagle_worker_v2 as worker
 
     function = worker.MultiLayerEagleDraftWorker._draft_extend_for_decode
     code = function.__code__
-    # The sglang collection alone: where the demo engine's 22832 is patched in the same
-    # process (another test imported fixes.speculative), sglang's is left out instead.
-    sglang_only = default_registry().in_collection("sglang")
-    with pytest.raises(VersionRangeError) as caught, prtoggle.reverted(22832, registry=sglang_only):
+    # sglang's recipe named exactly (the plain number would use the demo engine's 22832):
+    # outside its range, it is refused before anything is patched.
+    with pytest.raises(RevertSpecError) as caught, prtoggle.reverted("sglang:22832"):
         pass
     assert str(caught.value) == (
-        f"sglang/22832 does not apply to the installed sglang 0.5.23: {PACK / '22832.yaml'} "
-        "covers sglang>=0.5.11,<0.5.15 (applies_to); use a recipe for 0.5.23 or install a "
-        "version in that range"
+        "sglang:22832: no recipe applies to the installed code: sglang/22832 is out of range: "
+        "installed sglang 0.5.23, range sglang>=0.5.11,<0.5.15; use a recipe for the "
+        "installed version or install a version in that range"
     )
     assert (prtoggle.is_reverted(22832), function.__code__) == (False, code)

@@ -106,7 +106,7 @@ def test_show_prints_metadata_and_the_revert_diff(fake_project: FakeProject) -> 
 def test_show_json_includes_each_target_diff(fake_project: FakeProject) -> None:
     result = invoke("show", str(FIRST_HALF_FIX), "--json")
     assert result.exit_code == 0, result.output
-    record = json.loads(result.output)
+    [record] = json.loads(result.output)
     assert record["pr"] == FIRST_HALF_FIX
     assert record["acts_at_capture"] is False
     assert record["bench"] is None
@@ -118,7 +118,8 @@ def test_show_json_includes_each_target_diff(fake_project: FakeProject) -> None:
 def test_show_json_names_the_benchmark_module_of_a_shipped_fix() -> None:
     result = invoke("show", "--collection", "fixes", "24856", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["bench"] == "fixes.benchmarks.draft_extend_routing_cost"
+    [record] = json.loads(result.output)
+    assert record["bench"] == "fixes.benchmarks.draft_extend_routing_cost"
 
 
 def test_show_of_a_capture_time_fix_carries_the_capture_note() -> None:
@@ -165,31 +166,34 @@ def second_collection(fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
     return directory
 
 
-def test_show_of_a_pr_in_two_collections_asks_for_one_and_lists_them(
+def test_show_of_a_pr_in_two_collections_shows_one_section_per_collection(
     fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory = second_collection(fake_project, monkeypatch)
+    second_collection(fake_project, monkeypatch)
+    absent = (
+        f"PR {ANSWER_FIX} (sglang): package absent_engine is not installed here, so there is "
+        "no source to diff; `prtoggle check --source-root DIR` reads a source tree instead"
+    )
     result = invoke("show", str(ANSWER_FIX))
-    assert (result.exit_code, result.stdout) == (2, "")
-    assert result.stderr == (
-        f"error: PR {ANSWER_FIX} is in 2 collections: registry "
-        f"({fake_project.registry_dir / f'{ANSWER_FIX}.yaml'}), sglang "
-        f"({directory / f'{ANSWER_FIX}.yaml'}); choose one with --collection registry or "
-        "--collection sglang\n"
-    )
+    assert (result.exit_code, result.stderr) == (0, ""), result.output
+    first, second = result.stdout.split(f"\nPR {ANSWER_FIX}: ")
+    assert first.startswith(f"PR {ANSWER_FIX}: fake fix {ANSWER_FIX}\n  collection: registry\n")
+    assert "-    value = 42\n+    value = 41\n" in first
+    assert second.startswith("(untitled)\n  collection: sglang\n")
+    assert second.endswith(f"  not shown: {absent}\n")
+    records = json.loads(invoke("show", str(ANSWER_FIX), "--json").stdout)
+    assert [(r["collection"], len(r.get("diffs", [])), r.get("error")) for r in records] == [
+        ("registry", 1, None),
+        ("sglang", 0, absent),
+    ]
     chosen = invoke("show", str(ANSWER_FIX), "--collection", "sglang", "--json")
-    assert (chosen.exit_code, chosen.stdout, chosen.stderr) == (
-        2,
-        "",
-        f"error: PR {ANSWER_FIX} (sglang): package absent_engine is not installed here, so "
-        "there is no source to diff; `prtoggle check --source-root DIR` reads a source tree "
-        "instead\n",
-    )
+    assert (chosen.exit_code, chosen.stdout, chosen.stderr) == (2, "", f"error: {absent}\n")
     shown = invoke("show", str(ANSWER_FIX), "--collection", "registry")
     assert shown.exit_code == 0, shown.output
     assert shown.stdout.startswith(
         f"PR {ANSWER_FIX}: fake fix {ANSWER_FIX}\n  collection: registry\n"
     )
+    assert "collection: sglang" not in shown.stdout
 
 
 def test_list_shows_each_collection_and_absent_packages(
@@ -293,8 +297,9 @@ def test_run_rejects_a_malformed_spec(fake_project: FakeProject) -> None:
     result = invoke("run", "-r", "12x", "--", "true")
     assert result.exit_code == 2
     assert result.stderr == (
-        "error: -r='12x': '12x' is not a PR number; expected PR numbers separated by commas "
-        f"or spaces, or 'all'; registered PRs: {REGISTERED}\n"
+        "error: -r='12x': '12x' is not a PR number; expected PR numbers or COLLECTION:PR "
+        "(e.g. sglang:27460) separated by commas or spaces, or 'all'; "
+        f"registered PRs: {REGISTERED}\n"
     )
 
 
@@ -309,7 +314,8 @@ def test_run_refuses_a_revert_that_does_not_apply_before_starting(
         f"({TARGET_MODULE}.answer: {TARGET_MODULE}.answer: edit 1 of 1 ("
     )
     assert result.stderr.endswith(
-        f"expected exactly 1.); `prtoggle check {BROKEN_FIX}` shows the nearest matching lines\n"
+        f"expected exactly 1.); `prtoggle check {BROKEN_FIX} --collection registry` shows "
+        "the nearest matching lines\n"
     )
     assert result.stderr.count("\n") == 1
     assert not marker.exists()
@@ -462,10 +468,10 @@ def test_repro_takes_a_collection_and_names_the_known_ones(fake_project: FakePro
     )
 
 
-def test_run_starts_a_revert_outside_its_range_and_the_child_refuses_it_at_import(
-    fake_project: FakeProject,
+def test_run_refuses_a_revert_outside_its_range_before_starting_the_program(
+    fake_project: FakeProject, tmp_path: Path
 ) -> None:
-    """A recipe for other versions is inert until its module is imported; then status 78."""
+    """A recipe for other versions does not take part: the request is refused, exit 2."""
     path = fake_project.registry_dir / "90013.yaml"
     path.write_text(
         f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
@@ -474,25 +480,20 @@ def test_run_starts_a_revert_outside_its_range_and_the_child_refuses_it_at_impor
     dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
     dist_info.mkdir()
     (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
-    run = ["prtoggle", "run", "-r", "90013", "--"]
-    untouched = subprocess.run(
-        [*run, *python_command("import sys; sys.exit(5)")], env=fake_project.env(), check=False
-    )
-    assert untouched.returncode == 5
-    code = f"import {TARGET_MODULE} as m, sys; sys.exit(m.answer())"
+    marker = tmp_path / "started"
     refused = subprocess.run(
-        [*run, *python_command(code)],
+        ["prtoggle", "run", "-r", "90013", "--", *python_command(f"open({str(marker)!r}, 'w')")],
         env=fake_project.env(),
         capture_output=True,
         text=True,
         check=False,
     )
-    assert (refused.returncode, refused.stderr) == (
-        78,
-        "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 90013 could not be reverted when "
-        f"{TARGET_MODULE} was imported, so it is not reverted at all: registry/90013 does not "
-        f"apply to the installed prtoggle-fake 2.3: {path} covers prtoggle-fake>=1.0,<2.0 "
-        "(applies_to); use a recipe for 2.3 or install a version in that range\n",
+    assert (refused.returncode, refused.stderr, marker.exists()) == (
+        2,
+        "error: 90013: no recipe applies to the installed code: registry/90013 is out of "
+        "range: installed prtoggle-fake 2.3, range prtoggle-fake>=1.0,<2.0; use a recipe for "
+        "the installed version or install a version in that range\n",
+        False,
     )
 
 
@@ -522,3 +523,42 @@ def test_run_of_pytest_gives_no_assert_rewrite_warning_for_prtoggle(
     assert result.returncode == 0, result.stdout
     assert "PytestAssertRewriteWarning" not in result.stdout + result.stderr
     assert result.stdout.splitlines()[-1].startswith("1 passed in ")
+
+
+def test_run_all_keeps_what_applies_and_names_what_it_left_out_in_one_line(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    (fake_project.registry_dir / "90013.yaml").write_text(
+        f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 41\n"
+    )
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    for pr in (BROKEN_FIX, HARMLESS_FIX):  # keep one revert per target, all applying
+        (fake_project.registry_dir / f"{pr}.yaml").unlink()
+    seen = tmp_path / "seen"
+    code = f"import os; open({str(seen)!r}, 'w').write(os.environ['SGLANG_DEBUG_REVERT_PR'])"
+    result = invoke("run", "-r", "all", "--", *python_command(code))
+    assert (result.exit_code, result.stderr) == (
+        0,
+        "prtoggle: -r all: left out 1 recipe(s) that do not apply here: registry/90013 "
+        "(out-of-range: installed prtoggle-fake 2.3, range prtoggle-fake>=1.0,<2.0)\n",
+    )
+    assert seen.read_text() == (
+        f"registry:{ANSWER_FIX},registry:{FIRST_HALF_FIX},registry:{SECOND_HALF_FIX}"
+    )
+
+
+def test_zero_in_the_variable_means_no_revert_as_in_sglang(fake_project: FakeProject) -> None:
+    code = (
+        f"import prtoggle, {TARGET_MODULE} as m; print(prtoggle.maybe_revert_pr_fix(), m.answer())"
+    )
+    result = subprocess.run(
+        python_command(code),
+        env={**fake_project.env(), "SGLANG_DEBUG_REVERT_PR": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "() 42\n", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -242,3 +243,42 @@ def test_warm_and_cold_runs_give_the_same_answer_and_runs(fake_project: FakeProj
     warm_answer, cold_answer = json.loads(warm.stdout), json.loads(cold.stdout)
     assert strip(warm_answer.pop("probes")) == strip(cold_answer.pop("probes"))
     assert warm_answer == cold_answer
+
+
+def shared_number_collection(fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second collection `engine2` holding ANSWER_FIX (another version's) and SECOND_HALF_FIX.
+
+    Its ANSWER_FIX recipe is for prtoggle-fake <2.0 and edits the same line as the
+    registry's, while 2.3 is installed: out of range, so it does not take part (taking
+    part, the two could not apply together: a conflict).
+    """
+    directory = fake_project.registry_dir.parent / "engine2"
+    directory.mkdir()
+    (directory / f"{ANSWER_FIX}.yaml").write_text(
+        f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 40\n"
+    )
+    (directory / f"{SECOND_HALF_FIX}.yaml").write_text(
+        f"patches:\n  - target: {TARGET_MODULE}.first_half\n    edits:\n"
+        "      - match: return half\n        replacement: return half  # engine2\n"
+    )
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    monkeypatch.setenv(
+        "PRTOGGLE_YAML_PATH", os.pathsep.join([str(fake_project.registry_dir), str(directory)])
+    )
+
+
+def test_ddmin_names_a_culprit_held_by_two_collections_once_and_an_out_of_range_one_is_absent(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared_number_collection(fake_project, monkeypatch)
+    spec = f"{ANSWER_FIX},{SECOND_HALF_FIX}"
+    result = bisect("--mode", "ddmin", "-r", spec, "--", *FAILS_ON_WRONG_ANSWER)
+    assert result.exit_code == 0, result.output
+    assert "conflict" not in result.output
+    assert result.output.splitlines()[-2:] == [
+        f"culprit: {ANSWER_FIX} (ddmin, 3 runs)",
+        f"reverting {ANSWER_FIX} alone makes the command fail",
+    ]

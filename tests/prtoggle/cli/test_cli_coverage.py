@@ -42,7 +42,8 @@ def test_require_guard_exits_1_naming_every_unguarded_fix(
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
         f"coverage: no test guards PR {BROKEN_FIX} (registry): its reverted run failed (the "
-        f"revert of PR {BROKEN_FIX} did not apply: PR {BROKEN_FIX} could not be reverted when "
+        f"revert of PR {BROKEN_FIX} (registry) did not apply: PR {BROKEN_FIX} could not be "
+        "reverted when "
     )
     assert last.endswith(f"; PR {HARMLESS_FIX} (registry)")
     lines = result.stdout.splitlines()
@@ -210,3 +211,65 @@ def test_an_html_file_in_a_missing_directory_is_refused_before_any_run(
     result = CliRunner().invoke(cli, ["coverage", "--html", str(target), "--", "false"])
     assert result.exit_code == 2
     assert f"{target}: its directory {target.parent} does not exist" in result.output
+
+
+def other_engine_collection(fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Collection `engine2`: ANSWER_FIX for another package, and FIRST_HALF_FIX out of range."""
+    (fake_project.source_dir / "prtoggle_fake_other.py").write_text(
+        "def answer():\n    value = 42\n    return value\n"
+    )
+    directory = fake_project.registry_dir.parent / "engine2"
+    directory.mkdir()
+    (directory / f"{ANSWER_FIX}.yaml").write_text(
+        "patches:\n  - target: prtoggle_fake_other.answer\n    edits:\n"
+        "      - match: value = 42\n        replacement: value = 41\n"
+    )
+    (directory / f"{FIRST_HALF_FIX}.yaml").write_text(
+        "applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n"
+        "  - target: prtoggle_fake_target.first_half\n    edits:\n"
+        "      - match: half = 21\n        replacement: half = 0\n"
+    )
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    yaml_path = os.pathsep.join([str(fake_project.registry_dir), str(directory)])
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", yaml_path)
+    return directory
+
+
+def test_collection_reverts_exactly_its_recipe_and_credits_no_other_collections_guard(
+    fake_project: FakeProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other_engine_collection(fake_project, monkeypatch)
+    suite = write_suite(tmp_path)
+    argv = ["coverage", "--require-guard", "--collection", "engine2", "-r", str(ANSWER_FIX)]
+    result = CliRunner().invoke(cli, [*argv, "--cold", "--", *pytest_command(suite)])
+    assert result.exit_code == 1, result.output
+    progress = sorted(line.split(":")[0] for line in result.stderr.splitlines()[:-1])
+    assert progress == [f"PR {ANSWER_FIX} (engine2) reverted", "plain"]
+    assert result.stderr.splitlines()[-1] == f"coverage: no test guards PR {ANSWER_FIX} (engine2)"
+    both = CliRunner().invoke(
+        cli, ["coverage", "-r", str(ANSWER_FIX), "--json", "--cold", "--", *pytest_command(suite)]
+    )
+    assert both.exit_code == 0, both.output
+    records = json.loads(both.stdout)
+    assert [(r["collection"], r["guarded_by"]) for r in records] == [
+        ("registry", ["test_target.py::test_answer"]),
+        ("engine2", []),
+    ]
+
+
+def test_collection_refuses_its_recipe_outside_the_installed_range_never_reporting_a_guard(
+    fake_project: FakeProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other_engine_collection(fake_project, monkeypatch)
+    suite = write_suite(tmp_path)
+    argv = ["coverage", "--require-guard", "--collection", "engine2", "-r", str(FIRST_HALF_FIX)]
+    result = CliRunner().invoke(cli, [*argv, "--", *pytest_command(suite)])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: engine2:{FIRST_HALF_FIX}: no recipe applies to the installed code: "
+        f"engine2/{FIRST_HALF_FIX} is out of range: installed prtoggle-fake 2.3, range "
+        "prtoggle-fake>=1.0,<2.0; use a recipe for the installed version or install a version "
+        "in that range\n"
+    )

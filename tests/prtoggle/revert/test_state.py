@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
-from prtoggle.errors import PatchApplicationError, VersionRangeError
+from prtoggle.errors import RevertSpecError
 from prtoggle.recipes.registry import load_registry
 from prtoggle.revert import state as revert_state
 from prtoggle.revert import toggle
@@ -97,28 +96,24 @@ def install_ranged_distribution(root: Path, version: str) -> None:
     )
 
 
-def test_a_revert_outside_the_installed_versions_range_is_refused_now_or_at_import(
+def test_a_revert_outside_the_installed_versions_range_is_refused_before_anything_is_patched(
     modules: ModuleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = write_fix(tmp_path / "pack", 924, RANGED_FIX)
     monkeypatch.setenv("PRTOGGLE_YAML_PATH", str(tmp_path / "pack"))
     install_ranged_distribution(modules.root, "2.1")
     why = (
-        f"pack/924 does not apply to the installed prtoggle-fake-ranged 2.1: {path} covers "
-        "prtoggle-fake-ranged>=1.0,<2.0 (applies_to); use a recipe for 2.1 or install a "
-        "version in that range"
+        "924: no recipe applies to the installed code: pack/924 is out of range: installed "
+        "prtoggle-fake-ranged 2.1, range prtoggle-fake-ranged>=1.0,<2.0; use a recipe for "
+        "the installed version or install a version in that range"
     )
-    toggle.apply_revert(924)  # not imported yet: pending, as any target
-    assert toggle.pending_targets(924) == ("ranged.area",)
-    with pytest.raises(PatchApplicationError) as at_import:
-        modules.load("ranged", "def area(w, h):\n    return w * h\n")
-    assert str(at_import.value) == (
-        f"PR 924 could not be reverted when ranged was imported, so it is not reverted at "
-        f"all: {why}"
-    )
-    assert not toggle.is_reverted(924)
-    ranged = importlib.import_module("ranged")  # nothing pending now: the import succeeds
-    with pytest.raises(VersionRangeError) as now:
+    assert path.is_file()
+    with pytest.raises(RevertSpecError) as before_import:
+        toggle.apply_revert(924)  # refused up front, not left pending
+    assert str(before_import.value) == why
+    assert (toggle.is_reverted(924), toggle.pending_targets(924)) == (False, ())
+    ranged = modules.load("ranged", "def area(w, h):\n    return w * h\n")
+    with pytest.raises(RevertSpecError) as now:
         toggle.apply_revert(924)
     assert str(now.value) == why
     assert (toggle.is_reverted(924), ranged.area(2, 3)) == (False, 6)
@@ -150,11 +145,9 @@ def test_a_fix_outside_its_range_is_left_out_where_another_collection_reverts_th
     install_ranged_distribution(modules.root, "2.1")
     ranged = modules.load("ranged", "def area(w, h):\n    return w * h\n")
     demo = modules.load("demo_area", "def area(w, h):\n    return w * h\n")
-    with caplog.at_level("WARNING", logger="prtoggle.revert.state"), toggle.reverted(924):
+    assert path.is_file()
+    with caplog.at_level("WARNING", logger="prtoggle"), toggle.reverted(924):
         assert (demo.area(2, 3), ranged.area(2, 3)) == (5, 6)
         assert toggle.patched_targets(924) == ("demo_area.area",)
-    assert [record.getMessage() for record in caplog.records] == [
-        f"pack/924 does not apply to the installed prtoggle-fake-ranged 2.1: {path} covers "
-        "prtoggle-fake-ranged>=1.0,<2.0 (applies_to); use a recipe for 2.1 or install a "
-        "version in that range; left out, demo/924 reverted instead"
-    ]
+        assert toggle.is_reverted("demo:924") and not toggle.is_reverted("pack:924")
+    assert caplog.records == []  # the rule left pack/924 out before anything was patched

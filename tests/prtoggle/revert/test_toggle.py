@@ -67,7 +67,8 @@ def test_malformed_revert_spec_lists_registered_prs() -> None:
         toggle.parse_revert_spec("911,,912", registered=[912, 911])
     assert str(caught.value) == (
         "SGLANG_DEBUG_REVERT_PR='911,,912': '' is not a PR number; expected PR numbers "
-        "separated by commas or spaces, or 'all'; registered PRs: 911, 912"
+        "or COLLECTION:PR (e.g. sglang:27460) separated by commas or spaces, or 'all'; "
+        "registered PRs: 911, 912"
     )
 
 
@@ -375,6 +376,7 @@ def test_child_with_a_bad_revert_spec_stops_with_a_message(tmp_path: Path) -> No
         base={
             **os.environ,
             "PRTOGGLE_YAML_PATH": str(tmp_path / "reg"),
+            "PRTOGGLE_SGLANG_UPSTREAM": "0",
             "PYTHONPATH": str(tmp_path),
         },
     )
@@ -384,7 +386,8 @@ def test_child_with_a_bad_revert_spec_stops_with_a_message(tmp_path: Path) -> No
     assert result.stdout == ""
     assert result.stderr.endswith(
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: SGLANG_DEBUG_REVERT_PR='913x': '913x' "
-        "is not a PR number; expected PR numbers separated by commas or spaces, or 'all'; "
+        "is not a PR number; expected PR numbers or COLLECTION:PR (e.g. sglang:27460) "
+        "separated by commas or spaces, or 'all'; "
         "registered PRs: " + ", ".join(str(pr) for pr in registered_prs(tmp_path)) + "\n"
     )
 

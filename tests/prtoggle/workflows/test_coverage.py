@@ -121,7 +121,7 @@ def test_run_coverage_builds_the_matrix_and_keeps_plain_failures_apart(
     broken = report.fixes[-1]
     assert broken.run.error is not None
     assert broken.run.error.startswith(
-        f"the revert of PR {BROKEN_FIX} did not apply: "
+        f"the revert of PR {BROKEN_FIX} (registry) did not apply: "
         f"PR {BROKEN_FIX} could not be reverted when prtoggle_fake_target was imported"
     )
     assert set(broken.cells.values()) == {"run-failed", "plain-fails"}
