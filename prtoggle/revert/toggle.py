@@ -3,25 +3,26 @@
 Reverts are process-global: every thread sees the reverted code. A PR stays reverted while
 anything holds it: apply_revert / SGLANG_DEBUG_REVERT_PR until restore(), and every open
 `reverted()` block, counted per PR across threads. A PR number covers its fix in every
-collection. The bookkeeping lives in prtoggle.revert.state.
+collection. The bookkeeping lives in prtoggle.revert.state. Where SGLANG_DEBUG_REVERT_PR is
+put in force, sglang's own toggle does this module's work (prtoggle.revert.sglang_toggle) and
+child processes revert too (prtoggle.revert.processes).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import TracebackType
 
 from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.registry import Registry, default_registry
+from prtoggle.revert import processes, sglang_toggle
 from prtoggle.revert import state as revert_state
+from prtoggle.revert.processes import BOOTSTRAP_DIR
 
-BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "_bootstrap"
 __all__ = [
     "BOOTSTRAP_DIR",
     "BOOTSTRAP_FAILURE_EXIT_CODE",
@@ -74,11 +75,14 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
     The returned PRs are in force: patched now, or (for targets whose module is not
     imported yet) patched as soon as that module has finished importing. Any failure
     raises (a PrToggleError) after restoring what this call applied: a program that asked
-    for a revert never runs silently unreverted.
+    for a revert never runs silently unreverted. From the first call that names reverts on,
+    sglang's own maybe_revert_pr_fix runs this function instead of its own recipes, and
+    child Pythons of this process revert at start-up too (docs/sglang.md).
     """
     value = os.environ.get(REVERT_ENV, "")
     if not value.strip():
         return ()
+    sglang_toggle.take_over()  # sglang's own toggle reads the same variable: it does ours
     registry = default_registry()
     prs = parse_revert_spec(value, registered=registry.prs())
     with revert_state.locked():
@@ -92,6 +96,9 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
             for pr in reversed(taken):
                 revert_state.release(pr, pin=True)
             raise
+        processes.announce_in_force(prs)
+    processes.pass_on_to_children()
+    processes.report_unapplied_at_exit()
     return prs
 
 
@@ -186,10 +193,12 @@ def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> No
     A deferred revert that fails when its module is imported prints one
     `prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ...` line on stderr and ends the
     process with `exit_status`. At exit, any requested revert whose module was imported
-    but which never applied is reported on stderr, one line per PR.
+    but which never applied is reported on stderr, one line per PR, once per process.
+    prtoggle's log lines (the one saying which reverts are in force) go to stderr.
     """
     revert_state.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
-    atexit.register(_report_unapplied_at_exit)
+    processes.log_to_stderr()
+    processes.report_unapplied_at_exit()
 
 
 def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -205,15 +214,6 @@ def child_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -> d
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env[REVERT_ENV] = ",".join(str(pr) for pr in prs)
     return env
-
-
-def _report_unapplied_at_exit() -> None:
-    for pr, targets in sorted(revert_state.unapplied_imported_targets().items()):
-        sys.stderr.write(
-            f"prtoggle: PR {pr} was requested but never reverted: {', '.join(targets)} "
-            "imported and not patched\n"
-        )
-    sys.stderr.flush()
 
 
 def _registered_text(registered: Sequence[int]) -> str:
