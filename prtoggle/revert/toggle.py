@@ -97,8 +97,9 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
                 revert_state.release(pr, pin=True)
             raise
         processes.announce_in_force(prs)
-    processes.pass_on_to_children()
-    processes.report_unapplied_at_exit()
+    if prs:  # children revert too; what never landed is said at exit
+        processes.pass_on_to_children()
+        processes.report_unapplied_at_exit()
     return prs
 
 
