@@ -1,12 +1,18 @@
-"""Session-wide test setup: Triton in interpreter mode without a GPU; sglang's CPU stand-ins."""
+"""Session-wide test setup: Triton in interpreter mode without a GPU; sglang's CPU stand-ins.
+
+Each test leaves os.environ's PYTHONPATH as it found it: an in-process
+`maybe_revert_pr_fix()` puts prtoggle's start-up hook there for the process's children.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
@@ -24,3 +30,13 @@ if (
     parts = [str(_SGLANG_STUBS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     sys.path.insert(0, str(_SGLANG_STUBS))
+
+
+@pytest.fixture(autouse=True)
+def _pythonpath_left_as_found() -> Iterator[None]:
+    value = os.environ.get("PYTHONPATH")
+    yield
+    if value is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = value

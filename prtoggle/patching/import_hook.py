@@ -17,7 +17,8 @@ class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
     finders while it is installed (whether watched or not): a chance to act on modules that
     finished importing without passing through a wrapped loader (import cycles). The
     callbacks are called without any lock held by this class; the finder itself never
-    imports anything.
+    imports anything. Several such finders may watch one module: each asks only the finders
+    after it on sys.meta_path, so each is notified once and none asks another in a loop.
     """
 
     def __init__(
@@ -74,10 +75,13 @@ class _NotifyingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        if module.__spec__ is not None and module.__spec__.loader is self:
-            module.__spec__.loader = self._loader
-        if getattr(module, "__loader__", None) is self:
-            module.__loader__ = self._loader
+        real = self._loader
+        while isinstance(real, _NotifyingLoader):  # another finder's wrapper inside this one
+            real = real._loader
+        if module.__spec__ is not None and isinstance(module.__spec__.loader, _NotifyingLoader):
+            module.__spec__.loader = real
+        if isinstance(getattr(module, "__loader__", None), _NotifyingLoader):
+            module.__loader__ = real
         self._on_loaded(module.__name__)
 
     def __getattr__(self, name: str) -> Any:
@@ -90,9 +94,11 @@ def _find_with_others(
     path: Sequence[str] | None,
     target: ModuleType | None,
 ) -> importlib.machinery.ModuleSpec | None:
-    for other in list(sys.meta_path):
-        if other is finder:
-            continue
+    finders = list(sys.meta_path)
+    # Only the finders after this one: the import system reached it because those before
+    # declined, and another ModuleLoadedFinder before it would ask this one back, forever.
+    later = finders[finders.index(finder) + 1 :] if finder in finders else finders
+    for other in later:
         find_spec = getattr(other, "find_spec", None)
         if find_spec is None:
             continue

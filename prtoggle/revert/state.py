@@ -154,6 +154,12 @@ def targets_of(pr: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return patched, pending
 
 
+def labels_of(pr: int) -> tuple[str, ...]:
+    """`collection/PR` of each fix of `pr` in force; () if not held."""
+    revert = _ACTIVE.get(pr)
+    return () if revert is None else tuple(active.fix.label for active in revert.fixes)
+
+
 def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
     """Pending targets whose module has been imported all the same (should never happen).
 
@@ -206,7 +212,7 @@ def _activate(pr: int, registry: Registry | None) -> _Revert:
     _update_watch()
     pending = sorted({m for a in revert.fixes for m in a.pending.values()})
     if pending:
-        logger.info("PR %d: waiting for import of %s", pr, ", ".join(pending))
+        logger.debug("PR %d: waiting for import of %s", pr, ", ".join(pending))
     return revert
 
 
@@ -338,7 +344,7 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
                     f"PR {pr} could not be reverted {where}, so it is not reverted at all: {why}"
                 ) from exc
             if not any(active.pending for active in revert.fixes):
-                logger.info("PR %d reverted (after import of %s)", pr, finished or "a module")
+                logger.debug("PR %d reverted (after import of %s)", pr, finished or "a module")
     finally:
         _THREAD.retrying = False
     _update_watch()

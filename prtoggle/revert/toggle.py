@@ -5,17 +5,17 @@ anything holds it: apply_revert / SGLANG_DEBUG_REVERT_PR until restore(), and ev
 `reverted()` block, counted per PR across threads. A PR number uses the recipes that
 prtoggle.recipes.selection's rule chooses (`C:N` names collection C's one); a PR is in
 force with one set of recipes at a time. The bookkeeping lives in prtoggle.revert.state.
+Where SGLANG_DEBUG_REVERT_PR is put in force, sglang's own toggle does this module's work
+(prtoggle.revert.sglang_toggle) and child processes revert too (prtoggle.revert.processes).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -23,15 +23,15 @@ from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import child_report
+from prtoggle.revert import child_report, processes, sglang_toggle
 from prtoggle.revert import state as revert_state
+from prtoggle.revert.processes import BOOTSTRAP_DIR
 
 if TYPE_CHECKING:
     from prtoggle.recipes.selection import RevertRequest, Selection
 
 logger = logging.getLogger(__name__)
 
-BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "_bootstrap"
 __all__ = [
     "BOOTSTRAP_DIR",
     "BOOTSTRAP_FAILURE_EXIT_CODE",
@@ -133,10 +133,14 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
     applies is refused before anything is patched. Any failure raises (a PrToggleError)
     after restoring what this call applied: a program that asked for a revert never runs
     silently unreverted. `all` logs, as one warning, what it left out and why.
+    From the first call that names reverts on, sglang's own maybe_revert_pr_fix runs this
+    function instead of its own recipes, and child Pythons of this process revert at
+    start-up too (docs/sglang.md).
     """
     value = os.environ.get(REVERT_ENV, "")
     if _is_off(value.strip()):
         return ()
+    sglang_toggle.take_over(maybe_revert_pr_fix)  # sglang's own toggle: it does ours
     registry = default_registry()
     requests = parse_revert_requests(value, registry=registry)
     selections = select_reverts(requests, registry=registry)
@@ -154,8 +158,12 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
             for pr in reversed(taken):
                 revert_state.release(pr, pin=True)
             raise
-    prs = tuple(per_pr)
+        prs = tuple(per_pr)
+        processes.announce_in_force(prs)
     child_report.report_in_force(prs)  # a `prtoggle run` parent learns they landed here
+    if prs:  # children revert too; what never landed is said at exit
+        processes.pass_on_to_children()
+        processes.report_unapplied_at_exit()
     return prs
 
 
@@ -265,10 +273,12 @@ def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> No
     A deferred revert that fails when its module is imported prints one
     `prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ...` line on stderr and ends the
     process with `exit_status`. At exit, any requested revert whose module was imported
-    but which never applied is reported on stderr, one line per PR.
+    but which never applied is reported on stderr, one line per PR, once per process.
+    prtoggle's log lines (the one saying which reverts are in force) go to stderr.
     """
     revert_state.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
-    atexit.register(_report_unapplied_at_exit)
+    processes.log_to_stderr()
+    processes.report_unapplied_at_exit()
 
 
 def child_env(prs: Sequence[int | str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -285,15 +295,6 @@ def child_env(prs: Sequence[int | str], *, base: Mapping[str, str] | None = None
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env[REVERT_ENV] = ",".join(str(pr) for pr in prs)
     return env
-
-
-def _report_unapplied_at_exit() -> None:
-    for pr, targets in sorted(revert_state.unapplied_imported_targets().items()):
-        sys.stderr.write(
-            f"prtoggle: PR {pr} was requested but never reverted: {', '.join(targets)} "
-            "imported and not patched\n"
-        )
-    sys.stderr.flush()
 
 
 def _is_off(text: str) -> bool:

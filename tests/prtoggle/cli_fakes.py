@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ import pytest
 import prtoggle.recipes.registry
 
 TARGET_MODULE = "prtoggle_fake_target"
+IN_FORCE_LINE = re.compile(r"^prtoggle: pid \d+: PRs? [\d, ]+ in force \([^)\n]*\)\n", re.MULTILINE)
+"""The line each process logs on stderr when reverts are put in force in it (run's children)."""
 SCENARIO_MODULE = "prtoggle_fake_scenario"
 
 TARGET_SOURCE = """\
@@ -140,3 +143,8 @@ def fake_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
 
 def python_command(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def without_in_force_lines(stderr: str) -> str:
+    """`stderr` less the in-force lines of the reverting processes (IN_FORCE_LINE)."""
+    return IN_FORCE_LINE.sub("", stderr)

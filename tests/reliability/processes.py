@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIX_PR = 91001
+IN_FORCE_LINE = re.compile(r"^prtoggle: pid \d+: PRs? [\d, ]+ in force \([^)\n]*\)\n", re.MULTILINE)
+"""The line each process logs on stderr when reverts are put in force in it (run's children)."""
 
 SLEEPER = """\
 import os, subprocess, sys, time
@@ -186,3 +189,8 @@ def _parent_of(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return None
+
+
+def without_in_force_lines(stderr: str) -> str:
+    """`stderr` less the in-force lines of the reverting processes (IN_FORCE_LINE)."""
+    return IN_FORCE_LINE.sub("", stderr)

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from processes import without_in_force_lines
 
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 from prtoggle.revert import toggle
@@ -74,7 +75,7 @@ def test_a_recursion_error_at_import_restores_every_target_and_the_queries_say_s
         print(aon_first.f(), toggle.is_reverted({PR}), toggle.patched_targets({PR}))
         """
     result = run(project, sys.executable, "-c", textwrap.dedent(code))
-    assert (result.returncode, result.stderr) == (0, "")
+    assert (result.returncode, without_in_force_lines(result.stderr)) == (0, "")
     assert result.stdout.splitlines() == [
         "10 ('aon_first.f',) ('aon_second.g',)",
         f"PatchApplicationError PR {PR} could not be reverted when aon_second was imported, so "
@@ -87,7 +88,7 @@ def test_a_reverting_child_stops_with_one_line_when_a_late_target_fails(project:
     code = "import aon_first, aon_second\nprint('ran half reverted')\n"
     result = run(project, sys.executable, "-c", code, reverts=str(PR))
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "")
-    assert result.stderr == (
+    assert without_in_force_lines(result.stderr) == (
         f"prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR {PR} could not be reverted when "
         f"aon_second was imported, so it is not reverted at all: {why(project)}\n"
     )
@@ -102,7 +103,8 @@ def test_check_show_and_run_say_it_in_one_line(project: Path) -> None:
     assert (shown.returncode, shown.stderr) == (2, f"error: {why(project)}\n")
     ran = run(project, *prtoggle, "run", "-r", str(PR), "--", sys.executable, "-c", "1")
     assert (ran.returncode, ran.stdout) == (2, "")
-    assert ran.stderr == (
+    assert without_in_force_lines(ran.stderr) == (
         f"error: PR {PR} does not revert cleanly on the current code (aon_second.g: "
-        f"{why(project)}); `prtoggle check {PR} --collection recipes` shows the nearest matching lines\n"
+        f"{why(project)}); `prtoggle check {PR} --collection recipes` shows the nearest "
+        "matching lines\n"
     )

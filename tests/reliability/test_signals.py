@@ -26,6 +26,7 @@ from processes import (
     start_prtoggle,
     survivors,
     wait_for,
+    without_in_force_lines,
 )
 
 STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -51,6 +52,7 @@ def test_run_ends_its_command_and_grandchildren_and_exits_128_plus_n_within_2_s(
     started(sleeping_project, 1, process)
     owned = descendants(process.pid)
     seconds, stdout, stderr = interrupt(process, signum)
+    stderr = without_in_force_lines(stderr)
     assert (process.returncode, stdout, stderr) == (
         STATUS[signum],
         "",
@@ -69,6 +71,7 @@ def test_run_kills_a_command_that_ignores_sigterm_after_the_grace(
     process = start_prtoggle(["run", "-r", str(sleeping_project.prs[0]), "--", *command], env=env)
     started(sleeping_project, 1, process)
     seconds, _stdout, stderr = interrupt(process, signal.SIGTERM)
+    stderr = without_in_force_lines(stderr)
     assert (process.returncode, stderr) == (143, "interrupted by SIGTERM\n")
     assert 0.9 < seconds < LIMIT_S  # TERM was ignored: KILL came after the 1 s grace
     assert survivors(sleeping_project.recorded_pids()) == []
@@ -84,6 +87,7 @@ def test_repro_ends_running_scenarios_and_never_starts_queued_ones(
     started(sleeping_project, 2, process)
     owned = descendants(process.pid)
     seconds, stdout, stderr = interrupt(process, signum)
+    stderr = without_in_force_lines(stderr)
     assert (process.returncode, stdout, stderr) == (
         STATUS[signum],
         "",

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from processes import without_in_force_lines
 
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 from prtoggle.revert import toggle
@@ -80,7 +81,11 @@ def prtoggle_run(project: Path, *command: str) -> subprocess.CompletedProcess[st
 
 def test_a_child_that_loads_the_hook_is_reverted_and_nothing_is_said(project: Path) -> None:
     result = prtoggle_run(project, sys.executable, "app.py")
-    assert (result.returncode, result.stdout, result.stderr) == (0, "41\n", "")
+    assert (result.returncode, result.stdout, _err(result)) == (
+        0,
+        "41\n",
+        "",
+    )
 
 
 @pytest.mark.parametrize("flags", [("-I",), ("-E",), ("-S",), ("-X", "dev", "-Es")])
@@ -90,7 +95,7 @@ def test_a_python_that_ignores_pythonpath_or_site_is_one_line_and_status_78(
     flag = next(f"-{letter}" for letter in "IES" if letter in flags[-1])
     result = prtoggle_run(project, sys.executable, *flags, "app.py")
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "42\n")
-    assert result.stderr == (
+    assert _err(result) == (
         f"prtoggle run: PR {PR} not reverted: `{Path(sys.executable).name} {flag}` ignores "
         "PYTHONPATH or site, so prtoggle's start-up hook never ran in it (drop the flag, or "
         "call prtoggle.maybe_revert_pr_fix() in the program)" + TAIL
@@ -106,7 +111,7 @@ def test_a_wrapper_that_sets_its_own_pythonpath_is_one_line_and_status_78(
     )
     wrapper.chmod(0o755)
     result = prtoggle_run(project, str(wrapper))
-    assert (result.returncode, result.stdout, result.stderr) == (
+    assert (result.returncode, result.stdout, _err(result)) == (
         BOOTSTRAP_FAILURE_EXIT_CODE,
         "42\n",
         SILENT,
@@ -122,7 +127,11 @@ def test_an_isolated_python_that_reverts_by_itself_is_not_reported(project: Path
         print(unrev_target.answer())
         """
     result = prtoggle_run(project, sys.executable, "-I", "-c", textwrap.dedent(code))
-    assert (result.returncode, result.stdout, result.stderr) == (0, "41\n", "")
+    assert (result.returncode, result.stdout, _err(result)) == (
+        0,
+        "41\n",
+        "",
+    )
 
 
 def test_a_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(project: Path) -> None:
@@ -136,7 +145,7 @@ def test_a_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(project: Pa
         "registered PRs: "
     )
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "wrapper went on\n")
-    first, second = result.stderr.splitlines()
+    first, second = _err(result).splitlines()
     assert first.startswith(refusal)
     assert second.startswith(f"prtoggle run: PR {PR} not reverted in process ")
     assert second.endswith(
@@ -170,9 +179,9 @@ def test_any_exception_in_the_start_up_hook_is_a_refusal_with_status_78(
         check=False,
     )
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "")
-    assert result.stderr.startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
-    assert error in result.stderr
-    assert result.stderr.count("\n") == 1
+    assert _err(result).startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
+    assert error in _err(result)
+    assert _err(result).count("\n") == 1
 
 
 def old_pythons() -> list[str]:
@@ -203,10 +212,10 @@ def test_a_python_3_6_to_3_9_child_never_runs_silently_unreverted(
     result = prtoggle_run(project, python, "app.py")
     assert result.returncode == BOOTSTRAP_FAILURE_EXIT_CODE
     assert result.stdout in ("", "42\n")  # 3.6: the hook cannot even compile; the run is said
-    assert result.stderr.endswith(SILENT) or (
-        result.stderr.startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
-        and result.stderr.count("\n") == 1
-    ), result.stderr
+    assert _err(result).endswith(SILENT) or (
+        _err(result).startswith("prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ")
+        and _err(result).count("\n") == 1
+    ), _err(result)
 
 
 def test_a_target_imported_and_never_patched_ends_the_run_with_78(project: Path) -> None:
@@ -221,7 +230,7 @@ def test_a_target_imported_and_never_patched_ends_the_run_with_78(project: Path)
         """
     result = prtoggle_run(project, sys.executable, "-c", textwrap.dedent(code))
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "42\n")
-    child_line, run_line = result.stderr.splitlines()
+    child_line, run_line = _err(result).splitlines()
     assert child_line == (
         f"prtoggle: PR {PR} was requested but never reverted: unrev_target.answer imported "
         "and not patched"
@@ -242,7 +251,9 @@ def test_a_deferred_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(
     (project / "unrev_target.py").unlink()
     result = prtoggle_run(project, "sh", "-c", script)
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "wrapper went on\n")
-    lines = result.stderr.splitlines()  # the refusal shows the nearest lines after its first
+    lines = without_in_force_lines(
+        result.stderr
+    ).splitlines()  # the refusal shows the nearest lines after its first
     refusal, verdict_line = lines[0], lines[-1]
     why = (
         f"PR {PR} could not be reverted when unrev_target was imported, so it is not reverted "
@@ -268,7 +279,7 @@ def test_bisect_counts_a_run_whose_revert_never_landed_as_a_skip_not_as_good(
         timeout=120,
         check=False,
     )
-    assert (result.returncode, result.stderr) == (1, "")
+    assert (result.returncode, _err(result)) == (1, "")
     lines = result.stdout.splitlines()
     run_line, seconds = lines[1], " s) - "  # the seconds the run took vary
     assert run_line.startswith(f"run 2: reverted {PR} -> not reverted, counted skip (exit 0, ")
@@ -295,8 +306,13 @@ def test_coverage_under_python_i_counts_the_run_its_plugin_reverted(project: Pat
         timeout=300,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, _err(result)
     lines = result.stdout.splitlines()
     # -I drops the start-up hook, but prtoggle's pytest plugin (which coverage needs for its
     # report) reverts in-process from SGLANG_DEBUG_REVERT_PR and reports the landing.
     assert lines[1].split(None, 3) == [str(PR), "recipes", "1", "test_answer.py::test_answer"]
+
+
+def _err(result: subprocess.CompletedProcess[str]) -> str:
+    """The run's stderr less the reverting processes' in-force lines."""
+    return without_in_force_lines(result.stderr)

@@ -80,3 +80,26 @@ def test_install_puts_the_finder_back_in_front_of_a_later_finder() -> None:
     finally:
         sys.meta_path.remove(other)
         finder.uninstall()
+
+
+def test_two_finders_watching_one_module_are_each_notified_once_and_put_its_loader_back(
+    modules: ModuleFactory,
+) -> None:
+    events: list[str] = []
+    first = ModuleLoadedFinder(
+        is_watched=lambda name: name == "shared_watch", on_loaded=events.append
+    )
+    second = ModuleLoadedFinder(
+        is_watched=lambda name: name == "shared_watch", on_loaded=lambda name: events.append("2")
+    )
+    second.install()
+    first.install()
+    try:
+        modules.write("shared_watch", "VALUE = 1\n")
+        module = importlib.import_module("shared_watch")
+    finally:
+        first.uninstall()
+        second.uninstall()
+    assert events == ["2", "shared_watch"]
+    assert type(module.__loader__).__name__ == "SourceFileLoader"
+    assert module.__spec__ is not None and module.__spec__.loader is module.__loader__

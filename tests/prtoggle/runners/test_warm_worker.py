@@ -21,6 +21,7 @@ from cli_fakes import (
     SECOND_HALF_FIX,
     FakeProject,
     fake_project,
+    without_in_force_lines,
 )
 
 from prtoggle.errors import RunnerError
@@ -127,7 +128,8 @@ def test_a_warm_run_sees_the_same_process_state_as_a_fresh_one(
     env = child_env(reverted, base=stable_env(SGLANG_SPEC_NAN_DETECTION="1"))
     argv = [sys.executable, str(project.source_dir / "probe_main.py"), "--flag", "x y"]
     fresh, warm = both(worker, argv, env=env, cwd=str(tmp_path))
-    assert (warm.returncode, warm.stderr) == (fresh.returncode, fresh.stderr) == (0, "")
+    warm_err, fresh_err = without_in_force_lines(warm.stderr), without_in_force_lines(fresh.stderr)
+    assert (warm.returncode, warm_err) == (fresh.returncode, fresh_err) == (0, "")
     fresh_state, warm_state = json.loads(fresh.stdout), json.loads(warm.stdout)
     assert warm_state == fresh_state
     assert warm_state["active_reverts"] == sorted(reverted)
@@ -193,8 +195,8 @@ def test_a_revert_that_cannot_apply_stops_the_run_as_in_a_fresh_process(
     fresh, warm = both(worker, argv, env=env)
     assert warm.returncode == fresh.returncode == BOOTSTRAP_FAILURE_EXIT_CODE
     assert warm.stdout == fresh.stdout == ""
-    assert warm.stderr == fresh.stderr
-    assert warm.stderr.startswith(
+    assert without_in_force_lines(warm.stderr) == without_in_force_lines(fresh.stderr)
+    assert without_in_force_lines(warm.stderr).startswith(
         "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 90002 could not be reverted when "
         "prtoggle_fake_target was imported"
     )

@@ -1,0 +1,164 @@
+"""A server's processes on real sglang: spawned scheduler calling sglang's own toggle, workers.
+
+`server_like.py` is launch_server's process tree on CPU: a spawned scheduler importing the
+real `sglang.srt.managers.scheduler` and calling sglang's own `maybe_revert_pr_fix()` (as
+`Scheduler.__init__` does), a spawned worker and a forked child below it. Without prtoggle's
+takeover of sglang's toggle, the scheduler dies on sglang's stale 27460 text or on a PR sglang
+does not register (21649).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.sglang
+
+SERVER_LIKE = Path(__file__).with_name("server_like.py")
+MLA = "sglang.srt.layers.attention.flashinfer_mla_backend.FlashInferMLAMultiStepDraftBackend"
+TARGETS = {
+    27460: [f"{MLA}.init_cuda_graph_state", f"{MLA}.common_template"],
+    21649: ["sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.forward_extend"],
+}
+LABELS = {27460: "fixes/27460, sglang/27460", 21649: "fixes/21649, sglang/21649"}
+ROLES = ["main", "scheduler", "worker", "forked"]
+
+
+def run_server(
+    prs: list[int], env: dict[str, str], *, under_run: bool
+) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, object]]]:
+    spec = ",".join(map(str, prs))
+    targets = [target for pr in prs for target in TARGETS[pr]]
+    program = [sys.executable, str(SERVER_LIKE), spec, *targets]
+    if under_run:
+        command = [sys.executable, "-m", "prtoggle", "run", "-r", spec, "--", *program]
+    else:
+        command = [*program, "--self"]
+        env = {**env, "SGLANG_DEBUG_REVERT_PR": spec}
+    result = subprocess.run(
+        command,
+        env={**env, "PYTHONWARNINGS": "ignore"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, {report["role"]: report for report in reports}
+
+
+def in_force_lines(stderr: str) -> dict[int, str]:
+    """The `prtoggle: pid N: ...` lines by pid (each pid at most once)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("prtoggle: pid ")]
+    by_pid = {int(re.match(r"prtoggle: pid (\d+):", line)[1]): line for line in lines}  # type: ignore[index]
+    assert len(by_pid) == len(lines), stderr
+    return by_pid
+
+
+def in_force_line(pid: int, prs: list[int]) -> str:
+    named = f"PR {prs[0]}" if len(prs) == 1 else "PRs " + ", ".join(map(str, prs))
+    labels = ", ".join(LABELS[pr] for pr in prs)
+    return f"prtoggle: pid {pid}: {named} in force ({labels})"
+
+
+@pytest.mark.parametrize("prs", [[27460], [21649], [21649, 27460]], ids=["27460", "21649", "list"])
+def test_prtoggle_run_reverts_in_the_spawned_scheduler_calling_sglangs_toggle_and_below_it(
+    prs: list[int], sglang_env: dict[str, str]
+) -> None:
+    result, reports = run_server(prs, sglang_env, under_run=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(reports) == sorted(ROLES)
+    targets = [target for pr in prs for target in TARGETS[pr]]
+    for role in ROLES:
+        assert reports[role]["in_force"] == prs, role
+        assert reports[role]["differs"] == ([] if role == "main" else targets), role
+    lines = in_force_lines(result.stderr)
+    assert {reports[role]["pid"] for role in ROLES} <= set(lines)  # also multiprocessing's tracker
+    assert lines == {pid: in_force_line(pid, prs) for pid in lines}
+    assert "Traceback" not in result.stderr
+
+
+def test_a_program_calling_maybe_revert_pr_fix_itself_passes_its_reverts_to_every_child(
+    sglang_env: dict[str, str],
+) -> None:
+    result, reports = run_server([27460], sglang_env, under_run=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for role in ROLES:
+        assert reports[role]["in_force"] == [27460], role
+        assert reports[role]["differs"] == ([] if role == "main" else TARGETS[27460]), role
+    lines = in_force_lines(result.stderr)
+    children = {reports[role]["pid"] for role in ROLES[1:]}
+    assert children <= set(lines)
+    assert reports["main"]["pid"] not in lines  # the program's own logging: not configured
+    assert lines == {pid: in_force_line(pid, [27460]) for pid in lines}
+
+
+def test_the_exit_report_is_printed_once_by_each_process_a_fork_included(
+    tmp_path: Path, sglang_env: dict[str, str]
+) -> None:
+    (tmp_path / "lonely.py").write_text("def value():\n    return 1\n")
+    (tmp_path / "lonelies").mkdir()
+    (tmp_path / "lonelies" / "99105.yaml").write_text(
+        "patches:\n  - target: lonely.value\n    edits:\n"
+        "      - match: return 1\n        replacement: return 2\n"
+    )
+    program = f"""\
+        import importlib.util, os, sys
+        spec = importlib.util.spec_from_file_location("lonely", {str(tmp_path / "lonely.py")!r})
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["lonely"] = module
+        spec.loader.exec_module(module)  # behind the import system: never patched
+        print(module.value(), flush=True)
+        child = os.fork()
+        if child:
+            os.waitpid(child, 0)
+        """
+    env = {**sglang_env, "PRTOGGLE_YAML_PATH": str(tmp_path / "lonelies")}
+    command = ["run", "-r", "99105", "--", sys.executable, "-c", textwrap.dedent(program)]
+    result = subprocess.run(
+        [sys.executable, "-m", "prtoggle", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (78, "1\n")  # the run says it did not land
+    report = (
+        "prtoggle: PR 99105 was requested but never reverted: lonely.value imported and not patched"
+    )
+    first, *rest = result.stderr.splitlines()
+    assert re.fullmatch(r"prtoggle: pid \d+: PR 99105 in force \(lonelies/99105\)", first)
+    assert rest[:2] == [report, report]  # the forked child's, then the parent's
+    assert rest[2].startswith("prtoggle run: PR 99105 never reverted in process ")
+    assert len(rest) == 3
+
+
+def test_sglangs_toggle_imported_before_prtoggle_came_into_force_is_taken_over_too(
+    sglang_env: dict[str, str],
+) -> None:
+    code = textwrap.dedent("""\
+        from sglang.srt.debug_utils.pr_fix_toggle import maybe_revert_pr_fix as bound_early
+        import prtoggle
+        from prtoggle.revert import sglang_toggle
+        print(sglang_toggle.is_taken_over(), prtoggle.maybe_revert_pr_fix())
+        print(bound_early(), sglang_toggle.is_taken_over(), prtoggle.is_reverted(21649))
+        """)
+    env = {**sglang_env, "SGLANG_DEBUG_REVERT_PR": "21649", "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (0, "False (21649,)\nNone True True\n"), (
+        result.stderr
+    )
