@@ -62,12 +62,15 @@ def _module_at(
         names.pop()
     if not names or not all(name.isidentifier() for name in names):
         return None
-    directory = root.path.is_dir()
-    prefix = "/".join(parts[:drop]) + "/" if directory and drop else ""
-    found = root.read("/".join(parts) if directory else "/".join(rest))
-    if found is None:
-        return None
-    if regular and (len(rest) == 1 or root.read(f"{prefix}{rest[0]}/__init__.py") is None):
-        return None
-    tree = open_source_tree(root.path / prefix) if prefix else root
-    return ModuleFile(module=".".join(names), file=found, tree=tree)
+    layouts = [("", "/".join(rest))]  # the root is the package root (any archive)
+    if root.path.is_dir() and drop:  # the root holds the path's leading folders
+        layouts.append(("/".join(parts[:drop]) + "/", "/".join(parts)))
+    for prefix, relative in layouts:
+        found = root.read(relative)
+        if found is None:
+            continue
+        if regular and (len(rest) == 1 or root.read(f"{prefix}{rest[0]}/__init__.py") is None):
+            continue
+        tree = open_source_tree(root.path / prefix) if prefix else root
+        return ModuleFile(module=".".join(names), file=found, tree=tree)
+    return None
