@@ -144,12 +144,11 @@ def _apply_edit(
     wanted = match_lines(edit.match)
     if not wanted:
         raise EditMatchError(f"{label}: the match has no non-blank line; expected code to match")
-    nonblank = [i for i, line in enumerate(lines) if line.text.strip()]
-    starts = [
-        k
-        for k in range(len(nonblank) - len(wanted) + 1)
-        if all(lines[nonblank[k + j]].text.strip() == wanted[j] for j in range(len(wanted)))
-    ]
+    stripped = [line.text.strip() for line in lines]
+    nonblank = [i for i, text in enumerate(stripped) if text]
+    keys = [stripped[i] for i in nonblank]
+    head, size, want = wanted[0], len(wanted), list(wanted)
+    starts = [k for k, text in enumerate(keys) if text == head and keys[k : k + size] == want]
     if len(starts) == 1:
         first = nonblank[starts[0]]
         last = nonblank[starts[0] + len(wanted) - 1]
