@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import inspect
 from dataclasses import dataclass
 
 from prtoggle.recipes.authoring.diff import DiffError
@@ -78,8 +77,9 @@ def _walk(
     functions: dict[str, FunctionSpan],
 ) -> None:
     live = _live_definitions(body)
-    for node in body:
+    for index, node in enumerate(body):
         start = _first_line(node)
+        bound = _first_line(body[index + 1]) - 1 if index + 1 < len(body) else len(lines)
         end = node.end_lineno or node.lineno
         if isinstance(node, ast.Import | ast.ImportFrom):
             _mark(regions, start, end, Region(IMPORTS))
@@ -88,8 +88,8 @@ def _walk(
             inner = f"{prefix}{node.name}."
             _walk(node.body, prefix=inner, lines=lines, regions=regions, functions=functions)
         elif isinstance(node, _FUNCTIONS) and node is live.get(node.name):
-            block = inspect.getblock([f"{line}\n" for line in lines[start - 1 :]])
-            span = FunctionSpan(f"{prefix}{node.name}", start, node.lineno, start + len(block) - 1)
+            last = _block_last(lines, node, bound=bound)
+            span = FunctionSpan(f"{prefix}{node.name}", start, node.lineno, last)
             functions[span.qualname] = span
             _mark(regions, start, node.lineno - 1, Region(DECORATORS, span.qualname))
             _mark(regions, node.lineno, span.last, Region("function", span.qualname))
@@ -116,6 +116,21 @@ def _not_live(node: ast.stmt) -> bool:
         if label in _NOT_LIVE_DECORATORS:
             return True
     return False
+
+
+def _block_last(lines: tuple[str, ...], node: ast.stmt, *, bound: int) -> int:
+    """The def's last line as `inspect.getblock` ends it: its last statement, then the
+    comment lines indented deeper than the def that follow (blank lines between them)."""
+    last = node.end_lineno or node.lineno
+    for number in range(last + 1, bound + 1):
+        text = lines[number - 1]
+        stripped = text.lstrip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#") or len(text) - len(stripped) <= node.col_offset:
+            break
+        last = number
+    return last
 
 
 def _first_line(node: ast.stmt) -> int:
