@@ -92,6 +92,19 @@ class SourceTree:
         wanted = [name for name in names if _is_metadata_member(name)]
         return [(name, _decode_text(self._read_bytes(name))) for name in wanted]
 
+    def python_files(self, top: str) -> list[str]:
+        """Module-relative paths (`top/x/y.py`) of the `.py` files of package `top`."""
+        if self._archive is None:
+            base = self.path / top
+            return sorted(p.relative_to(self.path).as_posix() for p in base.rglob("*.py"))
+        found = set()
+        for members in self._members.values():
+            for member in members:
+                index = f"/{member}".find(f"/{top}/")
+                if index >= 0:
+                    found.add(member[index:])
+        return sorted(found)
+
     def looked_for(self, relative: str) -> str:
         if self._archive is None:
             return str(self.path.joinpath(*PurePosixPath(relative).parts))

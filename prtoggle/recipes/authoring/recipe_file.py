@@ -42,6 +42,11 @@ def render_recipe(header: RecipeHeader, targets: Sequence[tuple[str, Sequence[Ed
         {"target": target, "edits": [_edit_mapping(edit) for edit in edits]}
         for target, edits in targets
     ]
+    return render_patches(document)
+
+
+def render_patches(document: dict[str, Any]) -> str:
+    """A recipe mapping as YAML, keys in their order, code as `|` block literals."""
     return yaml.dump(document, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True)
 
 
