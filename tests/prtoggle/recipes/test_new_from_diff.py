@@ -179,7 +179,15 @@ def test_blank_line_only_changes_are_ignored(tree: Path, tmp_path: Path) -> None
     diff = tmp_path / "fix.diff"
     diff.write_text(git_diff("python/pkg/mod.py", before, AFTER))
     code, out, _ = run_new(
-        "--from-diff", str(diff), "--pr", "7", "--source-root", str(tree), "--json"
+        "--from-diff",
+        str(diff),
+        "--pr",
+        "7",
+        "--source-root",
+        str(tree),
+        "--out",
+        str(tmp_path),
+        "--json",
     )
     assert code == 0
     assert json.loads(out)["targets"] == ["pkg.mod.total"]
