@@ -85,6 +85,8 @@ def check_command(
         _print_matrix(checks, [tree.label for tree in trees if tree is not None])
     else:
         _print_rows(checks, fix_count=len(fixes))
+    if not as_json:
+        _print_rebase_hints(checks, source_roots)
     if any(check.failed or (strict and check.status == "absent") for check in checks):
         sys.exit(EXIT_NEGATIVE)
 
@@ -121,6 +123,17 @@ def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str]) -> None
             first = check.message.splitlines()[0] if check.message else ""
             label = labels[list(sources).index(check.source or "")]
             click.echo(f"{label}: {check.pr}  {check.target}: {check.status}: {first}")
+
+
+def _print_rebase_hints(checks: Sequence[TargetCheck], source_roots: Sequence[Path]) -> None:
+    """For each stale recipe, the `prtoggle rebase` command that proposes an update."""
+    stale = dict.fromkeys((c.pr, c.collection, c.source) for c in checks if c.status == "stale")
+    for pr, collection, source in stale:
+        where = f" --source-root {source}" if source is not None and source_roots else ""
+        click.echo(
+            f"hint: `prtoggle rebase {pr} --collection {collection}{where}` proposes an "
+            "updated recipe for the stale one"
+        )
 
 
 def _short_labels(sources: Sequence[str]) -> list[str]:

@@ -11,6 +11,8 @@ from prtoggle.cli.common import PrToggleGroup
 from prtoggle.cli.coverage import coverage_command
 from prtoggle.cli.import_sglang import import_sglang_command
 from prtoggle.cli.list import list_command
+from prtoggle.cli.new import new_command
+from prtoggle.cli.rebase import rebase_command
 from prtoggle.cli.repro import repro_command
 from prtoggle.cli.run import run_cli_command
 from prtoggle.cli.show import show_command
@@ -49,6 +51,8 @@ for _command in (
     bench_command,
     coverage_command,
     import_sglang_command,
+    new_command,
+    rebase_command,
 ):
     cli.add_command(_command)
 

@@ -57,7 +57,7 @@ def number_lines(source: str, *, first_line: int) -> NumberedSource:
     return NumberedSource(
         lines=tuple(
             SourceLine(text=text, origin=first_line + index)
-            for index, text in enumerate(split_lines(source))
+            for index, text in enumerate(_source_lines(source))
         )
     )
 
@@ -91,6 +91,16 @@ def edit_text(*, source: str, edits: Sequence[Edit], context: EditContext | None
     The shape of sglang's `apply_edits(source=..., edits=...)`; diagnostics count lines
     from 1 and name `<source>` unless `context` says where the text comes from.
     """
+    texts = _source_lines(source)
+    stripped = [text.strip() for text in texts]
+    for edit in edits:  # plain lines; an edit that does not apply is diagnosed below
+        wanted = match_lines(edit.match)
+        span = _edit_span(stripped, edit, wanted) if wanted else None
+        if span is None:
+            break
+        texts, stripped = _spliced(texts, stripped, span, edit)
+    else:
+        return "".join(f"{text}\n" for text in texts)
     where = context or EditContext(target="<source>", filename="<source>")
     return edit_numbered(number_lines(source, first_line=1), edits, context=where).text
 
@@ -145,22 +155,16 @@ def _apply_edit(
     wanted = match_lines(edit.match)
     if not wanted:
         raise EditMatchError(f"{label}: the match has no non-blank line; expected code to match")
-    nonblank = [i for i, line in enumerate(lines) if line.text.strip()]
-    starts = [
-        k
-        for k in range(len(nonblank) - len(wanted) + 1)
-        if all(lines[nonblank[k + j]].text.strip() == wanted[j] for j in range(len(wanted)))
-    ]
-    if len(starts) == 1:
-        first = nonblank[starts[0]]
-        last = nonblank[starts[0] + len(wanted) - 1]
-    else:
-        as_written = _windows_as_written(lines, edit.match) if starts else []
-        if len(as_written) != 1:
-            raise EditMatchError(
-                _mismatch_message(lines, nonblank, wanted, starts, label=label, filename=filename)
-            )
-        first, last = as_written[0]
+    span = _edit_span([line.text.strip() for line in lines], edit, wanted)
+    if span is None:
+        nonblank = [i for i, line in enumerate(lines) if line.text.strip()]
+        position = {line: k for k, line in enumerate(nonblank)}
+        windows = _windows([line.text.strip() for line in lines], wanted)
+        starts = [position[first] for first, _ in windows]
+        raise EditMatchError(
+            _mismatch_message(lines, nonblank, wanted, starts, label=label, filename=filename)
+        )
+    first, last = span
     anchor = lines[first]
     indent = anchor.text[: _indent_width(anchor.text)]
     new = [SourceLine(text=text, origin=anchor.origin) for text in reindent(edit.text, indent)]
@@ -174,15 +178,76 @@ def _apply_edit(
     return [*lines[: last + 1], *appended, *lines[last + 1 :]]
 
 
-def _windows_as_written(lines: Sequence[SourceLine], match: str) -> list[tuple[int, int]]:
-    """Where the match occurs as sglang looks: stripped lines, blank lines kept, contiguous."""
+def _edit_span(stripped: list[str], edit: Edit, wanted: Sequence[str]) -> tuple[int, int] | None:
+    """The first and last line of the one window the edit's match selects, or None.
+
+    `stripped`: the source's lines, whitespace-stripped.
+    """
+    windows = _windows(stripped, wanted)
+    if len(windows) == 1:
+        return windows[0]
+    as_written = _windows_as_written(stripped, edit.match) if windows else []
+    return as_written[0] if len(as_written) == 1 else None
+
+
+def _windows(stripped: list[str], wanted: Sequence[str]) -> list[tuple[int, int]]:
+    """(first, last) line of each window whose non-blank lines are `wanted`, in order.
+
+    Looked for only where the first wanted line occurs (found by list.index).
+    """
+    found: list[tuple[int, int]] = []
+    start = -1
+    while True:
+        try:
+            start = stripped.index(wanted[0], start + 1)
+        except ValueError:
+            return found
+        last = _window_last(stripped, start, wanted)
+        if last is not None:
+            found.append((start, last))
+
+
+def _window_last(stripped: list[str], start: int, wanted: Sequence[str]) -> int | None:
+    line = start
+    for text in wanted[1:]:
+        line += 1
+        while line < len(stripped) and not stripped[line]:
+            line += 1
+        if line >= len(stripped) or stripped[line] != text:
+            return None
+    return line
+
+
+def _spliced(
+    texts: list[str], stripped: list[str], span: tuple[int, int], edit: Edit
+) -> tuple[list[str], list[str]]:
+    """`texts` (and their stripped copies) with the edit made on lines span[0]..span[1]."""
+    first, last = span
+    anchor = texts[first]
+    new = reindent(edit.text, anchor[: _indent_width(anchor)])
+    keys = [text.strip() for text in new]
+    if not any(keys):
+        return [*texts[:first], *texts[last + 1 :]], [*stripped[:first], *stripped[last + 1 :]]
+    cut = {"replacement": (first, last + 1), "prepend": (first, first)}.get(
+        edit.kind, (last + 1, last + 1)
+    )
+    return (
+        [*texts[: cut[0]], *new, *texts[cut[1] :]],
+        [*stripped[: cut[0]], *keys, *stripped[cut[1] :]],
+    )
+
+
+def _windows_as_written(have: Sequence[str], match: str) -> list[tuple[int, int]]:
+    """Where the match occurs as sglang looks: stripped lines, blank lines kept, contiguous.
+
+    `have`: the source's lines, whitespace-stripped.
+    """
     wanted = [line.strip() for line in split_lines(match.strip())]
-    have = [line.text.strip() for line in lines]
     size = len(wanted)
     return [
         (start, start + size - 1)
         for start in range(len(have) - size + 1)
-        if have[start : start + size] == wanted
+        if list(have[start : start + size]) == wanted
     ]
 
 
@@ -267,6 +332,11 @@ def _is_docstring(node: ast.stmt) -> bool:
         and isinstance(node.value, ast.Constant)
         and isinstance(node.value.value, str)
     )
+
+
+def _source_lines(source: str) -> list[str]:
+    """The lines of source text, line ends dropped (split as Python's tokenizer does)."""
+    return split_lines(source)
 
 
 def _indent_width(text: str) -> int:

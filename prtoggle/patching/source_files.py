@@ -6,11 +6,14 @@ import importlib.util
 import tarfile
 import zipfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
 
 from prtoggle.errors import TargetResolutionError
 
+T = TypeVar("T")
 WHEEL_SUFFIXES = (".whl", ".zip")
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
@@ -29,11 +32,13 @@ class SourceTree:
 
     In an archive a path `a/b.py` may sit under leading folders (`pkg-1.0/`, `python/`,
     `src/`); the shortest such member wins. Archives are read in place, never extracted.
+    An archive's file is read once per tree; a directory's every time it is asked for.
     """
 
     path: Path
     _members: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _archive: zipfile.ZipFile | tarfile.TarFile | None = field(default=None, repr=False)
+    _memo: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -41,6 +46,18 @@ class SourceTree:
 
     def read(self, relative: str) -> SourceFile | None:
         """The file at module-relative posix path `relative`, or None when absent."""
+        if self._archive is None:
+            return self._read_uncached(relative)
+        return self.memo("read", relative, lambda: self._read_uncached(relative))
+
+    def memo(self, kind: str, key: str, make: Callable[[], T]) -> T:
+        """`make()` once per (kind, key) for this tree: what is derived from its files."""
+        slot = (kind, key)
+        if slot not in self._memo:
+            self._memo[slot] = make()
+        return self._memo[slot]
+
+    def _read_uncached(self, relative: str) -> SourceFile | None:
         if self._archive is None:
             candidate = self.path.joinpath(*PurePosixPath(relative).parts)
             if not candidate.is_file():
@@ -74,6 +91,19 @@ class SourceTree:
             names = [member.name for member in self._archive.getmembers() if member.isfile()]
         wanted = [name for name in names if _is_metadata_member(name)]
         return [(name, _decode_text(self._read_bytes(name))) for name in wanted]
+
+    def python_files(self, top: str) -> list[str]:
+        """Module-relative paths (`top/x/y.py`) of the `.py` files of package `top`."""
+        if self._archive is None:
+            base = self.path / top
+            return sorted(p.relative_to(self.path).as_posix() for p in base.rglob("*.py"))
+        found = set()
+        for members in self._members.values():
+            for member in members:
+                index = f"/{member}".find(f"/{top}/")
+                if index >= 0:
+                    found.add(member[index:])
+        return sorted(found)
 
     def looked_for(self, relative: str) -> str:
         if self._archive is None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import __future__
 
 import ast
+import bisect
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
 
 from prtoggle.errors import TargetResolutionError
@@ -26,26 +28,38 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
     """
     tree = source_root if isinstance(source_root, SourceTree) else open_source_tree(source_root)
     found, names = _module_file(target, tree=tree)
-    try:
-        module = ast.parse(found.text, filename=found.name)
-    except SyntaxError as exc:
-        raise TargetResolutionError(
-            f"{target}: {found.name}:{exc.lineno} does not parse: {exc.msg}"
-        ) from exc
-    node, class_name = _walk(module, names, target=target, filename=found.name)
+    parsed = tree.memo("parsed", found.name, lambda: _parse(found))
+    if parsed.text != found.text:  # a directory's file changed since: parse it again
+        parsed = _parse(found)
+        tree.memo("parsed", found.name, lambda: parsed)
+    if parsed.module is None:
+        raise TargetResolutionError(f"{target}: {found.name}:{parsed.error}")
+    node, class_name = _walk(parsed.module, names, target=target, filename=found.name)
     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-    lines = split_lines(found.text, keepends=True)
-    block = inspect.getblock(lines[first - 1 :])
+    block = inspect.getblock(parsed.lines[first - 1 : _block_bound(parsed, node)])
     shape = FunctionShape(
-        name=node.name, class_name=class_name, freevars=None, future_flags=_future_flags(module)
+        name=node.name, class_name=class_name, freevars=None, future_flags=parsed.future_flags
     )
     return FunctionSource(
         filename=found.name,
         first_line=first,
         text="".join(block),
         shape=shape,
-        module_names=module_level_names(module),
+        module_names=parsed.module_names,
     )
+
+
+@dataclass(frozen=True)
+class _ParsedModule:
+    """A module file parsed once per tree: its tree (None and `error` when it does not parse)."""
+
+    text: str
+    module: ast.Module | None
+    error: str
+    lines: list[str]
+    module_names: frozenset[str] | None
+    future_flags: int
+    starts: list[int]
 
 
 def module_level_names(module: ast.Module) -> frozenset[str] | None:
@@ -156,3 +170,24 @@ def _future_flags(tree: ast.Module) -> int:
                 if feature is not None:
                     flags |= feature.compiler_flag
     return flags
+
+
+def _parse(found: SourceFile) -> _ParsedModule:
+    try:
+        module = ast.parse(found.text, filename=found.name)
+    except SyntaxError as exc:
+        error = f"{exc.lineno} does not parse: {exc.msg}"
+        return _ParsedModule(found.text, None, error, [], None, 0, [])
+    lines = split_lines(found.text, keepends=True)
+    starts = sorted({node.lineno for node in ast.walk(module) if isinstance(node, ast.stmt)})
+    names = module_level_names(module)
+    return _ParsedModule(found.text, module, "", lines, names, _future_flags(module), starts)
+
+
+def _block_bound(parsed: _ParsedModule, node: ast.stmt) -> int | None:
+    """A line the block of `node` cannot pass: before the next statement that starts after it.
+
+    Only bounds the text `inspect.getblock` tokenizes (it stops at the block's end itself).
+    """
+    index = bisect.bisect_right(parsed.starts, node.end_lineno or node.lineno)
+    return parsed.starts[index] - 1 if index < len(parsed.starts) else None

@@ -198,20 +198,23 @@ def _as_edit(edit: Any, index: int) -> Edit:
         return edit
     if isinstance(edit, Mapping):
         _checked_mapping(edit, f"edit {index}", required=("match",), allowed=_EDIT_KEYS)
-    kind, text = _edit_kind(edit, where=f"edit {index}")
+    kind, text = _edit_kind(edit, where="edit", index=index)
     match = _field(edit, "match")
     if not match.strip():
         raise PatchApplicationError(f"edit {index}: empty match text; expected code to match")
     return Edit(match=match, kind=kind, text=text, line=index)
 
 
-def _edit_kind(edit: Any, *, where: str) -> tuple[EditKind, str]:
-    texts: dict[EditKind, str] = {kind: _field(edit, kind) for kind in EDIT_KINDS}
-    return one_edit_kind(texts, where=where)
+def _edit_kind(edit: Any, *, where: str, index: int | None = None) -> tuple[EditKind, str]:
+    mapping = isinstance(edit, Mapping)
+    texts: dict[EditKind, str] = {kind: _field(edit, kind, mapping=mapping) for kind in EDIT_KINDS}
+    return one_edit_kind(texts, where=where if index is None else f"{where} {index}")
 
 
-def _field(edit: Any, key: str) -> str:
-    value = edit.get(key) if isinstance(edit, Mapping) else getattr(edit, key, None)
+def _field(edit: Any, key: str, *, mapping: bool | None = None) -> str:
+    if mapping is None:
+        mapping = isinstance(edit, Mapping)
+    value = edit.get(key) if mapping else getattr(edit, key, None)
     if value is None:
         return ""
     if not isinstance(value, str):

@@ -234,7 +234,11 @@ def test_check_reports_each_target_and_fails_on_a_broken_revert(
     assert f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok" in lines
     [broken] = [line for line in lines if line.startswith(str(BROKEN_FIX))]
     assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: STALE: ")
-    assert lines[-1] == "4 of 5 targets of 5 fixes revert cleanly"
+    assert lines[-2:] == [
+        "4 of 5 targets of 5 fixes revert cleanly",
+        f"hint: `prtoggle rebase {BROKEN_FIX} --collection registry` proposes an updated "
+        "recipe for the stale one",
+    ]
 
 
 def test_check_of_good_fixes_exits_zero(fake_project: FakeProject) -> None:
@@ -281,7 +285,7 @@ def test_an_unknown_command_names_the_commands() -> None:
     assert (result.exit_code, result.stderr) == (
         2,
         "error: no command 'lsit': expected one of bench, bisect, check, coverage, "
-        "import-sglang, list, repro, run, show (see `prtoggle --help`)\n",
+        "import-sglang, list, new, rebase, repro, run, show (see `prtoggle --help`)\n",
     )
 
 

@@ -217,3 +217,17 @@ def test_an_installed_version_outside_applies_to_is_not_applicable(
         "is outside the recipe's range prtoggle-fake>=1.0,<2.0 (applies_to)",
         "1 of 2 targets of 2 fixes revert cleanly; 1 not applicable (version outside applies_to)",
     ]
+
+
+def test_a_stale_recipe_is_followed_by_the_rebase_command_that_proposes_an_update(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    wheel = tmp_path / "fake-2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{TARGET_MODULE}.py", TARGET_SOURCE.replace("value = 42", "value = 43"))
+    result = invoke("check", "--source-root", str(wheel), str(ANSWER_FIX), str(FIRST_HALF_FIX))
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"hint: `prtoggle rebase {ANSWER_FIX} --collection registry --source-root {wheel}` "
+        "proposes an updated recipe for the stale one"
+    )

@@ -1,0 +1,150 @@
+"""`prtoggle new`: write a revert recipe from a fix's diff (--from-diff) or commit (--from-git)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from prtoggle.cli.common import EXIT_NEGATIVE, EXIT_STATUS_HELP, echo_json, json_option
+
+if TYPE_CHECKING:
+    from prtoggle.patching.source_files import SourceTree
+    from prtoggle.recipes.authoring.new import NewRecipe
+
+_EPILOG = """\b
+Each change of the diff is placed in its enclosing function or method of the
+post-fix code; the recipe's edits turn that function back into its pre-fix
+text. Changes a run-time revert cannot make are listed as skipped (file, post-fix
+line, reason): module-level code, class bodies, imports, decorator lines, a
+function added or removed whole. Blank-line-only changes are ignored. The recipe
+is written only once it checks ok on the source root. Exit status 0 every change
+placed; 1 some skipped (the recipe is written for the rest); 2 bad input
+(unreadable diff, a path naming no module, nothing placeable).
+
+\b
+Examples:
+  git diff v0.5.22 v0.5.23 -- python/ > fix.diff
+  prtoggle new --from-diff fix.diff --pr 27338 --source-root sglang-0.5.23.whl
+  git -C ../sglang show 1a2b3c | prtoggle new --from-diff - --pr 27338 --out yaml/mine
+  prtoggle new --from-git 1a2b3c --repo ../sglang --out yaml/mine --json
+"""
+
+
+@click.command("new", epilog=EXIT_STATUS_HELP + _EPILOG)
+@click.option(
+    "--from-diff",
+    "diff_file",
+    metavar="FILE",
+    help="A unified diff of the fix as git writes it; - reads stdin.",
+)
+@click.option("--from-git", "rev", metavar="REV", help="The commit REV of a git checkout.")
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The checkout for --from-git (default: the current directory).",
+)
+@click.option(
+    "--source-root",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="The post-fix code: a directory, wheel or sdist (default: the installed packages; "
+    "with --from-git the checkout at REV).",
+)
+@click.option("--pr", type=click.IntRange(min=1), default=None, help="The fix's PR number.")
+@click.option("--title", default=None, help="The recipe's title (default: names the change).")
+@click.option("--url", default=None, help="The fix's URL.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Write OUT/<PR>.yaml (OUT created if missing).",
+)
+@json_option
+def new_command(**options: Any) -> None:
+    """Write a revert recipe drafted from a fix: its diff (--from-diff) or commit (--from-git)."""
+    from prtoggle.recipes.authoring.new import new_from_diff
+    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
+
+    diff_file, rev = options["diff_file"], options["rev"]
+    if (diff_file is None) == (rev is None):
+        raise click.UsageError("give one of --from-diff FILE or --from-git REV")
+    if rev is not None:
+        text, source, header, roots = _from_git(rev, options)
+    else:
+        text, source = _read_diff(diff_file)
+        header = RecipeHeader(_required_pr(options["pr"]), options["title"] or "", options["url"])
+        roots = _roots(options["source_root"])
+    made = new_from_diff(text, source=source, roots=roots, header=header, out=options["out"])
+    _report(made, as_json=options["as_json"])
+    if made.skipped:
+        sys.exit(EXIT_NEGATIVE)
+
+
+def _from_git(rev: str, options: dict[str, Any]) -> tuple[str, str, Any, list[SourceTree]]:
+    from prtoggle.patching.source_files import open_source_tree
+    from prtoggle.recipes.authoring.git import commit_of, tree_at
+    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
+
+    repo = options["repo"] or Path.cwd()
+    commit = commit_of(repo, rev)
+    pr = options["pr"] or commit.pr
+    if pr is None:
+        raise click.UsageError(
+            f"--pr is required: the subject of {rev} ({commit.subject!r}) has no (#<number>)"
+        )
+    header = RecipeHeader(pr, options["title"] or commit.title, options["url"] or commit.url(pr))
+    header = RecipeHeader(header.pr, header.title, header.url, commit.date)
+    if options["source_root"] is not None:
+        roots = [open_source_tree(options["source_root"])]
+    else:
+        roots = [tree_at(repo, commit)]
+    return commit.diff, f"{rev} of {repo}", header, roots
+
+
+def _read_diff(name: str) -> tuple[str, str]:
+    if name == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return Path(name).read_text(encoding="utf-8"), name
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(
+            f"cannot read {name}: {exc}; expected a unified diff file or - for stdin",
+            param_hint="'--from-diff'",
+        ) from exc
+
+
+def _required_pr(pr: int | None) -> int:
+    if pr is None:
+        raise click.UsageError("--pr is required with --from-diff (the fix's PR number)")
+    return pr
+
+
+def _roots(source_root: Path | None) -> list[SourceTree]:
+    from prtoggle.patching.source_files import open_source_tree
+    from prtoggle.recipes.authoring.modules import installed_roots
+
+    return [open_source_tree(source_root)] if source_root is not None else installed_roots()
+
+
+def _report(made: NewRecipe, *, as_json: bool) -> None:
+    skipped = [
+        {"file": change.file, "line": change.line, "reason": change.reason}
+        for change in made.skipped
+    ]
+    if as_json:
+        record = {"pr": made.pr, "file": str(made.path), "targets": list(made.targets)}
+        echo_json({**record, "skipped": skipped})
+        return
+    count = len(made.targets)
+    click.echo(f"wrote {made.path}: {count} target{'s' if count != 1 else ''}")
+    for target in made.targets:
+        click.echo(f"  {target}")
+    if skipped:
+        click.echo(f"skipped {len(skipped)} change{'s' if len(skipped) != 1 else ''}:")
+    for change in made.skipped:
+        click.echo(f"  {change.file}:{change.line}: {change.reason}")

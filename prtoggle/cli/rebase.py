@@ -1,0 +1,102 @@
+"""`prtoggle rebase`: propose a stale recipe updated for the code it no longer applies to."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    EXIT_STATUS_HELP,
+    collection_option,
+    echo_json,
+    json_option,
+    load_default_registry,
+)
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.authoring.rebase import Rebase
+
+_EPILOG = """\b
+Per edit: exact (its match occurs once as it is), re-anchored (its match drifted:
+the edit is merged onto the one window of the new text it drifted to, when the
+drift and the edit change different lines), moved (the target is gone and the one
+function of its package where every edit matches exactly was found by its body),
+not-found; with a similarity in 0..1. When in doubt it declines: nothing is
+written unless the result checks ok. Exit status 0 written (rebased) or
+unchanged (already ok); 1 could not rebase (the blocking edits named); 2 bad input.
+
+\b
+Examples:
+  prtoggle rebase 27338 --collection sglang --source-root sglang-0.5.23.whl
+  prtoggle rebase 26972 --out yaml/mine --json
+"""
+
+
+@click.command("rebase", epilog=EXIT_STATUS_HELP + _EPILOG)
+@click.argument("pr", type=int)
+@collection_option
+@click.option(
+    "--source-root",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="The code to rebase onto: a directory, wheel or sdist (default: the installed "
+    "package of the recipe's targets).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Write OUT/<PR>.yaml (OUT created if missing).",
+)
+@json_option
+def rebase_command(
+    pr: int, collection: str | None, source_root: Path | None, out: Path, as_json: bool
+) -> None:
+    """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
+    from prtoggle.errors import TargetResolutionError
+    from prtoggle.patching.source_files import open_source_tree
+    from prtoggle.recipes.authoring.rebase import rebase_recipe
+    from prtoggle.recipes.packages import import_free_source_root
+
+    recipe = load_default_registry(collection=collection).get(pr, collection=collection)
+    root = source_root or import_free_source_root(recipe)
+    if root is None:
+        raise TargetResolutionError(
+            f"PR {pr}: the package of its targets is not installed; expected --source-root "
+            "(a directory, wheel or sdist)"
+        )
+    result = rebase_recipe(recipe, tree=open_source_tree(root), out=out)
+    _report(result, as_json=as_json)
+    if result.status == "failed":
+        sys.exit(EXIT_NEGATIVE)
+
+
+def _report(result: Rebase, *, as_json: bool) -> None:
+    recipe = result.recipe
+    if as_json:
+        edits = [
+            {"target": e.target, "old_target": e.old_target, "status": e.status}
+            | {"similarity": e.similarity}
+            for e in result.edits
+        ]
+        echo_json(
+            {"pr": recipe.pr, "collection": recipe.collection, "status": result.status}
+            | {"edits": edits}
+        )
+        return
+    for index, edit in enumerate(result.edits, start=1):
+        moved = f" (was {edit.old_target})" if edit.old_target != edit.target else ""
+        click.echo(
+            f"edit {index}: {edit.target}{moved}: {edit.status} (similarity {edit.similarity:.2f})"
+        )
+    if result.status == "rebased":
+        click.echo(f"rebased: wrote {result.path}")
+    elif result.status == "unchanged":
+        click.echo(f"unchanged: {recipe.label} already applies; nothing written")
+    else:
+        click.echo(f"could not rebase {recipe.label}: {result.reason}; nothing written")

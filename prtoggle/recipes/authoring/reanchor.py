@@ -1,0 +1,141 @@
+"""Re-anchor one edit whose match drifted: a three-way merge onto the new function text."""
+
+from __future__ import annotations
+
+import difflib
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prtoggle.errors import PatchApplicationError
+from prtoggle.patching.editor import edit_text
+from prtoggle.patching.types import Edit
+
+MIN_SIMILARITY = 0.6
+"""A drifted window must be at least this similar to the edit's match (0..1)."""
+MIN_MARGIN = 0.15
+"""...and this much more similar than any other window not overlapping it."""
+SIZE_SLACK = 2
+"""Windows of the match's length, up to this many lines shorter or longer, are compared."""
+
+
+@dataclass(frozen=True)
+class Reanchored:
+    """The outcome: the new edit (None when declined) and the best window's similarity."""
+
+    edit: Edit | None
+    similarity: float
+
+
+def reanchor(text: str, edit: Edit) -> Reanchored:
+    """The edit moved onto the window of `text` its match drifted to, or declined.
+
+    Declined (edit None) when no window is similar enough, when another window is nearly
+    as similar, when the drift and the edit change the same or adjacent lines of the
+    match, or when the merged edit does not give exactly the merged text.
+    """
+    lines = text.splitlines()
+    nonblank = [i for i, line in enumerate(lines) if line.strip()]
+    match = _nonblank(edit.match)
+    if not match or not nonblank:
+        return Reanchored(None, 0.0)
+    scored = _windows(lines, nonblank, match)
+    best_score, best = scored[0]
+    rivals = [s for s, w in scored[1:] if w[0] > best[-1] or w[-1] < best[0]]
+    if best_score < MIN_SIMILARITY or (rivals and best_score - rivals[0] < MIN_MARGIN):
+        return Reanchored(None, best_score)
+    window = [lines[i] for i in best]
+    merged = _merge(match, _nonblank(edit.text), window, kind=edit.kind)
+    if merged is None:
+        return Reanchored(None, best_score)
+    new = Edit(match=_block(window), kind=edit.kind, text=_block(merged), line=edit.line)
+    if edit.kind != "replacement":
+        new = Edit(match=_block(window), kind=edit.kind, text=edit.text, line=edit.line)
+    expected = [*lines[: best[0]], *merged, *lines[best[-1] + 1 :]]
+    if not _gives(text, new, expected):
+        return Reanchored(None, best_score)
+    return Reanchored(new, best_score)
+
+
+def _windows(
+    lines: Sequence[str], nonblank: Sequence[int], match: Sequence[str]
+) -> list[tuple[float, list[int]]]:
+    wanted = "\n".join(line.strip() for line in match)
+    scored = []
+    for size in range(max(1, len(match) - SIZE_SLACK), len(match) + SIZE_SLACK + 1):
+        for start in range(len(nonblank) - size + 1):
+            window = list(nonblank[start : start + size])
+            have = "\n".join(lines[i].strip() for i in window)
+            scored.append((difflib.SequenceMatcher(None, wanted, have).ratio(), window))
+    scored.sort(key=lambda item: -item[0])
+    return scored or [(0.0, [])]
+
+
+def _merge(
+    base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], *, kind: str
+) -> list[str] | None:
+    """Both changes of `base` (ours: the edit's, theirs: the drift) applied, in `theirs`'s
+    indentation; None when they touch the same or adjacent base lines."""
+    keys = [line.strip() for line in base]
+    drift = _changes(keys, [line.strip() for line in theirs])
+    if kind != "replacement":
+        return list(theirs)
+    edit = _changes(keys, [line.strip() for line in ours])
+    if any(a[0] <= b[1] and b[0] <= a[1] for a in drift for b in edit):
+        return None
+    indent = theirs[0][: len(theirs[0]) - len(theirs[0].lstrip())]
+    ours_lines = [f"{indent}{line}" for line in textwrap.dedent("\n".join(ours)).splitlines()]
+    out: list[str] = []
+    position = 0
+    changes = [(a[2], a[3], theirs[a[4] : a[5]]) for a in drift]
+    changes += [(b[2], b[3], ours_lines[b[4] : b[5]]) for b in edit]
+    for start, stop, lines in sorted(changes, key=lambda change: change[0]):
+        out.extend(_theirs_for(base, theirs, position, start))
+        out.extend(lines)
+        position = stop
+    out.extend(_theirs_for(base, theirs, position, len(base)))
+    return out
+
+
+def _changes(
+    base: Sequence[str], other: Sequence[str]
+) -> list[tuple[int, int, int, int, int, int]]:
+    """Non-equal opcodes as (lo, hi, i1, i2, j1, j2): base lines lo..hi are touched (an
+    insertion touches both neighbours), base[i1:i2] becomes other[j1:j2]."""
+    matcher = difflib.SequenceMatcher(None, list(base), list(other), autojunk=False)
+    return [
+        (i1 - (i1 == i2), max(i1, i2 - 1), i1, i2, j1, j2)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
+
+
+def _theirs_for(base: Sequence[str], theirs: Sequence[str], start: int, stop: int) -> list[str]:
+    """The lines of `theirs` equal to base[start:stop] (unchanged by the drift)."""
+    keys = [line.strip() for line in theirs]
+    matcher = difflib.SequenceMatcher(None, [b.strip() for b in base], keys, autojunk=False)
+    out: list[str] = []
+    for tag, i1, i2, j1, _ in matcher.get_opcodes():
+        if tag == "equal":
+            out.extend(theirs[j1 + k - i1] for k in range(max(i1, start), min(i2, stop)))
+    return out
+
+
+def _gives(text: str, edit: Edit, expected: Sequence[str]) -> bool:
+    try:
+        result = edit_text(source=text, edits=[edit])
+    except PatchApplicationError:
+        return False
+    return _key(result.splitlines()) == _key(expected)
+
+
+def _nonblank(text: str) -> list[str]:
+    return [line for line in textwrap.dedent(text).splitlines() if line.strip()]
+
+
+def _block(lines: Sequence[str]) -> str:
+    return textwrap.dedent("".join(f"{line}\n" for line in lines))
+
+
+def _key(lines: Sequence[str]) -> list[str]:
+    return [line.rstrip() for line in lines if line.strip()]

@@ -1,0 +1,303 @@
+"""`prtoggle new --from-diff` on hand-made packages: placement, skipped changes, exit statuses."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from prtoggle.cli.main import cli
+from prtoggle.patching.editor import edit_text
+from prtoggle.patching.source_tree import find_in_source_tree
+from prtoggle.recipes.schema import load_recipe
+
+BEFORE = '''\
+"""A module."""
+
+import os
+
+LIMIT = 4
+
+
+def helper(x):
+    return x + 1
+
+
+class Pool:
+    size = 8
+
+    def alloc(self, n):
+        if n > self.size:
+            raise ValueError(n)
+        return list(range(n))
+
+    @staticmethod
+    def free(slots):
+        return len(slots)
+
+    def gone(self):
+        return 0
+
+
+def total(values):
+    out = 0
+    for value in values:
+        out += value
+    return out
+'''
+
+AFTER = '''\
+"""A module."""
+
+import os
+import sys
+
+LIMIT = 8
+
+
+def helper(x):
+    return x + 1
+
+
+class Pool:
+    size = 16
+
+    def alloc(self, n):
+        if n >= self.size:
+            raise ValueError(n)
+
+        return list(range(n))
+
+    @classmethod
+    def free(slots):
+        return len(slots)
+
+    def added(self):
+        return 1
+
+
+def total(values):
+    out = 0
+    for value in values:
+        out += abs(value)
+    return out
+'''
+
+
+def git_diff(path: str, before: str, after: str) -> str:
+    """A diff of one file as git writes it."""
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
+    )
+    return f"diff --git a/{path} b/{path}\n" + "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A checkout whose python/ holds package `pkg` at its post-fix state."""
+    package = tmp_path / "checkout" / "python" / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text(AFTER)
+    return tmp_path / "checkout" / "python"
+
+
+def run_new(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["new", *args], input=stdin, prog_name="prtoggle")
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_each_change_is_placed_in_its_function_and_the_rest_is_skipped_with_a_reason(
+    tree: Path, tmp_path: Path
+) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", BEFORE, AFTER))
+    args = ["--from-diff", str(diff), "--pr", "42", "--source-root", str(tree)]
+    code, out, _ = run_new(*args, "--out", str(tmp_path / "out"), "--json")
+    assert code == 1
+    assert json.loads(out) == {
+        "pr": 42,
+        "file": str(tmp_path / "out" / "42.yaml"),
+        "targets": ["pkg.mod.Pool.alloc", "pkg.mod.total"],
+        "skipped": [
+            {"file": "python/pkg/mod.py", "line": 4, "reason": "imports"},
+            {"file": "python/pkg/mod.py", "line": 6, "reason": "module-level code"},
+            {"file": "python/pkg/mod.py", "line": 14, "reason": "class body"},
+            {"file": "python/pkg/mod.py", "line": 22, "reason": "decorator lines"},
+            {"file": "python/pkg/mod.py", "line": 26, "reason": "a function removed whole"},
+            {"file": "python/pkg/mod.py", "line": 26, "reason": "a function added whole"},
+        ],
+    }
+
+
+def test_the_written_recipe_turns_each_post_fix_function_into_its_pre_fix_text(
+    tree: Path, tmp_path: Path
+) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", BEFORE, AFTER))
+    out = tmp_path / "out"
+    run_new("--from-diff", str(diff), "--pr", "42", "--source-root", str(tree), "--out", str(out))
+    recipe = load_recipe(out / "42.yaml")
+    assert recipe.title == "Revert of python/pkg/mod.py"
+    alloc = recipe.patches[0]
+    assert [(edit.match, edit.kind, edit.text) for edit in alloc.edits] == [
+        ("if n >= self.size:\n", "replacement", "if n > self.size:\n")
+    ]
+    source = find_in_source_tree("pkg.mod.total", source_root=tree)
+    assert edit_text(source=source.text, edits=recipe.patches[1].edits) == (
+        "def total(values):\n    out = 0\n    for value in values:\n        out += value\n"
+        "    return out\n"
+    )
+
+
+def test_every_change_placed_exits_0_and_reads_the_diff_from_stdin(tree: Path) -> None:
+    before = AFTER.replace("out += abs(value)", "out += value")
+    code, out, err = run_new(
+        "--from-diff",
+        "-",
+        "--pr",
+        "7",
+        "--source-root",
+        str(tree),
+        "--out",
+        str(tree.parent / "out"),
+        stdin=git_diff("python/pkg/mod.py", before, AFTER),
+    )
+    assert (code, err) == (0, "")
+    assert out == f"wrote {tree.parent / 'out' / '7.yaml'}: 1 target\n  pkg.mod.total\n"
+
+
+def test_blank_line_only_changes_are_ignored(tree: Path, tmp_path: Path) -> None:
+    before = AFTER.replace(
+        "            raise ValueError(n)\n\n", "            raise ValueError(n)\n"
+    )
+    before = before.replace("out += abs(value)", "out += value")
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", before, AFTER))
+    code, out, _ = run_new(
+        "--from-diff",
+        str(diff),
+        "--pr",
+        "7",
+        "--source-root",
+        str(tree),
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert code == 0
+    assert json.loads(out)["targets"] == ["pkg.mod.total"]
+
+
+def test_a_diff_with_nothing_placeable_exits_2_and_writes_nothing(
+    tree: Path, tmp_path: Path
+) -> None:
+    before = AFTER.replace("LIMIT = 8", "LIMIT = 4")
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", before, AFTER))
+    out = tmp_path / "out"
+    code, _, err = run_new(
+        "--from-diff", str(diff), "--pr", "7", "--source-root", str(tree), "--out", str(out)
+    )
+    assert code == 2
+    assert err == (
+        f"error: {diff}: nothing placeable: 1 change(s) skipped (module-level code); "
+        "expected a change inside a function of the post-fix code\n"
+    )
+    assert not out.exists()
+
+
+def test_a_path_naming_no_module_exits_2_naming_it(tree: Path, tmp_path: Path) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/other/mod.py", BEFORE, AFTER))
+    code, _, err = run_new("--from-diff", str(diff), "--pr", "7", "--source-root", str(tree))
+    assert code == 2
+    assert err == (
+        f"error: {diff}: python/other/mod.py names no module of {tree}; expected the "
+        "post-fix file under the source root (--source-root: a directory, wheel or sdist)\n"
+    )
+
+
+def test_a_file_that_is_not_a_diff_exits_2(tree: Path, tmp_path: Path) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text("hello\n")
+    code, _, err = run_new("--from-diff", str(diff), "--pr", "7", "--source-root", str(tree))
+    assert code == 2
+    assert err == (
+        f"error: {diff}: no file in the diff; expected a unified diff as git writes it "
+        "(`--- a/path`, `+++ b/path`, `@@ -l,n +l,n @@` hunks)\n"
+    )
+
+
+def test_a_diff_that_disagrees_with_the_source_root_exits_2(tree: Path, tmp_path: Path) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", AFTER, BEFORE))
+    code, _, err = run_new("--from-diff", str(diff), "--pr", "7", "--source-root", str(tree))
+    assert code == 2
+    assert err == (
+        f"error: {diff}: python/pkg/mod.py:4: the diff says '', the source root has "
+        "'import sys'; expected the post-fix source the diff was made from (--source-root)\n"
+    )
+
+
+def test_from_diff_without_pr_exits_2_naming_the_option(tree: Path, tmp_path: Path) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", BEFORE, AFTER))
+    code, _, err = run_new("--from-diff", str(diff), "--source-root", str(tree))
+    assert code == 2
+    assert err == (
+        "error: --pr is required with --from-diff (the fix's PR number) "
+        "(see `prtoggle new --help`)\n"
+    )
+
+
+def git(repo: Path, *args: str) -> str:
+    command = ["git", "-C", str(repo), *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A checkout (python/pkg) with one fix commit on top, its remote on GitHub."""
+    root = tmp_path / "repo"
+    (root / "python" / "pkg").mkdir(parents=True)
+    (root / "python" / "pkg" / "__init__.py").write_text("")
+    (root / "python" / "pkg" / "mod.py").write_text(BEFORE)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    git(root, *env, "commit", "-qm", "init", "--date=2026-05-01T10:00:00")
+    (root / "python" / "pkg" / "mod.py").write_text(AFTER)
+    subject = "Fix the pool's bound and the total (#26521)"
+    git(root, *env, "commit", "-qam", subject, "--date=2026-05-29T10:00:00")
+    git(root, "remote", "add", "origin", "https://github.com/sgl-project/sglang.git")
+    return root
+
+
+def test_from_git_fills_pr_title_date_and_url_from_the_commit(repo: Path, tmp_path: Path) -> None:
+    code, out, _ = run_new(
+        "--from-git", "HEAD", "--repo", str(repo), "--out", str(tmp_path / "out"), "--json"
+    )
+    assert code == 1
+    assert json.loads(out)["targets"] == ["pkg.mod.Pool.alloc", "pkg.mod.total"]
+    text = (tmp_path / "out" / "26521.yaml").read_text()
+    assert text.startswith(
+        "pr: 26521\ntitle: Fix the pool's bound and the total\n"
+        "url: https://github.com/sgl-project/sglang/pull/26521\nmerged: 2026-05-29\n"
+    )
+
+
+def test_from_git_without_a_pr_in_the_subject_needs_pr(repo: Path) -> None:
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e.com", "commit", "-q", "--amend", "-m", "x")
+    code, _, err = run_new("--from-git", "HEAD", "--repo", str(repo))
+    assert code == 2
+    assert err == (
+        "error: --pr is required: the subject of HEAD ('x') has no (#<number>) "
+        "(see `prtoggle new --help`)\n"
+    )
