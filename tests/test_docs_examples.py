@@ -36,10 +36,6 @@ SKIPPED = {
         "./run_eval.sh stands for the user's own evaluation script"
     ),
     "prtoggle check --source-root ../sglang/python --json": "needs an sglang source checkout",
-    "prtoggle check --source-root sglang-0.5.22-py3-none-any.whl "
-    "--source-root sglang-0.5.23.tar.gz --collection sglang": (
-        "needs downloaded sglang release archives (tests/sglang checks the wheel)"
-    ),
     "prtoggle check --collection sglang --source-root "
     "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl": "needs the downloaded sglang wheel",
     "prtoggle check --collection sglang --source-root sglang-0.5.14-*.whl "
@@ -68,6 +64,19 @@ SKIPPED = {
     ),
     "prtoggle import-sglang --from sglang/python/sglang/srt/debug_utils/pr_fix_toggle.py "
     "--out up": "needs an sglang source checkout",
+    "git -C ../sglang show 1a2b3c | prtoggle new --from-diff - --pr 27338 --out yaml/mine": (
+        "needs an sglang git checkout (tests/prtoggle/recipes drafts from real release diffs)"
+    ),
+    "prtoggle new --from-git 1a2b3c --repo ../sglang --out yaml/mine --json": (
+        "needs an sglang git checkout (tests cover --from-git on a scratch repository)"
+    ),
+    "prtoggle rebase 27338 --collection sglang --source-root sglang-0.5.23.whl": (
+        "needs the downloaded sglang wheel (tests/sglang rebases on it)"
+    ),
+    "git diff v0.5.22 v0.5.23 -- python/ > fix.diff": "needs an sglang git checkout",
+    "prtoggle new --from-diff fix.diff --pr 27338 --source-root sglang-0.5.23.whl": (
+        "needs the diff and the wheel of the example before it"
+    ),
     "prtoggle bench --all": "twenty sample pairs of every benchmark: too slow for the CPU suite",
 }
 """Examples that are not run, and why."""
@@ -75,7 +84,6 @@ SKIPPED = {
 EXIT_STATUS = {
     "SGLANG_DEBUG_REVERT_PR=27460 python -m fixes.scenarios.mla_draft_kv_indices_width "
     "--auto-detect": 1,
-    "prtoggle show 26521": 2,  # in two collections: --collection needed (until issue 18)
     # sglang 0.5.23's own 27338 and 27460 no longer match its code (docs/sglang.md)
     "PRTOGGLE_YAML_PATH=~/recipes/sglang-upstream prtoggle check --collection sglang-upstream": 1,
     "prtoggle run -r 24856 -- python examples/app.py": 1,
