@@ -77,6 +77,11 @@ SKIPPED = {
     "prtoggle new --from-diff fix.diff --pr 27338 --source-root sglang-0.5.23.whl": (
         "needs the diff and the wheel of the example before it"
     ),
+    "prtoggle check --collection sglang --source-root "
+    "wheels/sglang-0.5.22-cp311-cp311-manylinux_2_34_x86_64.whl --source-root "
+    "wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl": (
+        "needs the wheels the `pip download` example fetches (CI checks the matrix)"
+    ),
     "prtoggle bench --all": "twenty sample pairs of every benchmark: too slow for the CPU suite",
 }
 """Examples that are not run, and why."""
