@@ -21,7 +21,7 @@ def import_free_source_root(fix: Recipe, *, search_path: Sequence[str] = ()) -> 
     cannot find the package (e.g. where a child will find it). None when it is not found.
     """
     top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
-    roots = {_package_root(name, search_path=search_path) for name in sorted(top_levels)}
+    roots = {package_root(name, search_path=search_path) for name in sorted(top_levels)}
     if len(roots) != 1 or None in roots:
         return None
     return roots.pop()
@@ -82,8 +82,12 @@ def checks_per_fix(
     return results
 
 
-def _package_root(name: str, *, search_path: Sequence[str] = ()) -> Path | None:
-    spec = importlib.util.find_spec(name)
+def package_root(name: str, *, search_path: Sequence[str] = ()) -> Path | None:
+    """The directory holding package `name`, found without importing it (None: absent)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
     if spec is None and search_path:
         spec = importlib.machinery.PathFinder.find_spec(name, list(search_path))
     if spec is None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from prtoggle.recipes.packages import package_root
 from prtoggle.recipes.registry import Recipe, Registry
 from prtoggle.recipes.versions import installed_version
 
@@ -120,7 +120,10 @@ def _not_taking_part(recipe: Recipe, *, search_path: Sequence[str] | None) -> Le
         if version is not None and not recipe.applies_to.contains(version):
             reason = f"installed {distribution} {version}, range {recipe.applies_to.text}"
             return LeftOut(recipe, "out-of-range", reason)
-    if search_path is not None and _package_root(package_of(recipe), search_path) is None:
+    if (
+        search_path is not None
+        and package_root(package_of(recipe), search_path=search_path) is None
+    ):
         return LeftOut(recipe, "absent", f"package {package_of(recipe)} is not installed")
     return None
 
@@ -140,7 +143,7 @@ def _stale_upstream(registry: Registry, recipe: Recipe) -> str | None:
         return None
     from prtoggle.patching.source_files import open_source_tree
 
-    root = _package_root(package_of(recipe), ())
+    root = package_root(package_of(recipe))
     if root is None:
         return None  # nothing installed to check against: it waits for the import
     tree = open_source_tree(root)
@@ -206,22 +209,3 @@ def _kind_text(kind: LeftOutKind) -> str:
         "shadowed": "shadowed",
         "stale": "stale: its match text is not in the installed code",
     }[kind]
-
-
-def _package_root(name: str, search_path: Sequence[str]) -> Path | None:
-    """The directory holding package `name`, found without importing it."""
-    import importlib.machinery
-
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None and search_path:
-        spec = importlib.machinery.PathFinder.find_spec(name, list(search_path))
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations))).parent
-    if spec.origin and spec.origin not in ("built-in", "frozen"):
-        return Path(spec.origin).parent
-    return None
