@@ -25,17 +25,26 @@ MLA = "sglang.srt.layers.attention.flashinfer_mla_backend.FlashInferMLAMultiStep
 TARGETS = {
     27460: [f"{MLA}.init_cuda_graph_state", f"{MLA}.common_template"],
     21649: ["sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnBackend.forward_extend"],
+    26329: ["sglang.srt.speculative.eagle_utils._eagle_prefill_tail_tokens"],
 }
-LABELS = {27460: "fixes/27460, sglang/27460", 21649: "fixes/21649, sglang/21649"}
+LABELS = {
+    27460: "fixes/27460, sglang/27460",
+    21649: "fixes/21649, sglang/21649",
+    26329: "sglang-upstream/26329",
+}
 ROLES = ["main", "scheduler", "worker", "forked"]
+# What `-r all` holds on sglang 0.5.23 (test_collections.py pins the selection itself).
+ALL_APPLICABLE = [21649, 22832, 24856, 25015, 26329, 26521, 26972, 27360, 27460]
 
 
 def run_server(
-    prs: list[int], env: dict[str, str], *, under_run: bool
+    prs: list[int], env: dict[str, str], *, under_run: bool, revert: str | None = None
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, object]]]:
-    spec = ",".join(map(str, prs))
-    targets = [target for pr in prs for target in TARGETS[pr]]
-    program = [sys.executable, str(SERVER_LIKE), spec, *targets]
+    """Run server_like.py reverting `revert` (default: `prs`); each process checks `prs`."""
+    checked = ",".join(map(str, prs))
+    spec = checked if revert is None else revert
+    targets = [target for pr in prs if pr in TARGETS for target in TARGETS[pr]]
+    program = [sys.executable, str(SERVER_LIKE), checked, *targets]
     if under_run:
         command = [sys.executable, "-m", "prtoggle", "run", "-r", spec, "--", *program]
     else:
@@ -67,7 +76,11 @@ def in_force_line(pid: int, prs: list[int]) -> str:
     return f"prtoggle: pid {pid}: {named} in force ({labels})"
 
 
-@pytest.mark.parametrize("prs", [[27460], [21649], [21649, 27460]], ids=["27460", "21649", "list"])
+@pytest.mark.parametrize(
+    "prs",
+    [[27460], [21649], [26329], [21649, 27460]],
+    ids=["27460", "21649", "26329-sglangs-own-text", "list"],
+)
 def test_prtoggle_run_reverts_in_the_spawned_scheduler_calling_sglangs_toggle_and_below_it(
     prs: list[int], sglang_env: dict[str, str]
 ) -> None:
@@ -82,6 +95,32 @@ def test_prtoggle_run_reverts_in_the_spawned_scheduler_calling_sglangs_toggle_an
     assert {reports[role]["pid"] for role in ROLES} <= set(lines)  # also multiprocessing's tracker
     assert lines == {pid: in_force_line(pid, prs) for pid in lines}
     assert "Traceback" not in result.stderr
+
+
+def test_prtoggle_run_all_reverts_every_applicable_recipe_in_each_server_process(
+    sglang_env: dict[str, str],
+) -> None:
+    result, reports = run_server(ALL_APPLICABLE, sglang_env, under_run=True, revert="all")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(reports) == sorted(ROLES)
+    targets = [target for pr in ALL_APPLICABLE if pr in TARGETS for target in TARGETS[pr]]
+    for role in ROLES:
+        assert reports[role]["in_force"] == ALL_APPLICABLE, role
+        assert reports[role]["differs"] == ([] if role == "main" else targets), role
+    left_out = [line for line in result.stderr.splitlines() if "-r all: left out" in line]
+    assert len(left_out) == 1, result.stderr[-3000:]
+    assert "sglang-upstream/27338 (stale: " in left_out[0]
+    assert {reports[role]["pid"] for role in ROLES} <= set(in_force_lines(result.stderr))
+    assert "Traceback" not in result.stderr
+
+
+def test_prtoggle_run_of_the_stale_27338_starts_no_server_process(
+    sglang_env: dict[str, str],
+) -> None:
+    result, reports = run_server([27338], sglang_env, under_run=True)
+    assert (result.returncode, reports) == (2, {})
+    assert result.stderr.startswith("error: 27338: no recipe applies to the installed code: ")
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_a_program_calling_maybe_revert_pr_fix_itself_passes_its_reverts_to_every_child(
