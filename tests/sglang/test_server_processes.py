@@ -62,6 +62,12 @@ def run_server(
     return result, {report["role"]: report for report in reports}
 
 
+def failure(result: subprocess.CompletedProcess[str]) -> str:
+    """What a failed run of the server shows: its exit status, its reports, its stderr's end."""
+    tail = result.stderr[-3000:]
+    return f"exit status {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{tail}"
+
+
 def in_force_lines(stderr: str) -> dict[int, str]:
     """The `prtoggle: pid N: ...` lines by pid (each pid at most once)."""
     lines = [line for line in stderr.splitlines() if line.startswith("prtoggle: pid ")]
@@ -85,7 +91,7 @@ def test_prtoggle_run_reverts_in_the_spawned_scheduler_calling_sglangs_toggle_an
     prs: list[int], sglang_env: dict[str, str]
 ) -> None:
     result, reports = run_server(prs, sglang_env, under_run=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failure(result)
     assert sorted(reports) == sorted(ROLES)
     targets = [target for pr in prs for target in TARGETS[pr]]
     for role in ROLES:
@@ -101,7 +107,7 @@ def test_prtoggle_run_all_reverts_every_applicable_recipe_in_each_server_process
     sglang_env: dict[str, str],
 ) -> None:
     result, reports = run_server(ALL_APPLICABLE, sglang_env, under_run=True, revert="all")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failure(result)
     assert sorted(reports) == sorted(ROLES)
     targets = [target for pr in ALL_APPLICABLE if pr in TARGETS for target in TARGETS[pr]]
     for role in ROLES:
@@ -127,7 +133,7 @@ def test_a_program_calling_maybe_revert_pr_fix_itself_passes_its_reverts_to_ever
     sglang_env: dict[str, str],
 ) -> None:
     result, reports = run_server([27460], sglang_env, under_run=False)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failure(result)
     for role in ROLES:
         assert reports[role]["in_force"] == [27460], role
         assert reports[role]["differs"] == ([] if role == "main" else TARGETS[27460]), role
