@@ -30,9 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from prtoggle.cli.common import load_default_registry, parse_revert_options
+from prtoggle.cli.run import run_environment
 from prtoggle.protocol import REVERT_ENV
-from prtoggle.revert.toggle import child_env
 
 REPO = Path(__file__).resolve().parent.parent
 STUBS = REPO / "tests" / "sglang" / "stubs"
@@ -51,8 +50,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     plain = _plain_env()
-    prs = parse_revert_options([args.revert], load_default_registry())
-    reverting = child_env(prs, base=plain)
+    command = [sys.executable, "-c", f"import {args.module}"]
+    prs, reverting = run_environment([args.revert], command=command, base=plain)
     in_force = _reverts_in_force(args.module, reverting)
     _cpu_seconds(f"import {args.module}", plain)  # warm the file cache for both kinds
     _cpu_seconds(f"import {args.module}", reverting)

@@ -59,6 +59,18 @@ def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
 
     The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
     """
+    prs, env = run_environment(reverts, command=command)
+    sys.stdout.flush()
+    sys.exit(_run_and_check_reports(prs, command=command, env=env))
+
+
+def run_environment(
+    reverts: Sequence[str], *, command: Sequence[str], base: dict[str, str] | None = None
+) -> tuple[tuple[int, ...], dict[str, str]]:
+    """The PRs `-r REVERTS` asks for and the environment `run` gives COMMAND (from `base`).
+
+    Refuses (a PrToggleError) what does not apply to the code COMMAND would import.
+    """
     from prtoggle.revert.toggle import child_env
 
     registry = load_default_registry()
@@ -70,9 +82,8 @@ def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
         if everything
         else tuple(selection.request.text for selection in selections)
     )
-    sys.stdout.flush()
-    prs = tuple(dict.fromkeys(selection.request.pr for selection in selections))
-    sys.exit(_run_and_check_reports(prs, command=command, env=child_env(specs)))
+    prs = tuple(dict.fromkeys(s.request.pr for s in selections if s.recipes))
+    return prs, child_env(specs, base=base)
 
 
 def _run_and_check_reports(

@@ -1,0 +1,37 @@
+"""The benchmark scripts of bench/ still run against today's API (one tiny repetition each).
+
+These are not timings: they catch a script broken by a rename before someone needs its figure.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.sglang
+
+
+def test_the_import_hook_benchmark_runs_with_the_reverts_run_would_give_its_command() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "import_hook_cost.py"),
+            *("-r", "26521", "--repeat", "1", "--module", "json", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert report["-r"] == "26521 -> 26521"
+    assert report["in force (PR patched pending)"] == "26521 0 1"
+    assert report["repetitions"] == 1
+    assert report["ratio (median)"] > 0
