@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from prtoggle.patching.targets import import_target
-from prtoggle.recipes.registry import default_registry
+from prtoggle.recipes.registry import Registry, default_registry
 from prtoggle.revert import toggle
 
 
@@ -60,8 +60,13 @@ def _unset_check_us() -> float:
     return _median_us(toggle.maybe_revert_pr_fix, 20_000)
 
 
+def _demo_engine_recipes() -> Registry:
+    """The `fixes` collection: the demo engine's five fixes (importable on any machine)."""
+    return default_registry().in_collection("fixes")
+
+
 def _apply_restore_us(repeat: int) -> dict[str, float]:
-    registry = default_registry()
+    registry = _demo_engine_recipes()
     figures = {}
     for pr in registry.prs():
         for patch in registry.get(pr).patches:  # import targets outside the timing
@@ -69,7 +74,7 @@ def _apply_restore_us(repeat: int) -> dict[str, float]:
         applies, restores = [], []
         for _ in range(repeat):
             start = time.perf_counter()
-            toggle.apply_revert(pr)
+            toggle.apply_revert(pr, registry=registry)
             middle = time.perf_counter()
             toggle.restore(pr)
             applies.append(middle - start)
@@ -89,8 +94,8 @@ def _untouched_code_identity() -> bool:
         for name, f in vars(backend).items()
         if callable(f) and hasattr(f, "__code__")
     }
-    registry = default_registry()
-    with toggle.reverted(*registry.prs()):
+    registry = _demo_engine_recipes()
+    with toggle.reverted(*registry.prs(), registry=registry):
         targeted = {p.target.rsplit(".", 1)[-1] for f in registry.fixes for p in f.patches}
         return all(
             vars(backend)[name].__code__ is code

@@ -35,3 +35,18 @@ def test_the_import_hook_benchmark_runs_with_the_reverts_run_would_give_its_comm
     assert report["in force (PR patched pending)"] == "26521 0 1"
     assert report["repetitions"] == 1
     assert report["ratio (median)"] > 0
+
+
+def test_the_toggle_benchmark_times_each_fix_of_the_demo_engine() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "toggle_cost.py"), "--repeat", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    applied = sorted(key for key in figures if key.startswith("apply revert "))
+    assert applied == [f"apply revert {pr} (us)" for pr in (21649, 22832, 24856, 26521, 27460)]
+    assert figures["untouched function keeps its code object"] is True

@@ -84,12 +84,8 @@ def tree_version(tree: SourceTree, distribution: str) -> str | None:
     Read from a wheel's `*.dist-info/METADATA`, an sdist's `PKG-INFO`, or a directory's
     `*.dist-info/METADATA`, `PKG-INFO` or static `[project] version` of `pyproject.toml`.
     """
-    wanted = canonicalize_name(distribution)
-    for name, text in tree.metadata_files():
-        found = _name_and_version(name, text)
-        if found is not None and canonicalize_name(found[0]) == wanted:
-            return found[1]
-    return None
+    versions = tree.memo("versions", "", lambda: _versions_in(tree))
+    return versions.get(canonicalize_name(distribution))
 
 
 def out_of_range(fix: Ranged, *, tree: SourceTree | None) -> str | None:
@@ -133,6 +129,16 @@ def _excludes(fix: Ranged, version: str | None) -> bool:
     )
 
 
+def _versions_in(tree: SourceTree) -> dict[str, str]:
+    """Distribution (canonical name) -> version, for what the tree's metadata files say."""
+    versions: dict[str, str] = {}
+    for name, text in tree.metadata_files():
+        found = _name_and_version(name, text)
+        if found is not None:
+            versions.setdefault(canonicalize_name(found[0]), found[1])
+    return versions
+
+
 def _name_and_version(name: str, text: str) -> tuple[str, str] | None:
     if name.endswith("pyproject.toml"):
         try:
@@ -142,7 +148,8 @@ def _name_and_version(name: str, text: str) -> tuple[str, str] | None:
         if isinstance(project.get("name"), str) and isinstance(project.get("version"), str):
             return project["name"], project["version"]
         return None
-    headers = Parser().parsestr(text, headersonly=True)
+    head = text.replace("\r\n", "\n").split("\n\n", 1)[0]  # the long description follows
+    headers = Parser().parsestr(head, headersonly=True)
     if headers["Name"] and headers["Version"]:
         return str(headers["Name"]), str(headers["Version"])
     return None
