@@ -162,6 +162,6 @@ def _details(cost: FixCost) -> str:
 
 
 def _tail(run: BenchRun) -> str:
-    from prtoggle.runners.child_process import output_tail
+    from prtoggle.runners.child_outcome import output_tail
 
     return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

@@ -117,7 +117,7 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runners.child_process import output_tail
+    from prtoggle.runners.child_outcome import output_tail
 
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":

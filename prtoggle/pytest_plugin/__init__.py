@@ -300,7 +300,8 @@ def _outcome_in_child(
 ) -> NodeOutcome:
     """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
     from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import output_tail, run_child
+    from prtoggle.runners.child_outcome import output_tail
+    from prtoggle.runners.child_process import run_child
 
     skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
     base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
