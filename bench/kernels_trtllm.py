@@ -147,41 +147,23 @@ def flashinfer_fn(b: Batch, out: torch.Tensor, *, decode: bool) -> Callable[[], 
     workspace = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
     layout = paged_layout(block_tables=b.block_tables, kv_lens=b.seq_lens, page_size=PAGE)
     common = dict(q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, sm_scale=HEAD_DIM**-0.5)
+    pages = (layout.kv_indptr, layout.kv_indices, layout.kv_last_page_len)
+    heads_and_sizes = (HEADS, KV_HEADS, HEAD_DIM, PAGE)
     if decode:
         wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
             workspace, "NHD", use_tensor_cores=True
         )
-        wrapper.plan(
-            layout.kv_indptr,
-            layout.kv_indices,
-            layout.kv_last_page_len,
-            HEADS,
-            KV_HEADS,
-            HEAD_DIM,
-            PAGE,
-            **common,
-        )
+        wrapper.plan(*pages, *heads_and_sizes, **common)
     else:
         wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2")
-        wrapper.plan(
-            b.cum_q,
-            layout.kv_indptr,
-            layout.kv_indices,
-            layout.kv_last_page_len,
-            HEADS,
-            KV_HEADS,
-            HEAD_DIM,
-            PAGE,
-            causal=True,
-            **common,
-        )
+        wrapper.plan(b.cum_q, *pages, *heads_and_sizes, causal=True, **common)
     return lambda: wrapper.run(b.query, (b.k_cache, b.v_cache), out=out)
 
 
-def best_config(
+def sweep_configs(
     make_fn: Callable[[TritonBlockConfig], Callable[[], object]], sweep: list[TritonBlockConfig]
-) -> tuple[float, TritonBlockConfig | None]:
-    """Fastest config of `sweep`; prints the runners-up too."""
+) -> None:
+    """Times every config of `sweep`; prints the fastest and the runners-up."""
     timed: list[tuple[float, TritonBlockConfig]] = []
     for config in sweep:
         try:
@@ -193,7 +175,8 @@ def best_config(
     timed.sort(key=lambda item: item[0])
     for ms, config in timed[1:4]:
         print(f"    runner-up  {ms:.3f} ms: {config}")
-    return timed[0] if timed else (math.inf, None)
+    best_ms, best = timed[0] if timed else (math.inf, None)
+    print(f"    best sweep {best_ms:.3f} ms: {best}")
 
 
 def bench_decode(batches: list[int], contexts: list[int], max_tokens: int, sweep: bool) -> None:
@@ -222,10 +205,7 @@ def bench_decode(batches: list[int], contexts: list[int], max_tokens: int, sweep
                 f"{tri_bw / copy_bw:7.0%} | {mode} max|tri-fi|={error:.2e}"
             )
             if sweep:
-                ms, config = best_config(
-                    functools.partial(triton_decode_fn, b, out_t), DECODE_SWEEP
-                )
-                print(f"    best sweep {ms:.3f} ms: {config}")
+                sweep_configs(functools.partial(triton_decode_fn, b, out_t), DECODE_SWEEP)
             del b, src, dst
             torch.cuda.empty_cache()
 
@@ -248,10 +228,7 @@ def bench_context(batches: list[int], contexts: list[int], max_tokens: int, swee
                 f"{flops / fa2_ms / 1e9:11.1f} max|tri-fa2|={error:.2e}"
             )
             if sweep:
-                ms, config = best_config(
-                    functools.partial(triton_context_fn, b, out_t), CONTEXT_SWEEP
-                )
-                print(f"    best sweep {ms:.3f} ms: {config}")
+                sweep_configs(functools.partial(triton_context_fn, b, out_t), CONTEXT_SWEEP)
             del b
             torch.cuda.empty_cache()
 

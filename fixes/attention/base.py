@@ -7,18 +7,22 @@ once per layer; the runner calls the `init_*` hooks once per forward pass:
 - CUDA graphs: `init_cuda_graph_state(max_bs=...)` once, then per captured batch size
   `init_forward_metadata_capture_cuda_graph(...)` before the warm-up runs and the
   capture, and `init_forward_metadata_replay_cuda_graph(...)` before every replay.
+
+A multi-step draft backend (`MultiStepDraftBackend`) holds one backend per draft step and
+runs each hook on every step's backend; the draft decode graph runner drives it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from fixes.forward_batch import ForwardBatch, ForwardMode, SpecInput
+from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode, SpecInput
 
-__all__ = ["AttentionBackend", "AttentionLayer"]
+__all__ = ["AttentionBackend", "AttentionLayer", "MultiStepDraftBackend"]
 
 
 @dataclass(frozen=True)
@@ -108,3 +112,55 @@ class AttentionBackend(ABC):
         if forward_batch.forward_mode.is_decode_or_idle():
             return self.forward_decode(q, k, v, layer, forward_batch, save_kv_cache=save_kv_cache)
         return self.forward_extend(q, k, v, layer, forward_batch, save_kv_cache=save_kv_cache)
+
+
+class MultiStepDraftBackend:
+    """One backend per draft step (step i: `speculative_step_id = i`); each hook runs on every
+    step's backend in step order, graph capture and replay as draft decode."""
+
+    def __init__(self, backends: Sequence[AttentionBackend], *, topk: int) -> None:
+        self.backends = list(backends)
+        self.num_steps = len(self.backends)
+        self.topk = topk
+
+    def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
+        for backend in self.backends:
+            backend.init_forward_metadata(forward_batch)
+
+    def init_cuda_graph_state(self, *, max_bs: int) -> None:
+        for backend in self.backends:
+            backend.init_cuda_graph_state(max_bs=max_bs)
+
+    def init_forward_metadata_capture_cuda_graph(
+        self, *, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor
+    ) -> None:
+        """Capture-time metadata of every step for batch size `bs` (draft decode)."""
+        spec_info = DraftDecodeInput(topk=self.topk, num_steps=self.num_steps)
+        for backend in self.backends:
+            backend.init_forward_metadata_capture_cuda_graph(
+                bs=bs,
+                req_pool_indices=req_pool_indices,
+                seq_lens=seq_lens,
+                forward_mode=ForwardMode.DECODE,
+                spec_info=spec_info,
+            )
+
+    def init_forward_metadata_replay_cuda_graph(
+        self,
+        *,
+        bs: int,
+        req_pool_indices: torch.Tensor,
+        seq_lens: torch.Tensor,
+        seq_lens_cpu: torch.Tensor,
+    ) -> None:
+        """Replay-time metadata of every step for the graph of batch size `bs` (draft decode)."""
+        spec_info = DraftDecodeInput(topk=self.topk, num_steps=self.num_steps)
+        for backend in self.backends:
+            backend.init_forward_metadata_replay_cuda_graph(
+                bs=bs,
+                req_pool_indices=req_pool_indices,
+                seq_lens=seq_lens,
+                seq_lens_cpu=seq_lens_cpu,
+                forward_mode=ForwardMode.DECODE,
+                spec_info=spec_info,
+            )

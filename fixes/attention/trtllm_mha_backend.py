@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fixes.attention.base import AttentionBackend, AttentionLayer
+from fixes.attention.base import AttentionBackend, AttentionLayer, MultiStepDraftBackend
 from fixes.attention.trtllm_mha_metadata import (
     GRAPH_KINDS,
     ForwardMetadata,
@@ -17,7 +17,6 @@ from fixes.attention.trtllm_mha_metadata import (
 )
 from fixes.errors import AttentionBackendError
 from fixes.forward_batch import (
-    DraftDecodeInput,
     ForwardBatch,
     ForwardMode,
     SpecInput,
@@ -325,7 +324,7 @@ class TRTLLMHAAttnBackend(AttentionBackend):
         return buffers
 
 
-class TRTLLMHAAttnMultiStepDraftBackend:
+class TRTLLMHAAttnMultiStepDraftBackend(MultiStepDraftBackend):
     """One TRT-LLM MHA backend per draft step (`speculative_step_id = i`), topk = 1."""
 
     def __init__(
@@ -342,9 +341,7 @@ class TRTLLMHAAttnMultiStepDraftBackend:
                 f"TRT-LLM MHA multi-step draft: got topk={topk}, num_steps={num_steps}; "
                 "expected topk=1 (the only one supported) and num_steps >= 1"
             )
-        self.num_steps = num_steps
-        self.topk = topk
-        self.backends = [
+        backends = [
             TRTLLMHAAttnBackend(
                 req_to_token_pool=req_to_token_pool,
                 token_to_kv_pool=token_to_kv_pool,
@@ -353,44 +350,4 @@ class TRTLLMHAAttnMultiStepDraftBackend:
             )
             for step in range(num_steps)
         ]
-
-    def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
-        for backend in self.backends:
-            backend.init_forward_metadata(forward_batch)
-
-    def init_cuda_graph_state(self, *, max_bs: int) -> None:
-        for backend in self.backends:
-            backend.init_cuda_graph_state(max_bs=max_bs)
-
-    def init_forward_metadata_capture_cuda_graph(
-        self, *, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor
-    ) -> None:
-        """Capture-time metadata of every step for batch size `bs` (draft decode)."""
-        spec_info = DraftDecodeInput(topk=self.topk, num_steps=self.num_steps)
-        for backend in self.backends:
-            backend.init_forward_metadata_capture_cuda_graph(
-                bs=bs,
-                req_pool_indices=req_pool_indices,
-                seq_lens=seq_lens,
-                forward_mode=ForwardMode.DECODE,
-                spec_info=spec_info,
-            )
-
-    def init_forward_metadata_replay_cuda_graph(
-        self,
-        *,
-        bs: int,
-        req_pool_indices: torch.Tensor,
-        seq_lens: torch.Tensor,
-        seq_lens_cpu: torch.Tensor,
-    ) -> None:
-        spec_info = DraftDecodeInput(topk=self.topk, num_steps=self.num_steps)
-        for backend in self.backends:
-            backend.init_forward_metadata_replay_cuda_graph(
-                bs=bs,
-                req_pool_indices=req_pool_indices,
-                seq_lens=seq_lens,
-                seq_lens_cpu=seq_lens_cpu,
-                forward_mode=ForwardMode.DECODE,
-                spec_info=spec_info,
-            )
+        super().__init__(backends, topk=topk)

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import torch
 
-from fixes.attention.base import AttentionBackend
+from fixes.attention.base import AttentionBackend, MultiStepDraftBackend
 from fixes.cuda_graph.graph import CapturedGraph, capture, graph_memory_pool
 from fixes.errors import CudaGraphError
 from fixes.forward_batch import DraftDecodeInput, ForwardBatch, ForwardMode
@@ -20,7 +20,6 @@ __all__ = [
     "SEQ_LEN_FILL_VALUE",
     "DraftDecodeGraphRunner",
     "DraftDecodeModel",
-    "MultiStepDraftBackend",
 ]
 
 logger = logging.getLogger(__name__)
@@ -33,31 +32,6 @@ class DraftDecodeModel(Protocol):
     """What the runner needs from the draft model: one forward of a batch through a backend."""
 
     def forward(self, forward_batch: ForwardBatch, backend: AttentionBackend) -> torch.Tensor: ...
-
-
-class MultiStepDraftBackend(Protocol):
-    """What the runner needs from a multi-step draft backend: one backend per draft step."""
-
-    @property
-    def num_steps(self) -> int: ...
-
-    @property
-    def backends(self) -> Sequence[AttentionBackend]: ...
-
-    def init_cuda_graph_state(self, *, max_bs: int) -> None: ...
-
-    def init_forward_metadata_capture_cuda_graph(
-        self, *, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor
-    ) -> None: ...
-
-    def init_forward_metadata_replay_cuda_graph(
-        self,
-        *,
-        bs: int,
-        req_pool_indices: torch.Tensor,
-        seq_lens: torch.Tensor,
-        seq_lens_cpu: torch.Tensor,
-    ) -> None: ...
 
 
 @dataclass

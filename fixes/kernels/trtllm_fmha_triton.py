@@ -86,17 +86,7 @@ def triton_context(args: ContextArgs, *, config: TritonBlockConfig | None = None
         out,
         args.softmax_scale * _LOG2E,
         max_q_len,
-        query.stride(0),
-        query.stride(1),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
-        v_cache.stride(0),
-        v_cache.stride(1),
-        v_cache.stride(2),
-        block_tables.stride(0),
-        out.stride(0),
-        out.stride(1),
+        *_paged_strides(args),
         GROUP=num_heads // k_cache.shape[2],
         HEAD_DIM=query.shape[2],
         PAGE_SIZE=k_cache.shape[1],
@@ -162,17 +152,7 @@ def _launch_packed(
         chunk,
         splits,
         query.shape[1],
-        query.stride(0),
-        query.stride(1),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
-        v_cache.stride(0),
-        v_cache.stride(1),
-        v_cache.stride(2),
-        block_tables.stride(0),
-        out.stride(0),
-        out.stride(1),
+        *_paged_strides(args),
         GROUP=group,
         Q_ROWS=q_rows,
         TILE_M=max(16, triton.next_power_of_2(q_rows * group)),
@@ -202,6 +182,19 @@ def _launch_packed(
             num_warps=4,
         )
     return out
+
+
+def _paged_strides(args: PagedAttentionArgs) -> tuple[int, ...]:
+    """The strides both kernels take, in their order: query (row, head), K and V caches
+    (page, slot, head), block-table row, output (row, head)."""
+    query, k_cache, v_cache, out = args.query, args.k_cache, args.v_cache, args.out
+    return (
+        *query.stride()[:2],
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        args.block_tables.stride(0),
+        *out.stride()[:2],
+    )
 
 
 def _split_buffers(

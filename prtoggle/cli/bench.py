@@ -8,14 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from prtoggle.cli.common import (
-    EXIT_NEGATIVE,
-    child_run_options,
-    echo_json,
-    fixes_to_run,
-    format_table,
-    json_option,
-)
+from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
+from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
 
 if TYPE_CHECKING:
     from prtoggle.workflows.revert_cost import BenchRun, FixCost
@@ -66,15 +60,13 @@ def bench_command(
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
-    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
     from prtoggle.workflows.revert_cost import measure_fix_cost
 
     fixes = fixes_to_run(
         "bench", prs=prs, run_all=run_all, device=device, key="bench", what="benchmark"
     )
     costs = []
-    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
-    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+    with fix_runner(fixes, cold=cold) as runner:
         for fix in fixes:
             cost = measure_fix_cost(
                 fix,
@@ -170,6 +162,6 @@ def _details(cost: FixCost) -> str:
 
 
 def _tail(run: BenchRun) -> str:
-    from prtoggle.runners.child_process import output_tail
+    from prtoggle.runners.child_outcome import output_tail
 
     return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from prtoggle.cli.common import (
-    EXIT_STATUS_HELP,
     collection_option,
     echo_json,
+    examples_epilog,
     format_table,
     json_option,
     load_default_registry,
-    selected_fixes,
 )
 from prtoggle.cli.show import recipe_metadata
 from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
@@ -25,8 +24,7 @@ if TYPE_CHECKING:
 
 @click.command(
     "list",
-    epilog=EXIT_STATUS_HELP
-    + "\b\nExamples:\n  prtoggle list\n  prtoggle list --collection fixes --json",
+    epilog=examples_epilog("prtoggle list", "prtoggle list --collection fixes --json"),
 )
 @collection_option
 @json_option
@@ -36,8 +34,7 @@ def list_command(collection: str | None, as_json: bool) -> None:
     The sources are read as files: nothing is imported (torch neither). APPLIES is
     `absent` when the fix's package is not installed here.
     """
-    registry = load_default_registry(collection=collection)
-    fixes = selected_fixes(registry, ())
+    fixes = load_default_registry(collection=collection).fixes
     checks = checks_per_fix(fixes)
     records = [_list_record(fix, checks[fix]) for fix in fixes]
     if as_json:

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from prtoggle.cli.common import EXIT_NEGATIVE, EXIT_STATUS_HELP, echo_json, json_option
+from prtoggle.cli.common import (
+    EXIT_NEGATIVE,
+    EXIT_STATUS_HELP,
+    echo_json,
+    json_option,
+    recipe_out_option,
+)
 
 if TYPE_CHECKING:
     from prtoggle.patching.source_files import SourceTree
@@ -57,13 +63,7 @@ Examples:
 @click.option("--pr", type=click.IntRange(min=1), default=None, help="The fix's PR number.")
 @click.option("--title", default=None, help="The recipe's title (default: names the change).")
 @click.option("--url", default=None, help="The fix's URL.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Write OUT/<PR>.yaml (OUT created if missing).",
-)
+@recipe_out_option
 @json_option
 def new_command(**options: Any) -> None:
     """Write a revert recipe drafted from a fix: its diff (--from-diff) or commit (--from-git)."""

@@ -15,6 +15,7 @@ from prtoggle.cli.common import (
     echo_json,
     json_option,
     load_default_registry,
+    recipe_out_option,
 )
 
 if TYPE_CHECKING:
@@ -46,13 +47,7 @@ Examples:
     help="The code to rebase onto: a directory, wheel or sdist (default: the installed "
     "package of the recipe's targets).",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Write OUT/<PR>.yaml (OUT created if missing).",
-)
+@recipe_out_option
 @json_option
 def rebase_command(
     pr: int, collection: str | None, source_root: Path | None, out: Path, as_json: bool

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
-    child_run_options,
     collection_option,
     echo_json,
-    fixes_to_run,
     format_table,
     json_option,
 )
@@ -66,7 +65,6 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
     from prtoggle.workflows.repro import run_repros
 
     started = time.monotonic()
@@ -75,8 +73,7 @@ def repro_command(
         collection=collection,
     )  # fmt: skip
     workers = jobs or min(4, os.cpu_count() or 1)
-    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
-    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+    with fix_runner(fixes, cold=cold) as runner:
         results = run_repros(
             fixes,
             device=device,
@@ -120,7 +117,7 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runners.child_process import output_tail
+    from prtoggle.runners.child_outcome import output_tail
 
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":

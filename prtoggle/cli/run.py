@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from prtoggle.cli.common import (
+    examples_epilog,
     load_default_registry,
     qualified_specs,
     revert_selections,
@@ -39,9 +40,12 @@ that sets its own PYTHONPATH); one `prtoggle run:` line says which;
 @click.command(
     "run",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    epilog=_RUN_EXIT_HELP + "\b\nExamples:\n  prtoggle run -r 26521 -- python app.py"
-    "\n  prtoggle run -r 26521,24856 -- pytest -q tests/"
-    "\n  prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
+    epilog=examples_epilog(
+        "prtoggle run -r 26521 -- python app.py",
+        "prtoggle run -r 26521,24856 -- pytest -q tests/",
+        "prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
+        exit_status=_RUN_EXIT_HELP,
+    ),
 )
 @click.option(
     "-r",

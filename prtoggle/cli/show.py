@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from prtoggle.cli.common import (
-    EXIT_STATUS_HELP,
     collection_option,
     echo_json,
+    examples_epilog,
     json_option,
     load_default_registry,
 )
@@ -27,9 +27,7 @@ CAPTURE_NOTE = (
 
 @click.command(
     "show",
-    epilog=EXIT_STATUS_HELP
-    + "\b\nExamples:\n  prtoggle show 26521\n"
-    + "  prtoggle show 27460 --collection fixes --json",
+    epilog=examples_epilog("prtoggle show 26521", "prtoggle show 27460 --collection fixes --json"),
 )
 @click.argument("pr", type=int)
 @collection_option

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 ROUTED_FACTORIES = ("zeros", "ones", "full", "empty")
 _ROUTED_KEYWORDS = frozenset({"size", "fill_value", "dtype", "device"})
 
+TorchCall = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+"""What handles a torch function call: `handle(func, args, kwargs)` returns its result."""
+
 
 @dataclass(frozen=True)
 class RoutedAllocation:
@@ -74,14 +77,12 @@ def poisoned_allocations(
         yield routing
 
 
-def _routing_mode(routing: AllocationRouting) -> Any:
-    """A TorchFunctionMode sending the routed factory calls to `_allocate`."""
-    import torch
+def torch_function_mode(handle: TorchCall) -> Any:
+    """A TorchFunctionMode handing every torch function called inside it, with a copy of its
+    keyword arguments, to `handle(func, args, kwargs)`: the call's result is handle's."""
     from torch.overrides import TorchFunctionMode
 
-    factories = {getattr(torch, name): name for name in ROUTED_FACTORIES}
-
-    class RouteAllocations(TorchFunctionMode):
+    class HandleCalls(TorchFunctionMode):
         def __torch_function__(
             self,
             func: Callable[..., Any],
@@ -89,14 +90,23 @@ def _routing_mode(routing: AllocationRouting) -> Any:
             args: tuple[Any, ...] = (),
             kwargs: dict[str, Any] | None = None,
         ) -> Any:
-            kwargs = kwargs or {}
-            factory = factories.get(func)
-            if factory is None:
-                return func(*args, **kwargs)
-            routed = _allocate(routing, factory, args, kwargs)
-            return func(*args, **kwargs) if routed is None else routed
+            return handle(func, args, dict(kwargs or {}))
 
-    return RouteAllocations()
+    return HandleCalls()
+
+
+def _routing_mode(routing: AllocationRouting) -> Any:
+    """A TorchFunctionMode sending the routed factory calls to `_allocate`."""
+    import torch
+
+    factories = {getattr(torch, name): name for name in ROUTED_FACTORIES}
+
+    def route(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        factory = factories.get(func)
+        routed = None if factory is None else _allocate(routing, factory, args, kwargs)
+        return func(*args, **kwargs) if routed is None else routed
+
+    return torch_function_mode(route)
 
 
 def _allocate(

@@ -25,7 +25,6 @@ coverage` and subprocess variants read); `--no-guard-variants` runs guarded test
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Generator, Iterator
@@ -36,6 +35,7 @@ import pytest
 
 from prtoggle.errors import PrToggleError
 from prtoggle.protocol import REVERT_ENV
+from prtoggle.pytest_plugin.guards import Guard, guards_of
 from prtoggle.pytest_plugin.report import (
     ERROR_PROPERTY,
     NO_VARIANTS_OPTION,
@@ -47,25 +47,8 @@ from prtoggle.pytest_plugin.report import (
     report_options,
 )
 
-MARKER = "guards_pr"
 GUARD_FIXTURE = "prtoggle_guard"
 FIXED_ID = "fixed"
-DEFAULT_CHILD_TIMEOUT = 900.0
-_MARKER_KEYWORDS = ("expect", "subprocess", "timeout")
-
-
-@dataclass(frozen=True)
-class Guard:
-    """One guards_pr marker, validated: the fix, the failure it must bring back, and how."""
-
-    pr: int
-    expect: re.Pattern[str]
-    subprocess: bool = False
-    timeout: float = DEFAULT_CHILD_TIMEOUT
-
-    @property
-    def variant_id(self) -> str:
-        return f"reverted-{self.pr}"
 
 
 @dataclass
@@ -157,7 +140,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize a guarded test into [fixed] and one [reverted-N] per guard."""
     if metafunc.config.getoption("prtoggle_no_variants"):
         return
-    guards = _guards_of(metafunc.definition)
+    guards = guards_of(metafunc.definition)
     session_prs = metafunc.config.stash[_STATE_KEY].prs
     guards = [guard for guard in guards if guard.pr not in session_prs]
     if not guards:
@@ -253,15 +236,6 @@ def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
     item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}")
 
 
-def _guards_of(definition: pytest.Item) -> list[Guard]:
-    """The test's guards, closest marker first, one per PR."""
-    guards: dict[int, Guard] = {}
-    for marker in definition.iter_markers(MARKER):
-        guard = _guard_from_marker(marker, nodeid=definition.nodeid)
-        guards.setdefault(guard.pr, guard)
-    return list(guards.values())
-
-
 def _refuse_when_the_plain_test_fails(item: pytest.Function, guard: Guard) -> None:
     """Make the variant an error when the plain test already fails without N reverted."""
     state = item.config.stash[_STATE_KEY]
@@ -300,7 +274,8 @@ def _outcome_in_child(
 ) -> NodeOutcome:
     """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
     from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import output_tail, run_child
+    from prtoggle.runners.child_outcome import output_tail
+    from prtoggle.runners.child_process import run_child
 
     skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
     base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
@@ -378,49 +353,3 @@ def _restore_env(state: _SessionState) -> None:
     else:
         os.environ[REVERT_ENV] = state.previous_env
     state.env_changed = False
-
-
-def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
-    where = f"{nodeid}: @pytest.mark.{MARKER}{_call_text(marker)}"
-    kwargs = dict(marker.kwargs)
-    unknown = sorted(set(kwargs) - {"pr", *_MARKER_KEYWORDS})
-    if unknown:
-        raise _collect_error(
-            where, f"unknown keyword {unknown[0]!r}; expected pr, " + ", ".join(_MARKER_KEYWORDS)
-        )
-    args = [*marker.args, *([kwargs.pop("pr")] if "pr" in kwargs else [])]
-    if len(args) != 1 or not isinstance(args[0], int) or isinstance(args[0], bool):
-        raise _collect_error(where, "expected one PR number, e.g. guards_pr(26521)")
-    pr = args[0]
-    from prtoggle.recipes.registry import default_registry
-
-    try:
-        fixes = default_registry().find(pr)  # one per collection holding PR
-        fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
-    except PrToggleError as exc:
-        raise _collect_error(where, str(exc)) from exc
-    expect = kwargs.get("expect", fix.expect)
-    if not isinstance(expect, str) or not expect:
-        raise _collect_error(where, f"no expect= given and PR {pr} ({fix.path}) has no expect")
-    try:
-        pattern = re.compile(expect)
-    except re.error as exc:
-        raise _collect_error(where, f"expect={expect!r} is not a valid regex: {exc}") from exc
-    timeout = kwargs.get("timeout", DEFAULT_CHILD_TIMEOUT)
-    if not isinstance(timeout, int | float) or timeout <= 0:
-        raise _collect_error(where, f"timeout={timeout!r}: expected a positive number of seconds")
-    return Guard(
-        pr=pr,
-        expect=pattern,
-        subprocess=bool(kwargs.get("subprocess", False)),
-        timeout=float(timeout),
-    )
-
-
-def _call_text(marker: pytest.Mark) -> str:
-    parts = [repr(a) for a in marker.args] + [f"{k}={v!r}" for k, v in marker.kwargs.items()]
-    return f"({', '.join(parts)})"
-
-
-def _collect_error(where: str, problem: str) -> pytest.Collector.CollectError:
-    return pytest.Collector.CollectError(f"{where}: {problem}")

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from prtoggle.errors import RegistryError
 from prtoggle.patching.swap import EditLayer
-from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
+from prtoggle.patching.types import Patch
+from prtoggle.recipes.patch_schema import (
+    DOTTED,
+    expect_mapping,
+    key_at,
+    required_str,
+    validate_patches,
+)
 from prtoggle.recipes.versions import APPLIES_TO_EXAMPLE, VersionRange, parse_version_range
 from prtoggle.recipes.yaml_reading import (
     MAX_RECIPE_BYTES,
     LineDict,
-    LineList,
     parse_yaml,
     read_recipe_text,
     short,
@@ -47,9 +53,6 @@ _FIX_OPTIONAL = (
     "verified_on",
     "applies_to",
 )
-_PATCH_REQUIRED = ("target", "edits")
-_PATCH_OPTIONAL = ("preamble",)
-_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _MODULE_KEY_EXAMPLES = {
     "repro": "fixes.scenarios.trtllm_draft_decode_capture",
     "bench": "fixes.benchmarks.draft_decode_capture_cost",
@@ -119,27 +122,14 @@ def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...
     """
     path = Path(source)
     document = parse_yaml(text, name=source)
-    mapping = _expect_mapping(
+    mapping = expect_mapping(
         document, path, line=1, what=source, required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
     )
-    return _patches(mapping, path)
-
-
-def one_edit_kind(texts: Mapping[EditKind, str], *, where: str) -> tuple[EditKind, str]:
-    """sglang's rule: at most one kind has non-blank text; none (or only empty ones) deletes."""
-    active = [kind for kind, text in texts.items() if text.strip()]
-    if len(active) > 1:
-        raise RegistryError(
-            f"{where}: edit sets more than one of replacement, prepend, append "
-            f"(got {', '.join(active)}); use one per edit"
-        )
-    if active:
-        return active[0], texts[active[0]]
-    return "replacement", ""
+    return validate_patches(mapping, path)
 
 
 def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
-    mapping = _expect_mapping(
+    mapping = expect_mapping(
         document, path, line=1, what="fix file", required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
     )
     fields = {
@@ -151,7 +141,7 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
     return Recipe(
         pr=_pr(mapping, path),
         title=title or "",
-        patches=_patches(mapping, path),
+        patches=validate_patches(mapping, path),
         path=path,
         collection=collection,
         merged=_merged(mapping, path),
@@ -172,7 +162,7 @@ def _pr(mapping: LineDict, path: Path) -> int:
             )
         pr, where = int(path.stem), f"{path}:1: file name {path.name}"
     else:
-        pr, where = mapping["pr"], f"{_at(path, mapping, 'pr')}: 'pr'"
+        pr, where = mapping["pr"], f"{key_at(path, mapping, 'pr')}: 'pr'"
         if not isinstance(pr, int) or isinstance(pr, bool):
             raise RegistryError(f"{where} must be a positive integer, got {short(pr)}")
     if not MIN_PR <= pr <= MAX_PR:
@@ -194,143 +184,20 @@ def _check_formats(mapping: LineDict, path: Path, fields: Mapping[str, str | Non
             re.compile(expect)
         except re.error as exc:
             raise RegistryError(
-                f"{_at(path, mapping, 'expect')}: 'expect' {short(expect)} is not a "
+                f"{key_at(path, mapping, 'expect')}: 'expect' {short(expect)} is not a "
                 f"valid regular expression: {exc}"
             ) from exc
     for key, example in _MODULE_KEY_EXAMPLES.items():
         value = fields[key]
-        if value is not None and not _DOTTED.fullmatch(value):
+        if value is not None and not DOTTED.fullmatch(value):
             raise RegistryError(
-                f"{_at(path, mapping, key)}: {key!r} must be a dotted module "
+                f"{key_at(path, mapping, key)}: {key!r} must be a dotted module "
                 f"name like {example}, got {short(value)}"
             )
 
 
-def _patches(mapping: LineDict, path: Path) -> tuple[Patch, ...]:
-    items = mapping["patches"]
-    if not isinstance(items, LineList) or not items:
-        raise RegistryError(
-            f"{_at(path, mapping, 'patches')}: 'patches' must be a non-empty "
-            f"list of {{target, edits}} mappings, got {short(items)}"
-        )
-    patches = []
-    seen: dict[str, int] = {}
-    for item in items:
-        entry = _expect_mapping(
-            item,
-            path,
-            line=items.line,
-            what="patch",
-            required=_PATCH_REQUIRED,
-            optional=_PATCH_OPTIONAL,
-        )
-        target = _required_str(entry, "target", path)
-        if not _DOTTED.fullmatch(target) or "." not in target:
-            raise RegistryError(
-                f"{_at(path, entry, 'target')}: 'target' must be a dotted path "
-                f"module[.Class].function, got {short(target)}"
-            )
-        if target.split(".", 1)[0] == "__main__":
-            raise RegistryError(
-                f"{_at(path, entry, 'target')}: 'target' {target} names __main__, whatever "
-                "script happens to run; a revert lands when a target's module is imported, "
-                "and a script's own code runs before that could happen; name a module the "
-                "program imports"
-            )
-        if target in seen:
-            raise RegistryError(
-                f"{_at(path, entry, 'target')}: target {target} is already "
-                f"patched at line {seen[target]}; put all its edits in one entry"
-            )
-        seen[target] = entry.line
-        preamble = _text(entry, "preamble", path)
-        patches.append(
-            Patch(target=target, edits=_edits(entry, path), line=entry.line, preamble=preamble)
-        )
-    return tuple(patches)
-
-
-def _edits(entry: LineDict, path: Path) -> tuple[Edit, ...]:
-    items = entry["edits"]
-    if not isinstance(items, LineList) or not items:
-        raise RegistryError(
-            f"{_at(path, entry, 'edits')}: 'edits' must be a non-empty list of "
-            f"{{match, replacement|prepend|append}} mappings, got {short(items)}"
-        )
-    edits = []
-    for item in items:
-        raw = _expect_mapping(
-            item, path, line=items.line, what="edit", required=("match",), optional=EDIT_KINDS
-        )
-        match = _required_str(raw, "match", path)
-        kind, text = _edit_kind(raw, path)
-        edits.append(Edit(match=match, kind=kind, text=text, line=raw.line))
-    return tuple(edits)
-
-
-def _edit_kind(raw: LineDict, path: Path) -> tuple[EditKind, str]:
-    texts: dict[EditKind, str] = {}
-    for kind in EDIT_KINDS:
-        if kind in raw:
-            texts[kind] = _text(raw, kind, path)
-    return one_edit_kind(texts, where=f"{path}:{raw.line}")
-
-
-def _text(mapping: LineDict, key: str, path: Path) -> str:
-    """An optional text key: absent or empty (`key:`) gives ""."""
-    value = mapping.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise RegistryError(
-            f"{_at(path, mapping, key)}: {key!r} must be a string, "
-            f"got {_kind(value)} {short(value)}"
-        )
-    return value
-
-
-def _expect_mapping(
-    value: object,
-    path: Path,
-    *,
-    line: int,
-    what: str,
-    required: Sequence[str],
-    optional: Sequence[str],
-) -> LineDict:
-    if not isinstance(value, LineDict):
-        raise RegistryError(
-            f"{path}:{line}: {what} must be a mapping with keys "
-            f"{', '.join(required)}; got {_kind(value)} {short(value)}"
-        )
-    allowed = (*required, *optional)
-    for key in value:
-        if key not in allowed:
-            raise RegistryError(
-                f"{path}:{value.key_lines[key]}: unknown key {short(key)} in {what}; "
-                f"expected one of: {', '.join(allowed)}"
-            )
-    for key in required:
-        if key not in value:
-            raise RegistryError(
-                f"{path}:{value.line}: {what} is missing required key {key!r}; "
-                f"required keys: {', '.join(required)}"
-            )
-    return value
-
-
-def _required_str(mapping: LineDict, key: str, path: Path) -> str:
-    value = mapping[key]
-    if not isinstance(value, str) or not value.strip():
-        raise RegistryError(
-            f"{_at(path, mapping, key)}: {key!r} must be a non-empty string, "
-            f"got {_kind(value)} {short(value)}"
-        )
-    return value
-
-
 def _optional_str(mapping: LineDict, key: str, path: Path) -> str | None:
-    return _required_str(mapping, key, path) if key in mapping else None
+    return required_str(mapping, key, path) if key in mapping else None
 
 
 def _merged(mapping: LineDict, path: Path) -> datetime.date | None:
@@ -345,7 +212,7 @@ def _merged(mapping: LineDict, path: Path) -> datetime.date | None:
         except ValueError:
             pass
     raise RegistryError(
-        f"{_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, got {short(value)}"
+        f"{key_at(path, mapping, 'merged')}: 'merged' must be a date YYYY-MM-DD, got {short(value)}"
     )
 
 
@@ -354,7 +221,7 @@ def _verified_on(mapping: LineDict, path: Path) -> tuple[str, ...]:
     value = mapping.get("verified_on", [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RegistryError(
-            f"{_at(path, mapping, 'verified_on')}: 'verified_on' must be a list of version "
+            f"{key_at(path, mapping, 'verified_on')}: 'verified_on' must be a list of version "
             f"strings like ['0.5.23'], got {short(value)}"
         )
     return tuple(value)
@@ -364,7 +231,7 @@ def _applies_to(mapping: LineDict, path: Path) -> VersionRange | None:
     """`applies_to`: the distribution and versions the recipe is for; verified_on inside it."""
     if "applies_to" not in mapping:
         return None
-    text, where = mapping["applies_to"], _at(path, mapping, "applies_to")
+    text, where = mapping["applies_to"], key_at(path, mapping, "applies_to")
     if not isinstance(text, str):
         raise RegistryError(
             f"{where}: 'applies_to' must be a string like {APPLIES_TO_EXAMPLE!r}, got {short(text)}"
@@ -376,7 +243,7 @@ def _applies_to(mapping: LineDict, path: Path) -> VersionRange | None:
     outside = [v for v in mapping.get("verified_on", []) if not found.contains(v)]
     if outside:
         raise RegistryError(
-            f"{_at(path, mapping, 'verified_on')}: 'verified_on' lists {', '.join(outside)}, "
+            f"{key_at(path, mapping, 'verified_on')}: 'verified_on' lists {', '.join(outside)}, "
             f"outside applies_to {found.text}; a recipe is verified only on versions it covers"
         )
     return found
@@ -386,20 +253,10 @@ def _symptom(mapping: LineDict, path: Path) -> str | None:
     value = _optional_str(mapping, "symptom", path)
     if value is not None and value not in SYMPTOMS:
         raise RegistryError(
-            f"{_at(path, mapping, 'symptom')}: 'symptom' {short(value)} is not one "
+            f"{key_at(path, mapping, 'symptom')}: 'symptom' {short(value)} is not one "
             f"of: {', '.join(SYMPTOMS)}"
         )
     return value
-
-
-def _at(path: Path, mapping: LineDict, key: str) -> str:
-    return f"{path}:{mapping.key_lines.get(key, mapping.line)}"
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, list | dict):
-        return "list" if isinstance(value, list) else "mapping"
-    return type(value).__name__
 
 
 def _is_number(text: str) -> bool:

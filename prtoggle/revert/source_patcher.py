@@ -12,7 +12,8 @@ from typing import Any
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
 from prtoggle.patching import EditLayer, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
-from prtoggle.recipes.schema import load_patches, one_edit_kind
+from prtoggle.recipes.patch_schema import one_edit_kind
+from prtoggle.recipes.schema import load_patches
 from prtoggle.recipes.yaml_reading import short, short_text
 from prtoggle.revert import state as revert_state
 

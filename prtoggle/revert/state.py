@@ -16,22 +16,23 @@ where another collection's fix of the same PR is patched.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FunctionType
 
 from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeError
-from prtoggle.patching.import_hook import ModuleLoadedFinder, notifies_when_loaded
+from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
-from prtoggle.protocol import write_run_report
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
 from prtoggle.recipes.versions import require_installed_in_range
+from prtoggle.revert import module_readiness
+from prtoggle.revert.child_guard import stop_if_guarded
+from prtoggle.revert.pending_index import PendingIndex
 
 logger = logging.getLogger(__name__)
 
@@ -60,36 +61,7 @@ _ACTIVE: dict[int, _Revert] = {}
 _SWAPPER = CodeSwapper()
 
 
-@dataclass
-class _Watch:
-    """What the import hook looks at; each field replaced whole, so readers need no lock.
-
-    `modules`: every module prefix of a pending target's dotted path (`a`, `a.b` and
-    `a.b.C` for `a.b.C.f`), with the PRs that have a pending target under it. Only these
-    imports get their loader wrapped and are acted on when they finish.
-    `unnotified`: modules pending targets wait for that are in sys.modules without
-    executing through the hook (started before the revert was asked for, or finished
-    inside prtoggle's own work): no call comes when they finish, so every import checks
-    them until then.
-    """
-
-    modules: Mapping[str, frozenset[int]] = field(default_factory=dict)
-    unnotified: frozenset[str] = frozenset()
-
-
-_WATCH = _Watch()
-
-
-@dataclass
-class _ChildGuard:
-    """Set by the bootstrap: how a reverting child reacts to a revert that cannot land."""
-
-    exit_status: int | None = None  # stop the process with this status on a deferred failure
-    prefix: str = ""  # starts the one stderr line
-    stderr_fd: int | None = None  # the stderr of start-up, kept from later fd-level capture
-
-
-_GUARD = _ChildGuard()
+_WATCH = PendingIndex()
 _THREAD = threading.local()  # .depth: how deep this thread is inside toggle's lock
 
 
@@ -172,21 +144,11 @@ def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
                 target
                 for active in revert.fixes
                 for target in active.pending
-                if _holder_is_ready(target)
+                if module_readiness.holder_is_ready(target)
             )
             if late:
                 found[pr] = late
         return found
-
-
-def stop_process_on_failure(*, exit_status: int, prefix: str) -> None:
-    """A deferred revert that fails at import ends the process: `prefix: error`, status."""
-    _GUARD.prefix = prefix
-    _GUARD.exit_status = exit_status
-    if _GUARD.stderr_fd is None:
-        # A copy of fd 2 as it is now: a harness that later redirects fd 2 (pytest's
-        # capture during collection) would otherwise swallow the line when we _exit.
-        _GUARD.stderr_fd = os.dup(2)
 
 
 @contextmanager
@@ -248,7 +210,7 @@ def _patch_ready(revert: _Revert, *, finished: str | None, initial: bool) -> Non
 
 def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> None:
     """Patch `target` if its module has finished importing, else record it as pending."""
-    waiting_for = _pending_module(target, finished=finished)
+    waiting_for = module_readiness.pending_module(target, finished=finished)
     if waiting_for is not None:
         active.pending[target] = waiting_for
         _land_when_import_ends(waiting_for)
@@ -269,56 +231,6 @@ def _unpatch_all(revert: _Revert) -> None:
             _target, function = active.patched[-1]
             _SWAPPER.unpatch(function, active.fix.pr)
             active.patched.pop()
-
-
-def _holder(target: str) -> tuple[str, object] | None:
-    """The longest prefix of `target` that is in sys.modules, and that module."""
-    parts = target.split(".")
-    for index in range(len(parts) - 1, 0, -1):
-        name = ".".join(parts[:index])
-        module = sys.modules.get(name)
-        if module is not None:
-            return name, module
-    return None
-
-
-def _is_executing(name: str) -> bool:
-    """Whether module `name` is in sys.modules with its body still running."""
-    module = sys.modules.get(name)
-    return module is not None and _is_initialising(module)
-
-
-def _is_initialising(module: object) -> bool:
-    """Whether importlib is still executing `module` (its body has not finished)."""
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
-
-
-def _pending_module(target: str, *, finished: str | None) -> str | None:
-    """The module `target` still waits for, or None when its holder module is complete.
-
-    A module another import is still executing (import cycles, half-initialised parents)
-    is not complete, except `finished`, whose body has just run.
-    """
-    holder = _holder(target)
-    if holder is None:
-        # Not even the top-level package is imported. Whether it can be found is not asked
-        # here: sys.path still changes after start-up (the script's directory), and a
-        # collection's package may be absent from this environment altogether.
-        return target.split(".", 1)[0]
-    name, module = holder
-    if name != finished and _is_initialising(module):
-        return name
-    return None
-
-
-def _holder_is_ready(target: str) -> bool:
-    """Whether `target` could be resolved now: its holder module is complete and has it."""
-    if _pending_module(target, finished=None) is not None or _holder(target) is None:
-        return False
-    try:
-        return not isinstance(resolve_loaded(target), PendingTarget)
-    except PatchApplicationError:
-        return True
 
 
 def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
@@ -352,20 +264,13 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
 
 def _update_watch() -> None:
     """Index the pending targets by module prefix for the hook (none pending: no hook)."""
-    modules: dict[str, set[int]] = {}
-    unnotified: set[str] = set()
-    for revert in _ACTIVE.values():
-        for active in revert.fixes:
-            for target, waiting_for in active.pending.items():
-                parts = target.split(".")
-                for index in range(1, len(parts)):
-                    modules.setdefault(".".join(parts[:index]), set()).add(revert.pr)
-                module = sys.modules.get(waiting_for)
-                if module is not None and not notifies_when_loaded(module):
-                    unnotified.add(waiting_for)
-    _WATCH.modules = {name: frozenset(prs) for name, prs in modules.items()}
-    _WATCH.unnotified = frozenset(unnotified)
-    if modules:
+    _WATCH.rebuild(
+        (revert.pr, target, waiting_for)
+        for revert in _ACTIVE.values()
+        for active in revert.fixes
+        for target, waiting_for in active.pending.items()
+    )
+    if _WATCH.modules:
         _FINDER.install()
     else:
         _FINDER.uninstall()
@@ -384,7 +289,7 @@ def _on_module_loaded(module: str) -> None:
         with locked():
             _retry_pending(finished=module, prs=_WATCH.modules.get(module, ()))
     except PatchApplicationError as exc:
-        _stop_if_guarded(exc)
+        stop_if_guarded(exc)
         raise
 
 
@@ -401,28 +306,16 @@ def _on_import_requested(module: str) -> None:
         return
     try:
         _THREAD.depth = 1
-        done = [name for name in _WATCH.unnotified if not _is_executing(name)]
+        done = [name for name in _WATCH.unnotified if not module_readiness.is_executing(name)]
         if done:
             prs = {pr for name in done for pr in _WATCH.modules.get(name, ())}
             _retry_pending(finished=None, prs=prs)
     except PatchApplicationError as exc:
-        _stop_if_guarded(exc)
+        stop_if_guarded(exc)
         raise
     finally:
         _THREAD.depth = 0
         _LOCK.release()
-
-
-def _stop_if_guarded(exc: PatchApplicationError) -> None:
-    """In a guarded child, a revert that cannot land ends the process (one stderr line)."""
-    if _GUARD.exit_status is None:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    write_run_report({"state": "refused", "error": str(exc)})  # for a `prtoggle run` parent
-    line = f"{_GUARD.prefix}: {exc}\n".encode(errors="replace")
-    os.write(2 if _GUARD.stderr_fd is None else _GUARD.stderr_fd, line)
-    os._exit(_GUARD.exit_status)
 
 
 _FINDER = ModuleLoadedFinder(
@@ -439,12 +332,17 @@ def _land_when_import_ends(name: str) -> None:
     Otherwise the target waited for the next import that reaches the finders, however late.
     """
     module = sys.modules.get(name)
-    if module is not None and _is_initialising(module):
+    if module is not None and module_readiness.is_initialising(module):
         call_when_initialised(module, _on_module_loaded)
 
 
 def _update_reload_watch() -> None:
-    holders = (_holder(t) for r in _ACTIVE.values() for a in r.fixes for t, _ in a.patched)
+    holders = (
+        module_readiness.imported_holder(t)
+        for r in _ACTIVE.values()
+        for a in r.fixes
+        for t, _ in a.patched
+    )
     _RELOADS.watch(holder[0] for holder in holders if holder is not None)
 
 
@@ -473,12 +371,14 @@ def _on_module_reloaded(module: str) -> None:
                     ) from exc
             _update_watch()
     except PatchApplicationError as exc:
-        _stop_if_guarded(exc)
+        stop_if_guarded(exc)
         raise
 
 
 def _repatch_reloaded(active: _ActiveFix, module: str) -> None:
-    for target in dict.fromkeys(t for t, _ in active.patched if (_holder(t) or ("",))[0] == module):
+    for target in dict.fromkeys(
+        t for t, _ in active.patched if (module_readiness.imported_holder(t) or ("",))[0] == module
+    ):
         resolved = resolve_loaded(target)
         if isinstance(resolved, PendingTarget):
             raise PatchApplicationError(f"{target}: not found in {module} after the reload")

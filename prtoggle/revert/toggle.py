@@ -23,7 +23,7 @@ from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import child_report, processes, sglang_toggle
+from prtoggle.revert import child_guard, child_report, processes, sglang_toggle
 from prtoggle.revert import state as revert_state
 from prtoggle.revert.processes import BOOTSTRAP_DIR
 
@@ -276,7 +276,7 @@ def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> No
     but which never applied is reported on stderr, one line per PR, once per process.
     prtoggle's log lines (the one saying which reverts are in force) go to stderr.
     """
-    revert_state.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
+    child_guard.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
     processes.log_to_stderr()
     processes.report_unapplied_at_exit()
 

@@ -3,10 +3,10 @@
 A `WarmWorker` starts `prtoggle.runners.warm_server` on its first warm run. A command of the
 form `python -m MODULE ...`, `python SCRIPT ...` or `python -c CODE ...` (this
 interpreter, no interpreter options) whose environment differs from the worker's only in
-the run-time variables (RUNTIME_VARIABLES, and the start-up hook's PYTHONPATH entry) runs
-in a child forked from the server: a new session, the run's env, cwd, argv, stdio and
-fresh signal dispositions, detection state reset, reverts applied after the fork. Any
-other command runs as a plain child (`run_child`). Either way the answer is a
+the run-time variables (`warm_eligibility` says which commands qualify) runs in a child
+forked from the server: a new session, the run's env, cwd, argv, stdio and fresh signal
+dispositions, detection state reset, reverts applied after the fork. Any other command
+runs as a plain child (`run_child`). Either way the answer is a
 CommandRun with the child's output and exit status, as a fresh process would give it.
 """
 
@@ -17,33 +17,29 @@ import json
 import logging
 import os
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from prtoggle.errors import RunnerError
-from prtoggle.protocol import (
-    DETECT_MODE_ENV,
-    NAN_DETECTION_ENV,
-    OOB_DETECTION_ENV,
-    POISON_ENV,
-    REVERT_ENV,
-    RUN_REPORT_ENV,
-)
 from prtoggle.runners.child_process import (
     CommandRun,
     disown,
     own_group,
     raise_if_interrupted,
     run_child,
+)
+from prtoggle.runners.warm_eligibility import (
+    PythonInvocation,
+    cold_reason,
+    env_without_revert,
+    python_invocation,
 )
 from prtoggle.runners.warm_server import CUDA_INITIALISED_EXIT_CODE
 
@@ -52,18 +48,6 @@ logger = logging.getLogger(__name__)
 WARM_ENV = "PRTOGGLE_WARM"
 """`0` (or off/false/no) makes every run a plain child, as `--cold` does."""
 
-RUNTIME_VARIABLES = frozenset(
-    {
-        REVERT_ENV,
-        RUN_REPORT_ENV,
-        NAN_DETECTION_ENV,
-        OOB_DETECTION_ENV,
-        POISON_ENV,
-        DETECT_MODE_ENV,
-    }
-)
-"""Variables read when used, not at import: a warm run may differ from the server in them."""
-
 HEAVY_MODULES = ("torch", "triton", "prtoggle.revert.toggle", "prtoggle.detect")
 """What a scenario or a check of the fixes' engine imports first: the worker's default preload.
 
@@ -71,8 +55,6 @@ Commands add the modules of the fixes' code (`component:`), never a `-m` target 
 runs as `__main__` in the child, and importing it under its own name in the server would
 run its module-level code there too."""
 _STOP_GRACE_SECONDS = 2.0
-
-Form = Literal["module", "script", "code"]
 
 
 class CommandRunner(Protocol):
@@ -86,29 +68,6 @@ class CommandRunner(Protocol):
         timeout: float | None = None,
         cwd: str | None = None,
     ) -> CommandRun: ...
-
-
-@dataclass(frozen=True)
-class PythonInvocation:
-    """A command that starts this interpreter's main: `-m MODULE`, `SCRIPT` or `-c CODE`."""
-
-    form: Form
-    target: str
-    args: tuple[str, ...]
-
-
-def python_invocation(argv: Sequence[str], *, path: str | None = None) -> PythonInvocation | None:
-    """The invocation `argv` is when it runs this interpreter without options; else None."""
-    if len(argv) < 2 or not _is_this_interpreter(argv[0], path=path):
-        return None
-    first, rest = argv[1], tuple(argv[2:])
-    if first in ("-m", "-c"):
-        if not rest:
-            return None
-        return PythonInvocation("module" if first == "-m" else "code", rest[0], rest[1:])
-    if first.startswith("-"):
-        return None
-    return PythonInvocation("script", first, rest)
 
 
 def warm_enabled(*, cold: bool = False) -> bool:
@@ -126,7 +85,7 @@ class WarmWorker:
     """Runs commands warm when it can, as plain children otherwise; close() ends everything."""
 
     preload: tuple[str, ...] = HEAVY_MODULES
-    base_env: dict[str, str] = field(default_factory=lambda: _without_revert(os.environ))
+    base_env: dict[str, str] = field(default_factory=lambda: env_without_revert(os.environ))
     warm_runs: int = field(default=0, init=False)
     cold_runs: int = field(default=0, init=False)
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -165,23 +124,8 @@ class WarmWorker:
     def cold_reason(
         self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None
     ) -> str | None:
-        """Why `argv` with `env` must run as a plain child; None when it can run warm.
-
-        A SCRIPT that is a directory or a zip archive (`python DIR`, `python app.pyz`:
-        Python runs the `__main__.py` inside through runpy) runs in a plain child.
-        """
-        invocation = python_invocation(argv, path=env.get("PATH"))
-        if invocation is None:
-            return "not `python -m/-c/SCRIPT` of this interpreter without interpreter options"
-        if invocation.form == "script" and not _is_source_file(invocation.target, cwd=cwd):
-            return (
-                f"{invocation.target} is a directory or a zip archive, whose __main__.py "
-                "Python runs through runpy"
-            )
-        differing = _differing_variables(env, self.base_env)
-        if differing:
-            return f"its environment differs from the worker's in {', '.join(differing)}"
-        return None
+        """Why `argv` with `env` must run as a plain child; None when it can run warm."""
+        return cold_reason(argv, env, base_env=self.base_env, cwd=cwd)
 
     def close(self) -> None:
         """Kill every live run's group, stop the server and wait for it."""
@@ -368,52 +312,6 @@ def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tup
 def _read_from_proc() -> bool:
     """`own_group`'s has_exited for a run: not our child, so its liveness is read from /proc."""
     return True
-
-
-def _differing_variables(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
-    keys = (set(env) | set(base)) - RUNTIME_VARIABLES - {"PYTHONPATH"}
-    differing = sorted(key for key in keys if env.get(key) != base.get(key))
-    if _python_path(env) != _python_path(base):
-        differing.append("PYTHONPATH")
-    return differing
-
-
-def _python_path(env: Mapping[str, str]) -> list[str]:
-    from prtoggle.revert.toggle import BOOTSTRAP_DIR
-
-    entries = env.get("PYTHONPATH", "").split(os.pathsep)
-    return [entry for entry in entries if entry and entry != str(BOOTSTRAP_DIR)]
-
-
-def _is_this_interpreter(program: str, *, path: str | None) -> bool:
-    found = program if os.sep in program else shutil.which(program, path=path)
-    if found is None:
-        return False
-    if os.path.abspath(found) == os.path.abspath(sys.executable):
-        return True
-    return os.path.realpath(found) == os.path.realpath(sys.executable) and _venv_of(
-        found
-    ) == _venv_of(sys.executable)
-
-
-def _is_source_file(script: str, *, cwd: str | None) -> bool:
-    """Whether `python SCRIPT` compiles SCRIPT itself (not a directory or zip archive)."""
-    path = os.path.join(cwd or os.getcwd(), script)
-    if os.path.isdir(path):
-        return False
-    try:
-        return not zipfile.is_zipfile(path)
-    except OSError:
-        return True  # missing or unreadable: the warm run reports it as Python would
-
-
-def _venv_of(executable: str) -> str | None:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(executable)))
-    return root if os.path.exists(os.path.join(root, "pyvenv.cfg")) else None
-
-
-def _without_revert(env: Mapping[str, str]) -> dict[str, str]:
-    return {key: value for key, value in env.items() if key != REVERT_ENV}
 
 
 def _kill_group(pid: int) -> None:

@@ -16,7 +16,8 @@ from prtoggle.workflows.bisect_search import Judgement, Verdict
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.child_process import CommandRun, ExitClass
+    from prtoggle.runners.child_outcome import ExitClass
+    from prtoggle.runners.child_process import CommandRun
     from prtoggle.runners.warm_client import CommandRunner
 
 
@@ -102,7 +103,7 @@ def command_oracle(
     """Judge each reverted set: a conflict is found before running, the rest by running."""
     from prtoggle.protocol import REVERT_ENV
     from prtoggle.revert import child_report
-    from prtoggle.runners.child_process import classify_exit
+    from prtoggle.runners.child_outcome import classify_exit
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
 
@@ -194,7 +195,7 @@ def _env_for(
 
 
 def _note(run: CommandRun, exit_class: ExitClass) -> str:
-    from prtoggle.runners.child_process import last_exception
+    from prtoggle.runners.child_outcome import last_exception
 
     if exit_class == "timeout":
         return f"killed after {run.timeout:g} s"

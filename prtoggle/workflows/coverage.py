@@ -255,7 +255,7 @@ def _failed_collector(test: str, run: SuiteRun) -> str | None:
 
 def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
     """Why a run wrote no report: the start-up hook refused a revert, or the last line."""
-    from prtoggle.runners.child_process import output_tail
+    from prtoggle.runners.child_outcome import output_tail
 
     lines = output_tail(run).splitlines()
     refused = [line for line in lines if line.startswith(f"{BOOTSTRAP_FAILURE_PREFIX}: ")]
@@ -268,7 +268,7 @@ def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
 
 def _patch_failure(report: PytestReport, prs: tuple[int | str, ...]) -> str | None:
     """Why the run does not count: a revert that failed to apply (seen in any error)."""
-    from prtoggle.runners.child_process import PATCH_FAILURE_NAMES
+    from prtoggle.runners.child_outcome import PATCH_FAILURE_NAMES
 
     errors = [o.error for o in report.tests.values() if o.error] + [*report.collect_errors.values()]
     for error in errors:

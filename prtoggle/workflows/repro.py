@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_command
-from prtoggle.runners.child_process import CommandRun, last_exception, run_child
+from prtoggle.runners.child_outcome import last_exception
+from prtoggle.runners.child_process import CommandRun, run_child
 from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 from prtoggle.runners.pool import run_parallel
 

@@ -16,7 +16,8 @@ from prtoggle.protocol import (
     DETECTION_ENV,
     module_command,
 )
-from prtoggle.runners.child_process import CommandRun, last_exception, run_child
+from prtoggle.runners.child_outcome import last_exception
+from prtoggle.runners.child_process import CommandRun, run_child
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe

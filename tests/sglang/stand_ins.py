@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+
+from prtoggle.detect.allocations import torch_function_mode
 
 WIDTH_SCRIPT = """
 import types, torch
@@ -35,20 +36,10 @@ print(tuple(backend.cuda_graph_kv_indices.shape))
 """Run the real init_cuda_graph_state (max_bs 8, topk 4, context 64) and print its shape."""
 
 
-class CudaDevicesOnCpu(TorchFunctionMode):
-    """Turns `device="cuda"` of torch factory calls into the CPU (sglang hard-codes cuda)."""
-
-    def __torch_function__(
-        self,
-        func: Callable[..., Any],
-        types_: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = dict(kwargs or {})
-        if kwargs.get("device") == "cuda":
-            kwargs["device"] = "cpu"
-        return func(*args, **kwargs)
+def cuda_devices_on_cpu() -> Any:
+    """A TorchFunctionMode turning `device="cuda"` of torch calls into the CPU (sglang
+    hard-codes cuda)."""
+    return torch_function_mode(_on_cpu)
 
 
 def prefill_batch() -> types.SimpleNamespace:
@@ -160,3 +151,9 @@ def draft_decode_batch(
         spec_info=types.SimpleNamespace(is_draft_input=lambda: True),
         num_padding=0,
     )
+
+
+def _on_cpu(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs.get("device") == "cuda":
+        kwargs["device"] = "cpu"
+    return func(*args, **kwargs)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import torch
-from stand_ins import CudaDevicesOnCpu, draft_decode_batch, mla_draft_backend
+from stand_ins import cuda_devices_on_cpu, draft_decode_batch, mla_draft_backend
 
 import prtoggle
 from prtoggle import detect
@@ -135,7 +135,7 @@ def capture_and_replay(*, device: str = "cpu") -> tuple[Any, detect.AllocationRo
         max_context_len=MAX_CONTEXT_LEN,
         device=device,
     )
-    on_device = CudaDevicesOnCpu() if device == "cpu" else contextlib.nullcontext()
+    on_device = cuda_devices_on_cpu() if device == "cpu" else contextlib.nullcontext()
     with detect.poisoned_allocations(PREFIX) as routing, on_device:
         backend.init_cuda_graph_state(MAX_BS, MAX_BS * TOPK)
     require_redzone(backend.cuda_graph_kv_indices)

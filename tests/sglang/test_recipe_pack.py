@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from stand_ins import WIDTH_SCRIPT, CudaDevicesOnCpu
+from stand_ins import WIDTH_SCRIPT, cuda_devices_on_cpu
 
 import prtoggle
 from prtoggle.recipes.schema import load_recipe
@@ -54,7 +54,7 @@ def test_reverting_27460_narrows_the_real_mla_draft_graph_buffer_by_topk() -> No
         backend = types.SimpleNamespace(
             speculative_num_steps=3, topk=4, max_context_len=64, attn_backends=steps
         )
-        with CudaDevicesOnCpu():
+        with cuda_devices_on_cpu():
             FlashInferMLAMultiStepDraftBackend.init_cuda_graph_state(backend, 8, 32)
         return int(backend.cuda_graph_kv_indices.shape[1])
 

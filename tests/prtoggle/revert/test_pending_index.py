@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
-from prtoggle.revert import state as revert_state
-from prtoggle.revert import toggle
+from prtoggle.revert import module_readiness, toggle
 
 AREA = "def area(w, h):\n    return w * h\n"
 PRS = (931, 932, 933)
@@ -39,13 +38,13 @@ def pending_fixture(
     for pr in PRS:
         toggle.apply_revert(pr)
     examined: list[str] = []
-    examine = revert_state._pending_module
+    examine = module_readiness.pending_module
 
     def spy(target: str, *, finished: str | None) -> str | None:
         examined.append(target)
         return examine(target, finished=finished)
 
-    monkeypatch.setattr(revert_state, "_pending_module", spy)
+    monkeypatch.setattr(module_readiness, "pending_module", spy)
     return examined
 
 

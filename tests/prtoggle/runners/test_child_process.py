@@ -1,4 +1,4 @@
-"""Tests for prtoggle.runners.child_process: child runs, timeouts, signals and exit classes."""
+"""Tests for prtoggle.runners.child_process: child runs, timeouts and signals."""
 
 from __future__ import annotations
 
@@ -8,20 +8,12 @@ import textwrap
 import pytest
 
 from prtoggle.errors import RunnerError
-from prtoggle.runners.child_process import (
-    CommandRun,
-    classify_exit,
-    last_exception,
-    run_child,
-)
+from prtoggle.runners.child_outcome import classify_exit
+from prtoggle.runners.child_process import run_child
 
 
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
-
-
-def finished(returncode: int | None, stderr: str = "", timeout: float | None = None) -> CommandRun:
-    return CommandRun(("cmd",), returncode, 0.5, "", stderr, timeout=timeout)
 
 
 def test_run_command_captures_output_and_status() -> None:
@@ -57,41 +49,3 @@ def test_run_command_refuses_an_empty_command() -> None:
     assert str(excinfo.value) == (
         "no command given: expected a program and its arguments after `--`"
     )
-
-
-@pytest.mark.parametrize(
-    ("returncode", "expected"),
-    [
-        (0, "good"),
-        (1, "bad"),
-        (2, "bad"),
-        (124, "bad"),
-        (125, "skip"),
-        (127, "bad"),
-        (128, "crash"),
-        (134, "crash"),
-        (-11, "crash"),
-        (255, "crash"),
-    ],
-)
-def test_classify_exit_reads_codes_like_git_bisect_run(returncode: int, expected: str) -> None:
-    assert classify_exit(finished(returncode)) == expected
-
-
-def test_classify_exit_counts_a_failed_revert_as_skip() -> None:
-    stderr = (
-        'Traceback (most recent call last):\n  File "x", line 1\n'
-        "prtoggle.errors.PatchApplicationError: edit 1 of PR 26521 matches nothing\n"
-    )
-    assert classify_exit(finished(1, stderr)) == "skip"
-
-
-def test_last_exception_finds_the_final_traceback_line() -> None:
-    stderr = "noise\nTraceback:\nValueError: first\nduring handling\nIndexError: index 9 out\nbye\n"
-    assert last_exception(stderr) == ("IndexError", "index 9 out")
-    assert last_exception("nothing here") == (None, "")
-
-
-def test_classify_exit_counts_a_start_up_revert_failure_as_skip() -> None:
-    stderr = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: PR 1 is not registered\n"
-    assert classify_exit(finished(78, stderr)) == "skip"

@@ -27,8 +27,10 @@ from cli_fakes import (
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
 from prtoggle.revert.toggle import child_env
-from prtoggle.runners.child_process import CommandRun, classify_exit, run_child
-from prtoggle.runners.warm_client import WarmWorker, python_invocation, warm_enabled
+from prtoggle.runners.child_outcome import classify_exit
+from prtoggle.runners.child_process import CommandRun, run_child
+from prtoggle.runners.warm_client import WarmWorker, warm_enabled
+from prtoggle.runners.warm_eligibility import python_invocation
 
 __all__ = ["fake_project"]
 
