@@ -64,7 +64,7 @@ SKIPPED = {
     ),
     "prtoggle import-sglang --from sglang/python/sglang/srt/debug_utils/pr_fix_toggle.py "
     "--out up": "needs an sglang source checkout",
-    "git -C ../sglang show 1a2b3c | prtoggle new --from-diff - --pr 27338 --out yaml/mine": (
+    "git -C ../sglang show 1a2b3c | prtoggle new --from-diff - --out yaml/mine": (
         "needs an sglang git checkout (tests/prtoggle/recipes drafts from real release diffs)"
     ),
     "prtoggle new --from-git 1a2b3c --repo ../sglang --out yaml/mine --json": (

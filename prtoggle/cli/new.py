@@ -18,7 +18,9 @@ from prtoggle.cli.common import (
 
 if TYPE_CHECKING:
     from prtoggle.patching.source_files import SourceTree
+    from prtoggle.recipes.authoring.git import Commit
     from prtoggle.recipes.authoring.new import NewRecipe
+    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
 
 _EPILOG = """\b
 Each change of the diff is placed in its enclosing function or method of the
@@ -26,15 +28,18 @@ post-fix code; the recipe's edits turn that function back into its pre-fix
 text. Changes a run-time revert cannot make are listed as skipped (file, post-fix
 line, reason): module-level code, class bodies, imports, decorator lines, a
 function added or removed whole. Blank-line-only changes are ignored. The recipe
-is written only once it checks ok on the source root. Exit status 0 every change
-placed; 1 some skipped (the recipe is written for the rest); 2 bad input
-(unreadable diff, a path naming no module, nothing placeable).
+is written only once it checks ok on the source root. A commit (--from-git, or a
+diff with git's commit header: `git show`, `git format-patch`) gives the PR (a
+`(#123)` in its subject), the title (the subject without it) and the merged date
+(its author date), unless --pr or --title say; else --pr is required. Exit status
+0 every change placed; 1 some skipped (the recipe is written for the rest); 2 bad
+input (unreadable diff, a path naming no module, nothing placeable, no PR).
 
 \b
 Examples:
   git diff v0.5.22 v0.5.23 -- python/ > fix.diff
   prtoggle new --from-diff fix.diff --pr 27338 --source-root sglang-0.5.23.whl
-  git -C ../sglang show 1a2b3c | prtoggle new --from-diff - --pr 27338 --out yaml/mine
+  git -C ../sglang show 1a2b3c | prtoggle new --from-diff - --out yaml/mine
   prtoggle new --from-git 1a2b3c --repo ../sglang --out yaml/mine --json
 """
 
@@ -44,7 +49,8 @@ Examples:
     "--from-diff",
     "diff_file",
     metavar="FILE",
-    help="A unified diff of the fix as git writes it; - reads stdin.",
+    help="A unified diff of the fix as git writes it (git diff, git show, git format-patch); "
+    "- reads stdin.",
 )
 @click.option("--from-git", "rev", metavar="REV", help="The commit REV of a git checkout.")
 @click.option(
@@ -60,15 +66,23 @@ Examples:
     help="The post-fix code: a directory, wheel or sdist (default: the installed packages; "
     "with --from-git the checkout at REV).",
 )
-@click.option("--pr", type=click.IntRange(min=1), default=None, help="The fix's PR number.")
-@click.option("--title", default=None, help="The recipe's title (default: names the change).")
+@click.option(
+    "--pr",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The fix's PR number (default: the (#123) of the commit's subject).",
+)
+@click.option(
+    "--title",
+    default=None,
+    help="The recipe's title (default: the commit's subject, else names the changed files).",
+)
 @click.option("--url", default=None, help="The fix's URL.")
 @recipe_out_option
 @json_option
 def new_command(**options: Any) -> None:
     """Write a revert recipe drafted from a fix: its diff (--from-diff) or commit (--from-git)."""
     from prtoggle.recipes.authoring.new import new_from_diff
-    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
 
     diff_file, rev = options["diff_file"], options["rev"]
     if (diff_file is None) == (rev is None):
@@ -77,7 +91,7 @@ def new_command(**options: Any) -> None:
         text, source, header, roots = _from_git(rev, options)
     else:
         text, source = _read_diff(diff_file)
-        header = RecipeHeader(_required_pr(options["pr"]), options["title"] or "", options["url"])
+        header = _diff_header(text, source, options)
         roots = _roots(options["source_root"])
     made = new_from_diff(text, source=source, roots=roots, header=header, out=options["out"])
     _report(made, as_json=options["as_json"])
@@ -85,20 +99,13 @@ def new_command(**options: Any) -> None:
         sys.exit(EXIT_NEGATIVE)
 
 
-def _from_git(rev: str, options: dict[str, Any]) -> tuple[str, str, Any, list[SourceTree]]:
+def _from_git(rev: str, options: dict[str, Any]) -> tuple[str, str, RecipeHeader, list[SourceTree]]:
     from prtoggle.patching.source_files import open_source_tree
     from prtoggle.recipes.authoring.git import commit_of, tree_at
-    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
 
     repo = options["repo"] or Path.cwd()
     commit = commit_of(repo, rev)
-    pr = options["pr"] or commit.pr
-    if pr is None:
-        raise click.UsageError(
-            f"--pr is required: the subject of {rev} ({commit.subject!r}) has no (#<number>)"
-        )
-    header = RecipeHeader(pr, options["title"] or commit.title, options["url"] or commit.url(pr))
-    header = RecipeHeader(header.pr, header.title, header.url, commit.date)
+    header = _commit_header(commit, rev, options)
     if options["source_root"] is not None:
         roots = [open_source_tree(options["source_root"])]
     else:
@@ -118,10 +125,32 @@ def _read_diff(name: str) -> tuple[str, str]:
         ) from exc
 
 
-def _required_pr(pr: int | None) -> int:
-    if pr is None:
+def _diff_header(text: str, source: str, options: dict[str, Any]) -> RecipeHeader:
+    """--pr, --title and --url; what they leave out from the diff's `git show` or `git
+    format-patch` header, when it has one."""
+    from prtoggle.recipes.authoring.git import commit_of_patch
+    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
+
+    commit = commit_of_patch(text)
+    if commit is not None:
+        return _commit_header(commit, source, options)
+    if options["pr"] is None:
         raise click.UsageError("--pr is required with --from-diff (the fix's PR number)")
-    return pr
+    return RecipeHeader(options["pr"], options["title"] or "", options["url"])
+
+
+def _commit_header(commit: Commit, where: str, options: dict[str, Any]) -> RecipeHeader:
+    """PR, title and merged date from the commit's subject and date, unless --pr/--title
+    say; the URL from --url, else the forge of the commit's remote."""
+    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
+
+    pr = options["pr"] or commit.pr
+    if pr is None:
+        raise click.UsageError(
+            f"--pr is required: the subject of {where} ({commit.subject!r}) has no (#<number>)"
+        )
+    url = options["url"] or commit.url(pr)
+    return RecipeHeader(pr, options["title"] or commit.title, url, commit.date)
 
 
 def _roots(source_root: Path | None) -> list[SourceTree]:

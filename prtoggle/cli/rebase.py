@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 _EPILOG = """\b
 Per edit: exact (its match occurs once as it is), re-anchored (its match drifted:
 the edit is merged onto the one window of the new text it drifted to, when the
-drift and the edit change different lines), moved (the target is gone and the one
-function of its package where every edit matches exactly was found by its body),
-not-found; with a similarity in 0..1. When in doubt it declines: nothing is
-written unless the result checks ok. Exit status 0 written (rebased) or
-unchanged (already ok); 1 could not rebase (the blocking edits named); 2 bad input.
+drift and the edit change different lines), moved (the target is gone: the one
+function of its package where every edit matches exactly; else the function most
+similar to the edits' matches, when 0.1 ahead of the next: a tie names both and
+declines), not-found; with a similarity in 0..1. When in doubt it declines:
+nothing is written unless the result checks ok. Exit status 0 written (rebased)
+or unchanged (already ok); 1 could not rebase (the blocking edits named); 2 bad
+input.
 
 \b
 Examples:

@@ -59,6 +59,44 @@ patches:
     replacement: |
       alloc_func = ALLOC_MEMORY_FUNCS[self.device_pool.device]
 """
+RECIPE_NIXL_SENDER_DRAFTED_ON_0_5_22 = """\
+pr: 12
+title: drafted by `new --from-diff` from the 0.5.21 -> 0.5.22 diff of nixl/conn.py, for 0.5.22
+patches:
+- target: sglang.srt.disaggregation.nixl.conn.NixlKVSender.__init__
+  edits:
+  - match: |
+      req_has_disagg_prefill_dp_rank: bool = False,
+    prepend: |
+      dest_tp_ranks: List[int],
+      pp_rank: int,
+  - match: |
+      req_has_disagg_prefill_dp_rank,
+    prepend: |
+      dest_tp_ranks,
+      pp_rank,
+"""
+RECIPE_MOONCAKE_SENDER_DRAFTED_ON_0_5_22 = """\
+pr: 13
+title: drafted by `new --from-diff` from the 0.5.21 -> 0.5.22 diff of mooncake/conn.py, for 0.5.22
+patches:
+- target: sglang.srt.disaggregation.mooncake.conn.MooncakeKVSender.__init__
+  edits:
+  - match: |
+      req_has_disagg_prefill_dp_rank: bool = False,
+    prepend: |
+      dest_tp_ranks: List[int],
+      pp_rank: int,
+  - match: |
+      req_has_disagg_prefill_dp_rank,
+    prepend: |
+      dest_tp_ranks,
+      pp_rank,
+  - match: |
+      self.init_time = time.time()
+    prepend: |
+      self.conclude_state = None
+"""
 RECIPE_26329 = """\
 pr: 26329
 title: sglang's revert recipe for PR 26329 (already applies to 0.5.23)
@@ -77,7 +115,9 @@ def older(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A collection `older` of real recipe texts written for earlier sglang code."""
     folder = tmp_path / "older"
     folder.mkdir()
-    for text in (RECIPE_26972_BEFORE_THE_MOVE, RECIPE_27338, RECIPE_DRAFTED_ON_0_5_22):
+    texts = (RECIPE_26972_BEFORE_THE_MOVE, RECIPE_27338, RECIPE_DRAFTED_ON_0_5_22)
+    texts += (RECIPE_NIXL_SENDER_DRAFTED_ON_0_5_22, RECIPE_MOONCAKE_SENDER_DRAFTED_ON_0_5_22)
+    for text in texts:
         pr = text.split("\n", 1)[0].split()[1]
         (folder / f"{pr}.yaml").write_text(text)
     monkeypatch.setenv("PRTOGGLE_YAML_PATH", str(folder))
@@ -147,6 +187,40 @@ def test_27338_restructured_on_0_5_23_is_declined_and_nothing_is_written(
     assert (code, record["status"]) == (1, "failed")
     assert record["edits"] == [
         {"target": target, "old_target": target, "status": "not-found", "similarity": 0.673}
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sender_folded_into_two_as_similar_base_classes_is_a_tie_declined_naming_both(
+    older: Path, sglang_wheel: Path, tmp_path: Path
+) -> None:
+    """0.5.23 emptied NixlKVSender into CommonKVSender, whose __init__ has the signature of
+    the abstract BaseKVSender.__init__: a revert onto either could be the wrong one."""
+    args = ["rebase", "12", "--collection", "older", "--source-root", str(sglang_wheel)]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
+    old = "sglang.srt.disaggregation.nixl.conn.NixlKVSender.__init__"
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"could not rebase older/12: no unambiguous place for an edit of {old}, an edit of "
+        f"{old}; {old}: moved candidates sglang.srt.disaggregation.base.conn.BaseKVSender."
+        "__init__ (similarity 0.908) and sglang.srt.disaggregation.common.conn.CommonKVSender."
+        "__init__ (0.908) are too close to tell apart (margin 0.1); nothing written"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_moved_target_found_by_similarity_still_declines_an_edit_that_cannot_be_placed(
+    older: Path, sglang_wheel: Path, tmp_path: Path
+) -> None:
+    """MooncakeKVSender.__init__'s code is CommonKVSender.__init__'s on 0.5.23, which no
+    longer passes its arguments on to a super().__init__ call: the second edit has no place."""
+    code, record = rebase(13, sglang_wheel, tmp_path / "out")
+    old = "sglang.srt.disaggregation.mooncake.conn.MooncakeKVSender.__init__"
+    new = "sglang.srt.disaggregation.common.conn.CommonKVSender.__init__"
+    assert (code, record["status"]) == (1, "failed")
+    assert record["edits"] == [
+        {"target": new, "old_target": old, "status": "moved", "similarity": 1.0},
+        {"target": new, "old_target": old, "status": "not-found", "similarity": 0.816},
     ]
     assert not (tmp_path / "out").exists()
 

@@ -1,10 +1,14 @@
-"""A commit of a git checkout as `new --from-git` reads it: diff, PR, title, date, forge URL."""
+"""A commit as `new` reads it, from a checkout or a `git show` text: diff, PR, title, date, URL."""
 
 from __future__ import annotations
 
 import atexit
 import datetime
+import email.parser
+import email.policy
+import email.utils
 import io
+import itertools
 import re
 import shutil
 import subprocess
@@ -22,6 +26,9 @@ _FORGES = {
     "gitlab.com": "{base}/-/merge_requests/{pr}",
 }
 _REMOTE = re.compile(r"^(?:https?://|ssh://)?(?:[^@/]+@)?([^:/]+)[:/](.+?)(?:\.git)?/?$")
+_SHOW_LINE = re.compile(r"commit ([0-9a-f]{7,64})\b")
+_MBOX_LINE = re.compile(r"From ([0-9a-f]{7,64}) ")
+_PATCH_TAG = re.compile(r"^\[[^\]]*PATCH[^\]]*\]\s*")
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Commit:
 
     sha: str
     subject: str
-    date: datetime.date
+    date: datetime.date | None
     remote: str | None
     diff: str
 
@@ -61,6 +68,22 @@ def commit_of(repo: Path, rev: str) -> Commit:
     return Commit(sha, subject, datetime.date.fromisoformat(date), remote, diff)
 
 
+def commit_of_patch(text: str) -> Commit | None:
+    """The commit a `git show` or `git format-patch` text starts with: its hash, subject
+    (git's: the message's first paragraph, `[PATCH ...]` dropped) and author date (None
+    when unreadable); None when the text starts with neither header. No remote."""
+    lines = text.splitlines()
+    first = lines[0] if lines else ""
+    shown, mailed = _SHOW_LINE.match(first), _MBOX_LINE.match(first)
+    if shown is not None:
+        sha, (subject, date) = shown.group(1), _shown_header(lines[1:])
+    elif mailed is not None:
+        sha, (subject, date) = mailed.group(1), _mailed_header(lines[1:])
+    else:
+        return None
+    return Commit(sha, subject, _date(date), None, text)
+
+
 def tree_at(repo: Path, commit: Commit) -> SourceTree:
     """The checkout's files at `commit` that a draft reads: the changed `.py` files and the
     `__init__.py` of their folders, extracted to a scratch folder removed at exit."""
@@ -80,6 +103,33 @@ def tree_at(repo: Path, commit: Commit) -> SourceTree:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(scratch, filter="data")
     return open_source_tree(scratch)
+
+
+def _shown_header(lines: list[str]) -> tuple[str, str]:
+    """Subject and date of `git show`'s header: `Date:` lines, then the indented message."""
+    headers = list(itertools.takewhile(str.strip, lines))
+    dates = [line.split(":", 1)[1] for line in headers if line.startswith(("Date:", "AuthorDate:"))]
+    message = itertools.dropwhile(lambda line: not line.strip(), lines[len(headers) :])
+    paragraph = itertools.takewhile(lambda line: line.startswith("    ") and line.strip(), message)
+    return " ".join(line.strip() for line in paragraph), dates[0] if dates else ""
+
+
+def _mailed_header(lines: list[str]) -> tuple[str, str]:
+    """Subject and date of `git format-patch`'s mail header (folded lines joined)."""
+    block = "\n".join(itertools.takewhile(str.strip, lines))
+    header = email.parser.HeaderParser(policy=email.policy.default).parsestr(block)
+    return _PATCH_TAG.sub("", str(header.get("subject", ""))).strip(), str(header.get("date", ""))
+
+
+def _date(value: str) -> datetime.date | None:
+    """The date of a commit header's date, as git writes it by default, RFC 2822 or ISO."""
+    value = value.strip()
+    try:
+        if re.match(r"\d{4}-\d{2}-\d{2}", value):
+            return datetime.date.fromisoformat(value[:10])
+        return email.utils.parsedate_to_datetime(value).date()
+    except (TypeError, ValueError):
+        return None
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> str:

@@ -57,18 +57,54 @@ def reanchor(text: str, edit: Edit) -> Reanchored:
     return Reanchored(new, best_score)
 
 
+def best_similarity(text: str, match: str) -> float:
+    """How similar the window of `text` most like `match` is (0..1; 1.0 when it occurs).
+
+    The windows and their similarity are those `reanchor` compares. Windows holding more
+    of the match's lines are scored first, and one that cannot beat the best so far (by
+    difflib's quick upper bounds) is not scored in full.
+    """
+    lines = text.splitlines()
+    nonblank = [i for i, line in enumerate(lines) if line.strip()]
+    wanted = _nonblank(match)
+    if not wanted or not nonblank:
+        return 0.0
+    keys = {line.strip() for line in wanted}
+    hits = [int(line.strip() in keys) for line in lines]
+    windows = sorted(_window_spans(nonblank, len(wanted)), key=lambda w: -sum(hits[i] for i in w))
+    best, joined = 0.0, _joined(wanted)
+    for window in windows:
+        matcher = difflib.SequenceMatcher(None, joined, _joined(lines, window))
+        if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
+            best = max(best, matcher.ratio())
+    return best
+
+
 def _windows(
     lines: Sequence[str], nonblank: Sequence[int], match: Sequence[str]
 ) -> list[tuple[float, list[int]]]:
-    wanted = "\n".join(line.strip() for line in match)
-    scored = []
-    for size in range(max(1, len(match) - SIZE_SLACK), len(match) + SIZE_SLACK + 1):
-        for start in range(len(nonblank) - size + 1):
-            window = list(nonblank[start : start + size])
-            have = "\n".join(lines[i].strip() for i in window)
-            scored.append((difflib.SequenceMatcher(None, wanted, have).ratio(), window))
+    wanted = _joined(match)
+    scored = [
+        (difflib.SequenceMatcher(None, wanted, _joined(lines, window)).ratio(), window)
+        for window in _window_spans(nonblank, len(match))
+    ]
     scored.sort(key=lambda item: -item[0])
     return scored or [(0.0, [])]
+
+
+def _window_spans(nonblank: Sequence[int], size: int) -> list[list[int]]:
+    """Runs of `size` non-blank lines, up to SIZE_SLACK shorter or longer, shortest first."""
+    return [
+        list(nonblank[start : start + length])
+        for length in range(max(1, size - SIZE_SLACK), size + SIZE_SLACK + 1)
+        for start in range(len(nonblank) - length + 1)
+    ]
+
+
+def _joined(lines: Sequence[str], indices: Sequence[int] | None = None) -> str:
+    """The stripped lines (those at `indices`, else all) joined by newlines."""
+    chosen = lines if indices is None else [lines[i] for i in indices]
+    return "\n".join(line.strip() for line in chosen)
 
 
 def _merge(

@@ -9,12 +9,12 @@ from typing import Any
 
 import yaml
 
-from prtoggle.errors import PatchApplicationError, PrToggleError, TargetResolutionError
+from prtoggle.errors import PatchApplicationError, TargetResolutionError
 from prtoggle.patching.editor import edit_text
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.types import Edit, Patch
-from prtoggle.recipes.authoring.placement import layout
+from prtoggle.recipes.authoring.moved import find_moved
 from prtoggle.recipes.authoring.reanchor import reanchor
 from prtoggle.recipes.authoring.recipe_file import render_patches, write_recipe
 from prtoggle.recipes.check import check_fix
@@ -40,6 +40,7 @@ class Rebase:
     edits: list[EditStatus] = field(default_factory=list)
     path: Path | None = None
     reason: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
@@ -47,13 +48,17 @@ def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
     result = Rebase(recipe)
     patches = []
     for patch in recipe.patches:
-        rebased = _rebase_patch(patch, tree=tree, statuses=result.edits)
+        rebased = _rebase_patch(patch, tree=tree, result=result)
         if rebased is not None:
             patches.append(rebased)
     blocking = [e for e in result.edits if e.status == "not-found"]
     if blocking:
-        result.reason = "no unambiguous place for " + ", ".join(
-            f"an edit of {e.old_target}" for e in blocking
+        result.reason = "; ".join(
+            [
+                "no unambiguous place for "
+                + ", ".join(f"an edit of {e.old_target}" for e in blocking),
+                *result.notes,
+            ]
         )
         return result
     if all(e.status == "exact" for e in result.edits):
@@ -69,21 +74,25 @@ def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
     return result
 
 
-def _rebase_patch(patch: Patch, *, tree: SourceTree, statuses: list[EditStatus]) -> Patch | None:
-    target, moved = patch.target, False
+def _rebase_patch(patch: Patch, *, tree: SourceTree, result: Rebase) -> Patch | None:
+    """The patch with its target and edits updated (statuses added to `result`), or None."""
+    statuses, target, moved = result.edits, patch.target, False
     try:
         text = find_in_source_tree(target, source_root=tree).text
     except TargetResolutionError:
-        found = _find_moved(patch, tree)
-        if found is None:
-            statuses.extend(EditStatus(target, target, "not-found", 0.0) for _ in patch.edits)
+        found = find_moved(patch, tree)
+        if found.found is None:
+            missing = EditStatus(target, target, "not-found", round(found.similarity, 3))
+            statuses.extend(missing for _ in patch.edits)
+            if found.reason:
+                result.notes.append(f"{target}: {found.reason}")
             return None
-        target, text = found
+        target, text = found.found.target, found.found.text
         moved = True
     edits = []
     for edit in patch.edits:
         status, similarity, new = _rebase_edit(text, edit)
-        if moved and status == "exact":
+        if moved and status != "not-found":
             status = "moved"
         statuses.append(EditStatus(target, patch.target, status, round(similarity, 3)))
         if new is None:
@@ -102,42 +111,12 @@ def _rebase_edit(text: str, edit: Edit) -> tuple[str, float, Edit | None]:
     return "re-anchored", anchored.similarity, anchored.edit
 
 
-def _find_moved(patch: Patch, tree: SourceTree) -> tuple[str, str] | None:
-    """The one function of the target's package where every edit matches exactly once.
-
-    With several such functions, the one of the same name; else none (ambiguous).
-    """
-    top, name = patch.target.split(".", 1)[0], patch.target.rsplit(".", 1)[-1]
-    first = next((line.strip() for line in patch.edits[0].match.splitlines() if line.strip()), "")
-    found: list[tuple[str, str]] = []
-    for relative in tree.python_files(top):
-        source = tree.read(relative)
-        if source is None or first not in source.text:
-            continue
-        module = relative[: -len(".py")].replace("/", ".").removesuffix(".__init__")
-        try:
-            functions = layout(source.text, name=source.name)
-        except PrToggleError:
-            continue
-        for qualname in functions.functions:
-            text = "".join(f"{line}\n" for line in functions.text(qualname))
-            if all(_applies_in_order(text, patch.edits)):
-                found.append((f"{module}.{qualname}", text))
-    if len(found) > 1:
-        found = [item for item in found if item[0].rsplit(".", 1)[-1] == name]
-    return found[0] if len(found) == 1 else None
-
-
-def _applies_in_order(text: str, edits: tuple[Edit, ...]) -> list[bool]:
-    try:
-        edit_text(source=text, edits=edits)
-    except PatchApplicationError:
-        return [False]
-    return [True]
-
-
 def _applies(text: str, edit: Edit) -> bool:
-    return all(_applies_in_order(text, (edit,)))
+    try:
+        edit_text(source=text, edits=[edit])
+    except PatchApplicationError:
+        return False
+    return True
 
 
 def _rewritten(recipe: Recipe, patches: list[Patch]) -> str:

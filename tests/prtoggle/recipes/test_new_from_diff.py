@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import subprocess
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from prtoggle.cli.main import cli
 from prtoggle.patching.editor import edit_text
 from prtoggle.patching.source_tree import find_in_source_tree
+from prtoggle.recipes.authoring.git import commit_of_patch
 from prtoggle.recipes.schema import load_recipe
 
 BEFORE = '''\
@@ -301,3 +303,72 @@ def test_from_git_without_a_pr_in_the_subject_needs_pr(repo: Path) -> None:
         "error: --pr is required: the subject of HEAD ('x') has no (#<number>) "
         "(see `prtoggle new --help`)\n"
     )
+
+
+@pytest.mark.parametrize("command", [["show"], ["format-patch", "-1", "--stdout"]])
+def test_from_diff_of_git_show_or_format_patch_takes_pr_title_and_date_from_its_header(
+    repo: Path, tmp_path: Path, command: list[str]
+) -> None:
+    diff = tmp_path / "fix.patch"
+    diff.write_text(git(repo, *command, "HEAD"))
+    args = ["--from-diff", str(diff), "--source-root", str(repo / "python")]
+    code, out, _ = run_new(*args, "--out", str(tmp_path / "out"), "--json")
+    assert code == 1
+    assert json.loads(out)["targets"] == ["pkg.mod.Pool.alloc", "pkg.mod.total"]
+    assert (
+        (tmp_path / "out" / "26521.yaml")
+        .read_text()
+        .startswith(
+            "pr: 26521\ntitle: Fix the pool's bound and the total\nmerged: 2026-05-29\npatches:\n"
+        )
+    )
+
+
+def test_from_diff_pr_and_title_options_win_over_the_header(repo: Path, tmp_path: Path) -> None:
+    diff = tmp_path / "fix.patch"
+    diff.write_text(git(repo, "format-patch", "-1", "--stdout", "HEAD"))
+    args = ["--from-diff", str(diff), "--source-root", str(repo / "python")]
+    run_new(*args, "--pr", "7", "--title", "Ours", "--out", str(tmp_path / "out"))
+    assert (
+        (tmp_path / "out" / "7.yaml")
+        .read_text()
+        .startswith("pr: 7\ntitle: Ours\nmerged: 2026-05-29\npatches:\n")
+    )
+
+
+def test_from_diff_of_a_header_without_a_pr_in_the_subject_needs_pr(
+    repo: Path, tmp_path: Path
+) -> None:
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e.com", "commit", "-q", "--amend", "-m", "x")
+    diff = tmp_path / "fix.patch"
+    diff.write_text(git(repo, "show", "HEAD"))
+    code, _, err = run_new("--from-diff", str(diff), "--source-root", str(repo / "python"))
+    assert code == 2
+    assert err == (
+        f"error: --pr is required: the subject of {diff} ('x') has no (#<number>) "
+        "(see `prtoggle new --help`)\n"
+    )
+
+
+def test_a_folded_subject_and_its_patch_tag_are_read_as_git_reads_the_subject() -> None:
+    mailed = (
+        "From 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b Mon Sep 17 00:00:00 2001\n"
+        "From: t <t@example.com>\nDate: Fri, 29 May 2026 23:30:00 -0700\n"
+        "Subject: [PATCH v2 1/3] Fix the pool's bound, a subject long enough to be\n"
+        " folded (#26521)\n\n---\n"
+    )
+    shown = (
+        "commit 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b (HEAD -> main)\n"
+        "Author: t <t@example.com>\nDate:   Fri May 29 23:30:00 2026 -0700\n\n"
+        "    Fix the pool's bound, a subject long enough to be\n    folded (#26521)\n\n"
+        "    The body.\n\ndiff --git a/x.py b/x.py\n"
+    )
+    for text in (mailed, shown):
+        commit = commit_of_patch(text)
+        assert commit is not None
+        assert (commit.pr, commit.title, commit.date) == (
+            26521,
+            "Fix the pool's bound, a subject long enough to be folded",
+            datetime.date(2026, 5, 29),
+        )
+    assert commit_of_patch(git_diff("python/pkg/mod.py", BEFORE, AFTER)) is None
