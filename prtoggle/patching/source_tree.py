@@ -4,7 +4,6 @@ from __future__ import annotations
 import __future__
 
 import ast
-import bisect
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,17 +31,16 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
     if parsed.text != found.text:  # a directory's file changed since: parse it again
         parsed = _parse(found)
         tree.memo("parsed", found.name, lambda: parsed)
-    if parsed.module is None:
+    if parsed.definitions is None:
         raise TargetResolutionError(f"{target}: {found.name}:{parsed.error}")
-    node, class_name = _walk(parsed.module, names, target=target, filename=found.name)
-    first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-    block = inspect.getblock(parsed.lines[first - 1 : _block_bound(parsed, node)])
+    node, class_name = _walk(parsed.definitions, names, target=target, filename=found.name)
+    block = inspect.getblock(parsed.lines[node.first - 1 : node.bound])
     shape = FunctionShape(
         name=node.name, class_name=class_name, freevars=None, future_flags=parsed.future_flags
     )
     return FunctionSource(
         filename=found.name,
-        first_line=first,
+        first_line=node.first,
         text="".join(block),
         shape=shape,
         module_names=parsed.module_names,
@@ -50,16 +48,33 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
 
 
 @dataclass(frozen=True)
+class _Definition:
+    """A def or class statement live at a module's top level or in a class body.
+
+    `first` is its first decorator's line (else `lineno`); `bound` the last line its
+    block can reach: the line before the next statement that starts after it, None at
+    the end of the module (it only bounds the text `inspect.getblock` tokenizes).
+    """
+
+    name: str
+    is_class: bool
+    lineno: int
+    first: int
+    bound: int | None
+    members: dict[str, _Definition]
+
+
+@dataclass(frozen=True)
 class _ParsedModule:
-    """A module file parsed once per tree: its tree (None and `error` when it does not parse)."""
+    """A module file parsed once per tree: its definitions (None and `error` when it does
+    not parse); the syntax tree itself is not kept."""
 
     text: str
-    module: ast.Module | None
+    definitions: dict[str, _Definition] | None
     error: str
     lines: list[str]
     module_names: frozenset[str] | None
     future_flags: int
-    starts: list[int]
 
 
 def module_level_names(module: ast.Module) -> frozenset[str] | None:
@@ -95,27 +110,26 @@ def module_level_names(module: ast.Module) -> frozenset[str] | None:
 
 
 def _walk(
-    module: ast.Module, names: list[str], *, target: str, filename: str
-) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]:
-    body: list[ast.stmt] = module.body
-    node: ast.stmt | None = None
+    definitions: dict[str, _Definition], names: list[str], *, target: str, filename: str
+) -> tuple[_Definition, str | None]:
+    node: _Definition | None = None
     class_name: str | None = None
     for depth, name in enumerate(names):
-        node = _definition(body, name)
+        node = definitions.get(name)
         if node is None:
             where = ".".join(names[:depth]) or "the module"
             raise TargetResolutionError(
                 f"{target}: {filename} has no definition of {name!r} in {where}"
             )
         if depth < len(names) - 1:
-            if not isinstance(node, ast.ClassDef):
+            if not node.is_class:
                 raise TargetResolutionError(
                     f"{target}: {filename}:{node.lineno}: {name} is not a class, so it cannot "
                     f"hold {names[depth + 1]!r}"
                 )
             class_name = node.name
-            body = node.body
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            definitions = node.members
+    if node is None or node.is_class:
         raise TargetResolutionError(f"{target}: {filename}: {names[-1]} is a class, not a function")
     return node, class_name
 
@@ -135,12 +149,23 @@ def _module_file(target: str, *, tree: SourceTree) -> tuple[SourceFile, list[str
     )
 
 
-def _definition(body: list[ast.stmt], name: str) -> ast.stmt | None:
-    """The definition of `name` that is live at runtime (property setters, overloads skipped)."""
-    found = None
-    for node in body:
-        if isinstance(node, _DEFINITIONS) and node.name == name and not _skipped(node):
-            found = node
+def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Definition]:
+    """The definitions of `body` live at runtime, by name (property setters, overloads
+    skipped; the last of a name wins), with those of their class bodies."""
+    found: dict[str, _Definition] = {}
+    for index, node in enumerate(body):
+        if not isinstance(node, _DEFINITIONS) or _skipped(node):
+            continue
+        after = body[index + 1].lineno - 1 if index + 1 < len(body) else bound
+        is_class = isinstance(node, ast.ClassDef)
+        found[node.name] = _Definition(
+            name=node.name,
+            is_class=is_class,
+            lineno=node.lineno,
+            first=node.decorator_list[0].lineno if node.decorator_list else node.lineno,
+            bound=after,
+            members=_definitions(node.body, bound=after) if is_class else {},
+        )
     return found
 
 
@@ -177,17 +202,12 @@ def _parse(found: SourceFile) -> _ParsedModule:
         module = ast.parse(found.text, filename=found.name)
     except SyntaxError as exc:
         error = f"{exc.lineno} does not parse: {exc.msg}"
-        return _ParsedModule(found.text, None, error, [], None, 0, [])
-    lines = split_lines(found.text, keepends=True)
-    starts = sorted({node.lineno for node in ast.walk(module) if isinstance(node, ast.stmt)})
-    names = module_level_names(module)
-    return _ParsedModule(found.text, module, "", lines, names, _future_flags(module), starts)
-
-
-def _block_bound(parsed: _ParsedModule, node: ast.stmt) -> int | None:
-    """A line the block of `node` cannot pass: before the next statement that starts after it.
-
-    Only bounds the text `inspect.getblock` tokenizes (it stops at the block's end itself).
-    """
-    index = bisect.bisect_right(parsed.starts, node.end_lineno or node.lineno)
-    return parsed.starts[index] - 1 if index < len(parsed.starts) else None
+        return _ParsedModule(found.text, None, error, [], None, 0)
+    return _ParsedModule(
+        text=found.text,
+        definitions=_definitions(module.body, bound=None),
+        error="",
+        lines=split_lines(found.text, keepends=True),
+        module_names=module_level_names(module),
+        future_flags=_future_flags(module),
+    )
