@@ -4,7 +4,10 @@ from __future__ import annotations
 import __future__
 
 import ast
+import gc
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,6 +182,23 @@ def _skipped(node: ast.stmt) -> bool:
     return False
 
 
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (restored as it was; objects are freed as usual).
+
+    A syntax tree holds no reference cycles, yet each collection while a large module is
+    parsed traverses every node built so far; for sglang's modules that was a sixth of
+    what `check --source-root` spent.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _is_type_checking(test: ast.expr) -> bool:
     """`TYPE_CHECKING` or `typing.TYPE_CHECKING` (false when the module runs)."""
     if isinstance(test, ast.Name):
@@ -198,6 +218,11 @@ def _future_flags(tree: ast.Module) -> int:
 
 
 def _parse(found: SourceFile) -> _ParsedModule:
+    with _collection_paused():  # the syntax tree is dropped before collections resume
+        return _parse_module(found)
+
+
+def _parse_module(found: SourceFile) -> _ParsedModule:
     try:
         module = ast.parse(found.text, filename=found.name)
     except SyntaxError as exc:
