@@ -4,6 +4,7 @@ from __future__ import annotations
 import __future__
 
 import ast
+import gc
 import inspect
 import io
 import tarfile
@@ -125,6 +126,46 @@ def test_the_static_text_is_exactly_what_inspect_getsource_gives(
     assert static.text == inspect.getsource(trailing.cached.__wrapped__)
     assert static.text.endswith("    # another, at body level\n")
     assert static.first_line == 4
+
+
+LAST_METHOD_MODULE = """\
+class Holder:
+    def first(self):
+        return 0
+
+    def last(self):
+        return 1
+        # a trailing comment, indented like the body
+x = 1
+"""
+
+
+def test_the_last_method_of_a_class_keeps_its_trailing_comment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "holder.py").write_text(LAST_METHOD_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import holder  # type: ignore[import-not-found]
+
+    static = find_in_source_tree("holder.Holder.last", source_root=tmp_path)
+    assert static.text == inspect.getsource(holder.Holder.last)
+    assert static.text.endswith("        # a trailing comment, indented like the body\n")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parsing_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, enabled: bool) -> None:
+    (tmp_path / "bad.py").write_text("def f(:\n    pass\n")
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        find_in_source_tree("pkg.mod.plain", source_root=tree(tmp_path))
+        with pytest.raises(TargetResolutionError):
+            find_in_source_tree("bad.f", source_root=tmp_path)
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()
 
 
 def test_module_level_names_cover_imports_definitions_and_assignments() -> None:
