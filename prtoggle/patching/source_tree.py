@@ -37,14 +37,13 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
     if parsed.definitions is None:
         raise TargetResolutionError(f"{target}: {found.name}:{parsed.error}")
     node, class_name = _walk(parsed.definitions, names, target=target, filename=found.name)
-    block = inspect.getblock(parsed.lines[node.first - 1 : node.bound])
     shape = FunctionShape(
         name=node.name, class_name=class_name, freevars=None, future_flags=parsed.future_flags
     )
     return FunctionSource(
         filename=found.name,
         first_line=node.first,
-        text="".join(block),
+        text="".join(_block(parsed, node)),
         shape=shape,
         module_names=parsed.module_names,
     )
@@ -54,16 +53,20 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
 class _Definition:
     """A def or class statement live at a module's top level or in a class body.
 
-    `first` is its first decorator's line (else `lineno`); `bound` the last line its
-    block can reach: the line before the next statement that starts after it, None at
-    the end of the module (it only bounds the text `inspect.getblock` tokenizes).
+    `first` is its first decorator's line (else `lineno`), `end` its last line (of its
+    last statement); `bound` the last line its block can reach: the line before the next
+    statement that starts after it, None at the end of the module. `body` is the line
+    where the first statement of its body starts (its first decorator's, if any), the
+    line of its keyword and its column offset (in bytes).
     """
 
     name: str
     is_class: bool
     lineno: int
     first: int
+    end: int
     bound: int | None
+    body: tuple[int, int, int]
     members: dict[str, _Definition]
 
 
@@ -165,11 +168,64 @@ def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Defin
             name=node.name,
             is_class=is_class,
             lineno=node.lineno,
-            first=node.decorator_list[0].lineno if node.decorator_list else node.lineno,
+            first=_first_line(node),
+            end=node.end_lineno or node.lineno,
             bound=after,
+            body=(_first_line(node.body[0]), node.body[0].lineno, node.body[0].col_offset),
             members=_definitions(node.body, bound=after) if is_class else {},
         )
     return found
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return decorators[0].lineno if decorators else node.lineno
+
+
+def _block(parsed: _ParsedModule, node: _Definition) -> list[str]:
+    """The lines `inspect.getblock` gives from the definition's first line, untokenized.
+
+    getblock (pure Python tokenizing on 3.11) ends the block as _block_end does from the
+    syntax tree; it runs itself, on the lines up to `bound`, only where a backslash
+    continuation leaves the last line to the tokenizer.
+    """
+    end = _block_end(parsed, node)
+    if end is None:
+        return inspect.getblock(parsed.lines[node.first - 1 : node.bound])
+    return parsed.lines[node.first - 1 : end]
+
+
+def _block_end(parsed: _ParsedModule, node: _Definition) -> int | None:
+    """The block's last line: the definition's own last line, then, when its body has lines
+    of its own, the comment lines after it indented at least as much as the body, up to
+    the next line of code (blank lines between them kept).
+
+    None where a backslash ends the last line or joins the header to the body: the
+    logical line, and the block, may end on a later line than the syntax tree says.
+    """
+    lines = parsed.lines
+    body_line, keyword_line, body_col = node.body
+    header = lines[node.lineno - 1 : body_line - 1]
+    if any(line.rstrip("\r\n").endswith("\\") for line in [*header, lines[node.end - 1]]):
+        return None
+    if lines[keyword_line - 1].encode()[:body_col].strip(b" \t\f"):
+        return node.end  # the body starts on the header's line: it has no INDENT token
+    indent = _indent(lines[body_line - 1])
+    end = node.end
+    stop = len(lines) if node.bound is None else node.bound
+    for number in range(node.end + 1, stop + 1):
+        line = lines[number - 1]
+        rest = line[_indent(line) :]
+        if rest[:1] == "#":
+            end = number if _indent(line) >= indent else end
+        elif rest.strip("\r\n"):
+            break
+    return end
+
+
+def _indent(line: str) -> int:
+    """The characters before the line's first token, as tokenize counts them."""
+    return len(line) - len(line.lstrip(" \t\f"))
 
 
 def _skipped(node: ast.stmt) -> bool:

@@ -5,6 +5,7 @@ import __future__
 
 import ast
 import gc
+import importlib
 import inspect
 import io
 import tarfile
@@ -126,6 +127,37 @@ def test_the_static_text_is_exactly_what_inspect_getsource_gives(
     assert static.text == inspect.getsource(trailing.cached.__wrapped__)
     assert static.text.endswith("    # another, at body level\n")
     assert static.first_line == 4
+
+
+EDGE_MODULES = {
+    "comment_after_the_next_decorator": "def d(g):\n    return g\n\ndef f():\n    return 1\n"
+    "@d\n    # between a decorator and its def\ndef g():\n    pass\n",
+    "backslash_last": "def f():\n    x = 1 + \\\n        2\n    return x\n    # c\n\ny = 2\n",
+    "backslash_blank": "def f():\n    return 1 \\\n\ny = 2\n",
+    "backslash_header": "def f(): \\\n    return 1\n    # c\ny = 2\n",
+    "one_liner_comment": "def f(): return 1\n    # indented comment\ny = 2\n",
+    "nested_end": "def f(a):\n    if a:\n        return 1\n            # deeper\n    # body level\n"
+    "  # shallower\n# col0\n    # again\ny = 2\n",
+    "tabs": "def f():\n\treturn 1\n\t# tab\n        # eight spaces\n    # four\ny = 2\n",
+    "form_feed": "def f():\n    return 1\n\x0c    # after a form feed\ny = 2\n",
+    "trailing_spaces_at_the_end": "def f():\n    return 1\n   ",
+    "decorated_first_statement": "def d(g):\n    return g\n\ndef f():\n    @d\n    def g():\n"
+    "        return 1\n    return g()\n    # c\ny = 2\n",
+    "carriage_returns": "def f():\r\n    return 1\r\n    # c\r\ny = 2\r\n",
+    "docstring_only": 'def f():\n    """doc\n    # not a comment\n    """\n    # c\n',
+    "comment_inside_parentheses": "def f():\n    return (1,\n# col0\n    2)\n    # c\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_MODULES))
+def test_the_static_text_is_what_inspect_getsource_gives_at_token_edge_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    (tmp_path / f"{name}.py").write_bytes(EDGE_MODULES[name].encode())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    static = find_in_source_tree(f"{name}.f", source_root=tmp_path)
+    assert static.text == inspect.getsource(module.f)
 
 
 LAST_METHOD_MODULE = """\
