@@ -48,6 +48,17 @@ def compile_function(
     is mapped to the real file line of its source line (see NumberedSource); nothing is run.
     """
     definition = parse_definition(edited, shape=shape, filename=filename, target=target)
+    return compile_definition(definition, shape=shape, filename=filename, target=target)
+
+
+def compile_definition(
+    definition: ast.FunctionDef | ast.AsyncFunctionDef,
+    *,
+    shape: FunctionShape,
+    filename: str,
+    target: str,
+) -> CodeType:
+    """compile_function for a definition parse_definition gave; `definition` is not changed."""
     module = ast.Module(body=_wrap(definition, shape), type_ignores=[])
     try:
         module_code = compile(module, filename, "exec", flags=shape.future_flags, dont_inherit=True)
@@ -73,13 +84,22 @@ def compile_function(
 
 
 def parse_definition(
-    edited: NumberedSource, *, shape: FunctionShape, filename: str, target: str
+    edited: NumberedSource,
+    *,
+    shape: FunctionShape,
+    filename: str,
+    target: str,
+    positions: bool = True,
 ) -> ast.FunctionDef | ast.AsyncFunctionDef:
-    """The one definition of `shape.name` in `edited`, every position at its real file line."""
+    """The one definition of `shape.name` in `edited`, every position at its real file line.
+
+    `positions` False leaves the positions as parsed (lines of `edited`, off by one when
+    it is indented): for a definition that is only compared, never compiled.
+    """
     text = edited.text
     origins = edited.origins
-    indented = bool(text) and text[0] in " \t"
-    offset = 1 if indented else 0
+    offset = _offset(edited)
+    indented = offset == 1
     try:
         tree = ast.parse(f"if 1:\n{text}" if indented else text, filename=filename)
     except SyntaxError as exc:
@@ -99,17 +119,42 @@ def parse_definition(
             f"it holds: {found}; code outside the def's signature and body cannot take effect "
             "through a code swap"
         )
-    _map_positions(definition, origins, offset=offset)
+    if positions:
+        map_positions(definition, edited)
     return definition
+
+
+def map_positions(definition: ast.stmt, edited: NumberedSource) -> None:
+    """Move every position of a definition parsed from `edited` with `positions` False
+    to the real file line of its source line (monotonic by construction)."""
+    _map_positions(definition, edited.origins, offset=_offset(edited))
+
+
+def signature_lines(definition: ast.stmt, edited: NumberedSource) -> int:
+    """How many leading lines of `edited` hold the decorators and the def statement's
+    header through its colon, for a definition parsed with `positions` False.
+
+    The lines before the first body statement, and that statement's line too when the
+    body starts on the header's line (`def f(): return 1`).
+    """
+    first = definition.body[0]  # type: ignore[attr-defined]
+    line = first.lineno - _offset(edited)
+    before = edited.lines[line - 1].text.encode()[: first.col_offset]  # offsets count bytes
+    return line if before.strip() else line - 1
+
+
+def _offset(edited: NumberedSource) -> int:
+    """1 when the text is indented: it is parsed after an `if 1:` line."""
+    return 1 if edited.lines and edited.lines[0].text[:1] in (" ", "\t") else 0
 
 
 def _map_positions(root: ast.AST, origins: tuple[int, ...], *, offset: int) -> None:
     """Give every node the real file line of its source line (monotonic by construction)."""
-    for node in ast.walk(root):
+    for node in _nodes(root):
         lineno = getattr(node, "lineno", None)
-        end_lineno = getattr(node, "end_lineno", None)
         if lineno is None:
             continue
+        end_lineno = getattr(node, "end_lineno", None)
         node.lineno = origins[lineno - 1 - offset]  # type: ignore[attr-defined]
         if end_lineno is not None:
             node.end_lineno = origins[end_lineno - 1 - offset]  # type: ignore[attr-defined]
@@ -117,6 +162,19 @@ def _map_positions(root: ast.AST, origins: tuple[int, ...], *, offset: int) -> N
             col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
             if same_line and end_lineno != lineno and end_col is not None and end_col < col:
                 node.end_col_offset = col  # type: ignore[attr-defined]
+
+
+def _nodes(root: ast.AST) -> list[ast.AST]:
+    """Every node under `root`, itself included (what ast.walk gives, in another order)."""
+    found = [root]
+    for node in found:  # grows while it is read
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                found.append(value)
+            elif isinstance(value, list):
+                found.extend(item for item in value if isinstance(item, ast.AST))
+    return found
 
 
 def _wrap(definition: ast.stmt, shape: FunctionShape) -> list[ast.stmt]:
@@ -151,8 +209,13 @@ def _wrap(definition: ast.stmt, shape: FunctionShape) -> list[ast.stmt]:
 
 
 def _located(wrapper: ast.stmt, definition: ast.stmt) -> ast.stmt:
-    """Give synthetic nodes the definition's first line (and Python 3.12+ type_params)."""
-    for node in ast.walk(wrapper):
+    """Give synthetic nodes the definition's first line (and Python 3.12+ type_params).
+
+    The definition's own nodes, parsed, have both already; they are not visited.
+    """
+    pending: list[ast.AST] = [wrapper]
+    while pending:
+        node = pending.pop()
         if node is definition:
             continue
         if "type_params" in node._fields and not hasattr(node, "type_params"):
@@ -160,6 +223,7 @@ def _located(wrapper: ast.stmt, definition: ast.stmt) -> ast.stmt:
         if "lineno" in node._attributes and not hasattr(node, "lineno"):
             node.lineno = node.end_lineno = definition.lineno  # type: ignore[attr-defined]
             node.col_offset = node.end_col_offset = 0  # type: ignore[attr-defined]
+        pending.extend(ast.iter_child_nodes(node))
     return wrapper
 
 

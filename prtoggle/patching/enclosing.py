@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dis
+import functools
 import symtable
 from types import CodeType
 
 from prtoggle.errors import UnsupportedTargetError
+
+MODULE_TABLE_CACHE_SIZE = 8
 
 
 def enclosing_variables(
@@ -17,13 +20,13 @@ def enclosing_variables(
     Found with `symtable` on the module's source, following `qualname` (`outer.<locals>.f`,
     `outer.<locals>.C.m`); class bodies are skipped, as Python skips them for closures.
     Empty for a function that no function encloses, or when the source does not parse.
+    The module's table is built once per file text (the last few files are kept).
     """
     parts = [part for part in qualname.split(".") if part != "<locals>"]
     if len(parts) < 2:
         return ()
-    try:
-        table = symtable.symtable(file_text, filename, "exec")
-    except (SyntaxError, ValueError):
+    table = _module_table(file_text, filename)
+    if table is None:
         return ()
     found: dict[str, str] = {}
     for part in parts[:-1]:
@@ -66,6 +69,14 @@ def refuse_new_enclosing_reads(
         "module global of that name instead; edit the enclosing function, or use only the "
         "variables the original already uses"
     )
+
+
+@functools.lru_cache(maxsize=MODULE_TABLE_CACHE_SIZE)
+def _module_table(file_text: str, filename: str) -> symtable.SymbolTable | None:
+    try:
+        return symtable.symtable(file_text, filename, "exec")
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _global_reads(code: CodeType) -> set[str]:

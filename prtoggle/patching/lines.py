@@ -14,7 +14,12 @@ def split_lines(text: str, *, keepends: bool = False) -> list[str]:
     separators, which Python source may hold inside a line (a string literal, a form
     feed before indentation); splitting there corrupts the text and shifts line numbers.
     """
-    lines: list[str] = []
+    if "\r" not in text:  # only \n ends a line: str.split does it without a regex
+        parts = text.split("\n")
+        last = parts.pop()
+        lines = [f"{part}\n" for part in parts] if keepends else parts
+        return [*lines, last] if last else lines
+    lines = []
     start = 0
     for end in _LINE_END.finditer(text):
         lines.append(text[start : end.end() if keepends else end.start()])

@@ -4,8 +4,10 @@ from __future__ import annotations
 import __future__
 
 import ast
-import bisect
+import gc
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,34 +34,53 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
     if parsed.text != found.text:  # a directory's file changed since: parse it again
         parsed = _parse(found)
         tree.memo("parsed", found.name, lambda: parsed)
-    if parsed.module is None:
+    if parsed.definitions is None:
         raise TargetResolutionError(f"{target}: {found.name}:{parsed.error}")
-    node, class_name = _walk(parsed.module, names, target=target, filename=found.name)
-    first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-    block = inspect.getblock(parsed.lines[first - 1 : _block_bound(parsed, node)])
+    node, class_name = _walk(parsed.definitions, names, target=target, filename=found.name)
     shape = FunctionShape(
         name=node.name, class_name=class_name, freevars=None, future_flags=parsed.future_flags
     )
     return FunctionSource(
         filename=found.name,
-        first_line=first,
-        text="".join(block),
+        first_line=node.first,
+        text="".join(_block(parsed, node)),
         shape=shape,
         module_names=parsed.module_names,
     )
 
 
 @dataclass(frozen=True)
+class _Definition:
+    """A def or class statement live at a module's top level or in a class body.
+
+    `first` is its first decorator's line (else `lineno`), `end` its last line (of its
+    last statement); `bound` the last line its block can reach: the line before the next
+    statement that starts after it, None at the end of the module. `body` is the line
+    where the first statement of its body starts (its first decorator's, if any), the
+    line of its keyword and its column offset (in bytes).
+    """
+
+    name: str
+    is_class: bool
+    lineno: int
+    first: int
+    end: int
+    bound: int | None
+    body: tuple[int, int, int]
+    members: dict[str, _Definition]
+
+
+@dataclass(frozen=True)
 class _ParsedModule:
-    """A module file parsed once per tree: its tree (None and `error` when it does not parse)."""
+    """A module file parsed once per tree: its definitions (None and `error` when it does
+    not parse); the syntax tree itself is not kept."""
 
     text: str
-    module: ast.Module | None
+    definitions: dict[str, _Definition] | None
     error: str
     lines: list[str]
     module_names: frozenset[str] | None
     future_flags: int
-    starts: list[int]
 
 
 def module_level_names(module: ast.Module) -> frozenset[str] | None:
@@ -95,27 +116,26 @@ def module_level_names(module: ast.Module) -> frozenset[str] | None:
 
 
 def _walk(
-    module: ast.Module, names: list[str], *, target: str, filename: str
-) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]:
-    body: list[ast.stmt] = module.body
-    node: ast.stmt | None = None
+    definitions: dict[str, _Definition], names: list[str], *, target: str, filename: str
+) -> tuple[_Definition, str | None]:
+    node: _Definition | None = None
     class_name: str | None = None
     for depth, name in enumerate(names):
-        node = _definition(body, name)
+        node = definitions.get(name)
         if node is None:
             where = ".".join(names[:depth]) or "the module"
             raise TargetResolutionError(
                 f"{target}: {filename} has no definition of {name!r} in {where}"
             )
         if depth < len(names) - 1:
-            if not isinstance(node, ast.ClassDef):
+            if not node.is_class:
                 raise TargetResolutionError(
                     f"{target}: {filename}:{node.lineno}: {name} is not a class, so it cannot "
                     f"hold {names[depth + 1]!r}"
                 )
             class_name = node.name
-            body = node.body
-    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            definitions = node.members
+    if node is None or node.is_class:
         raise TargetResolutionError(f"{target}: {filename}: {names[-1]} is a class, not a function")
     return node, class_name
 
@@ -135,13 +155,77 @@ def _module_file(target: str, *, tree: SourceTree) -> tuple[SourceFile, list[str
     )
 
 
-def _definition(body: list[ast.stmt], name: str) -> ast.stmt | None:
-    """The definition of `name` that is live at runtime (property setters, overloads skipped)."""
-    found = None
-    for node in body:
-        if isinstance(node, _DEFINITIONS) and node.name == name and not _skipped(node):
-            found = node
+def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Definition]:
+    """The definitions of `body` live at runtime, by name (property setters, overloads
+    skipped; the last of a name wins), with those of their class bodies."""
+    found: dict[str, _Definition] = {}
+    for index, node in enumerate(body):
+        if not isinstance(node, _DEFINITIONS) or _skipped(node):
+            continue
+        after = body[index + 1].lineno - 1 if index + 1 < len(body) else bound
+        is_class = isinstance(node, ast.ClassDef)
+        found[node.name] = _Definition(
+            name=node.name,
+            is_class=is_class,
+            lineno=node.lineno,
+            first=_first_line(node),
+            end=node.end_lineno or node.lineno,
+            bound=after,
+            body=(_first_line(node.body[0]), node.body[0].lineno, node.body[0].col_offset),
+            members=_definitions(node.body, bound=after) if is_class else {},
+        )
     return found
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return decorators[0].lineno if decorators else node.lineno
+
+
+def _block(parsed: _ParsedModule, node: _Definition) -> list[str]:
+    """The lines `inspect.getblock` gives from the definition's first line, untokenized.
+
+    getblock (pure Python tokenizing on 3.11) ends the block as _block_end does from the
+    syntax tree; it runs itself, on the lines up to `bound`, only where a backslash
+    continuation leaves the last line to the tokenizer.
+    """
+    end = _block_end(parsed, node)
+    if end is None:
+        return inspect.getblock(parsed.lines[node.first - 1 : node.bound])
+    return parsed.lines[node.first - 1 : end]
+
+
+def _block_end(parsed: _ParsedModule, node: _Definition) -> int | None:
+    """The block's last line: the definition's own last line, then, when its body has lines
+    of its own, the comment lines after it indented at least as much as the body, up to
+    the next line of code (blank lines between them kept).
+
+    None where a backslash ends the last line or joins the header to the body: the
+    logical line, and the block, may end on a later line than the syntax tree says.
+    """
+    lines = parsed.lines
+    body_line, keyword_line, body_col = node.body
+    header = lines[node.lineno - 1 : body_line - 1]
+    if any(line.rstrip("\r\n").endswith("\\") for line in [*header, lines[node.end - 1]]):
+        return None
+    if lines[keyword_line - 1].encode()[:body_col].strip(b" \t\f"):
+        return node.end  # the body starts on the header's line: it has no INDENT token
+    indent = _indent(lines[body_line - 1])
+    end = node.end
+    stop = len(lines) if node.bound is None else node.bound
+    for number in range(node.end + 1, stop + 1):
+        line = lines[number - 1]
+        rest = line[_indent(line) :]
+        if rest[:1] == "#":
+            end = number if _indent(line) >= indent else end
+        elif rest.strip("\r\n"):
+            break
+    return end
+
+
+def _indent(line: str) -> int:
+    """The characters before the line's first token, as tokenize counts them."""
+    return len(line) - len(line.lstrip(" \t\f"))
 
 
 def _skipped(node: ast.stmt) -> bool:
@@ -152,6 +236,23 @@ def _skipped(node: ast.stmt) -> bool:
         if label in _SKIPPED_DECORATORS:
             return True
     return False
+
+
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (restored as it was; objects are freed as usual).
+
+    A syntax tree holds no reference cycles, yet each collection while a large module is
+    parsed traverses every node built so far; for sglang's modules that was a sixth of
+    what `check --source-root` spent.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -173,21 +274,21 @@ def _future_flags(tree: ast.Module) -> int:
 
 
 def _parse(found: SourceFile) -> _ParsedModule:
+    with _collection_paused():  # the syntax tree is dropped before collections resume
+        return _parse_module(found)
+
+
+def _parse_module(found: SourceFile) -> _ParsedModule:
     try:
         module = ast.parse(found.text, filename=found.name)
     except SyntaxError as exc:
         error = f"{exc.lineno} does not parse: {exc.msg}"
-        return _ParsedModule(found.text, None, error, [], None, 0, [])
-    lines = split_lines(found.text, keepends=True)
-    starts = sorted({node.lineno for node in ast.walk(module) if isinstance(node, ast.stmt)})
-    names = module_level_names(module)
-    return _ParsedModule(found.text, module, "", lines, names, _future_flags(module), starts)
-
-
-def _block_bound(parsed: _ParsedModule, node: ast.stmt) -> int | None:
-    """A line the block of `node` cannot pass: before the next statement that starts after it.
-
-    Only bounds the text `inspect.getblock` tokenizes (it stops at the block's end itself).
-    """
-    index = bisect.bisect_right(parsed.starts, node.end_lineno or node.lineno)
-    return parsed.starts[index] - 1 if index < len(parsed.starts) else None
+        return _ParsedModule(found.text, None, error, [], None, 0)
+    return _ParsedModule(
+        text=found.text,
+        definitions=_definitions(module.body, bound=None),
+        error="",
+        lines=split_lines(found.text, keepends=True),
+        module_names=module_level_names(module),
+        future_flags=_future_flags(module),
+    )

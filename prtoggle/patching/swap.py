@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 
 from prtoggle.errors import PatchApplicationError, PrToggleError
-from prtoggle.patching.compiler import compile_function, parse_definition
+from prtoggle.patching.compiler import (
+    compile_definition,
+    map_positions,
+    parse_definition,
+    signature_lines,
+)
 from prtoggle.patching.definition import (
     DefinitionValues,
     ExpressionScope,
@@ -72,12 +77,7 @@ class PatchedFunction:
 
 def apply_layers(source: FunctionSource, layers: Sequence[EditLayer]) -> NumberedSource:
     """Apply every layer's edits and preamble, in order, to the function's source text."""
-    current = number_lines(source.text, first_line=source.first_line)
-    for layer in layers:
-        context = _context(source, layer)
-        current = edit_numbered(current, layer.patch.edits, context=context)
-        current = insert_preamble(current, layer.patch.preamble, context=context)
-    return current
+    return _edited(number_lines(source.text, first_line=source.first_line), source, layers)
 
 
 def build_replacement(
@@ -123,10 +123,17 @@ def _build_replacement(
 ) -> Replacement:
     target = layers[-1].patch.target if layers else source.shape.name
     shape, filename = source.shape, source.filename
-    edited = apply_layers(source, layers)
-    code = compile_function(edited, shape=shape, filename=filename, target=target)
-    original_def = _definition(number_lines(source.text, first_line=source.first_line), source)
-    edited_def = _definition(edited, source)
+    original = number_lines(source.text, first_line=source.first_line)
+    edited = _edited(original, source, layers)
+    edited_def = parse_definition(
+        edited, shape=shape, filename=filename, target=target, positions=False
+    )
+    header = signature_lines(edited_def, edited)
+    map_positions(edited_def, edited)
+    code = compile_definition(edited_def, shape=shape, filename=filename, target=target)
+    if original.lines[:header] == edited.lines[:header]:
+        return Replacement(code=code, values=None)  # same decorators and signature
+    original_def = _definition(original, source)
     try:
         refuse_decorator_change(original_def, edited_def, label=target)
     except PatchApplicationError:
@@ -236,9 +243,25 @@ def _install(state: PatchedFunction, replacement: Replacement) -> None:
 def _definition(
     numbered: NumberedSource, source: FunctionSource
 ) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The definition `numbered` holds, only to compare (its positions are not mapped)."""
     return parse_definition(
-        numbered, shape=source.shape, filename=source.filename, target=source.shape.name
+        numbered,
+        shape=source.shape,
+        filename=source.filename,
+        target=source.shape.name,
+        positions=False,
     )
+
+
+def _edited(
+    original: NumberedSource, source: FunctionSource, layers: Sequence[EditLayer]
+) -> NumberedSource:
+    current = original
+    for layer in layers:
+        context = _context(source, layer)
+        current = edit_numbered(current, layer.patch.edits, context=context)
+        current = insert_preamble(current, layer.patch.preamble, context=context)
+    return current
 
 
 def _refuse_first_decorator_change(

@@ -4,6 +4,8 @@ from __future__ import annotations
 import __future__
 
 import ast
+import gc
+import importlib
 import inspect
 import io
 import tarfile
@@ -125,6 +127,77 @@ def test_the_static_text_is_exactly_what_inspect_getsource_gives(
     assert static.text == inspect.getsource(trailing.cached.__wrapped__)
     assert static.text.endswith("    # another, at body level\n")
     assert static.first_line == 4
+
+
+EDGE_MODULES = {
+    "comment_after_the_next_decorator": "def d(g):\n    return g\n\ndef f():\n    return 1\n"
+    "@d\n    # between a decorator and its def\ndef g():\n    pass\n",
+    "backslash_last": "def f():\n    x = 1 + \\\n        2\n    return x\n    # c\n\ny = 2\n",
+    "backslash_blank": "def f():\n    return 1 \\\n\ny = 2\n",
+    "backslash_header": "def f(): \\\n    return 1\n    # c\ny = 2\n",
+    "one_liner_comment": "def f(): return 1\n    # indented comment\ny = 2\n",
+    "nested_end": "def f(a):\n    if a:\n        return 1\n            # deeper\n    # body level\n"
+    "  # shallower\n# col0\n    # again\ny = 2\n",
+    "tabs": "def f():\n\treturn 1\n\t# tab\n        # eight spaces\n    # four\ny = 2\n",
+    "form_feed": "def f():\n    return 1\n\x0c    # after a form feed\ny = 2\n",
+    "trailing_spaces_at_the_end": "def f():\n    return 1\n   ",
+    "decorated_first_statement": "def d(g):\n    return g\n\ndef f():\n    @d\n    def g():\n"
+    "        return 1\n    return g()\n    # c\ny = 2\n",
+    "carriage_returns": "def f():\r\n    return 1\r\n    # c\r\ny = 2\r\n",
+    "docstring_only": 'def f():\n    """doc\n    # not a comment\n    """\n    # c\n',
+    "comment_inside_parentheses": "def f():\n    return (1,\n# col0\n    2)\n    # c\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_MODULES))
+def test_the_static_text_is_what_inspect_getsource_gives_at_token_edge_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    (tmp_path / f"{name}.py").write_bytes(EDGE_MODULES[name].encode())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    static = find_in_source_tree(f"{name}.f", source_root=tmp_path)
+    assert static.text == inspect.getsource(module.f)
+
+
+LAST_METHOD_MODULE = """\
+class Holder:
+    def first(self):
+        return 0
+
+    def last(self):
+        return 1
+        # a trailing comment, indented like the body
+x = 1
+"""
+
+
+def test_the_last_method_of_a_class_keeps_its_trailing_comment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "holder.py").write_text(LAST_METHOD_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import holder  # type: ignore[import-not-found]
+
+    static = find_in_source_tree("holder.Holder.last", source_root=tmp_path)
+    assert static.text == inspect.getsource(holder.Holder.last)
+    assert static.text.endswith("        # a trailing comment, indented like the body\n")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parsing_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, enabled: bool) -> None:
+    (tmp_path / "bad.py").write_text("def f(:\n    pass\n")
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        find_in_source_tree("pkg.mod.plain", source_root=tree(tmp_path))
+        with pytest.raises(TargetResolutionError):
+            find_in_source_tree("bad.f", source_root=tmp_path)
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()
 
 
 def test_module_level_names_cover_imports_definitions_and_assignments() -> None:

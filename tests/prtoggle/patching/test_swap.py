@@ -207,6 +207,42 @@ def test_default_edits_take_effect_and_restore_puts_back_the_original_objects(
     assert target.__kwdefaults__ is originals[2]
 
 
+SIGNATURE_MODULE = """\
+def short(a, factor=3): return a * factor
+
+
+def spread(
+    a,
+    factor=3
+):
+    return a * factor
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "edit"),
+    [
+        (
+            "signatures.short",
+            (
+                "def short(a, factor=3): return a * factor",
+                "replacement",
+                "def short(a, factor=30): return a * factor",
+            ),
+        ),
+        ("signatures.spread", ("factor=3", "replacement", "factor=30")),
+    ],
+)
+def test_a_default_edited_on_a_one_line_def_or_a_later_signature_line_takes_effect(
+    modules: ModuleFactory, target: str, edit: tuple[str, str, str]
+) -> None:
+    module = modules.load("signatures", SIGNATURE_MODULE)
+    function = loaded_function(target)
+    CodeSwapper().patch(function, edit_layer(target, edit))
+    assert (function(1), function.__defaults__) == (30, (30,))
+    assert module.short(2, 1) == 2
+
+
 def test_two_fixes_on_one_function_compose_and_restore_in_any_order(
     modules: ModuleFactory,
 ) -> None:
