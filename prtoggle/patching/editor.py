@@ -100,7 +100,7 @@ def edit_text(*, source: str, edits: Sequence[Edit], context: EditContext | None
             break
         texts, stripped = _spliced(texts, stripped, span, edit)
     else:
-        return "".join(f"{text}\n" for text in texts)
+        return "\n".join(texts) + "\n" if texts else ""
     where = context or EditContext(target="<source>", filename="<source>")
     return edit_numbered(number_lines(source, first_line=1), edits, context=where).text
 

@@ -203,6 +203,10 @@ def test_edit_text_takes_source_text_and_gives_edited_text() -> None:
     )
 
 
+def test_edit_text_that_deletes_every_line_gives_empty_text() -> None:
+    assert edit_text(source="x = 1\ny = 2\n", edits=[edit("x = 1\ny = 2")]) == ""
+
+
 DOCUMENTED = '''\
     def forward(self, x):
         """Run.
