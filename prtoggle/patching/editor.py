@@ -91,18 +91,17 @@ def edit_text(*, source: str, edits: Sequence[Edit], context: EditContext | None
     The shape of sglang's `apply_edits(source=..., edits=...)`; diagnostics count lines
     from 1 and name `<source>` unless `context` says where the text comes from.
     """
-    texts = _source_lines(source)
-    stripped = [text.strip() for text in texts]
-    for edit in edits:  # plain lines; an edit that does not apply is diagnosed below
-        wanted = match_lines(edit.match)
-        span = _edit_span(stripped, edit, wanted) if wanted else None
-        if span is None:
-            break
-        texts, stripped = _spliced(texts, stripped, span, edit)
-    else:
+    texts = _plain_edited(source, edits)
+    if texts is not None:
         return "\n".join(texts) + "\n" if texts else ""
+    # an edit did not apply: the numbered path raises with the diagnostics
     where = context or EditContext(target="<source>", filename="<source>")
     return edit_numbered(number_lines(source, first_line=1), edits, context=where).text
+
+
+def edits_apply(*, source: str, edits: Sequence[Edit]) -> bool:
+    """Whether `edit_text` would apply `edits` to `source`, without building its diagnostics."""
+    return _plain_edited(source, edits) is not None
 
 
 def insert_preamble(
@@ -147,6 +146,19 @@ def reindent(text: str, indent: str) -> list[str]:
     """Dedent `text` as a block and indent it to `indent`, keeping relative indentation."""
     block = textwrap.dedent(text)
     return [f"{indent}{line}" if line.strip() else "" for line in split_lines(block)]
+
+
+def _plain_edited(source: str, edits: Sequence[Edit]) -> list[str] | None:
+    """The lines of `source` with `edits` made in order, or None when one does not apply."""
+    texts = _source_lines(source)
+    stripped = [text.strip() for text in texts]
+    for edit in edits:
+        wanted = match_lines(edit.match)
+        span = _edit_span(stripped, edit, wanted) if wanted else None
+        if span is None:
+            return None
+        texts, stripped = _spliced(texts, stripped, span, edit)
+    return texts
 
 
 def _apply_edit(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prtoggle.errors import PatchApplicationError, PrToggleError
-from prtoggle.patching.editor import edit_text, match_lines
+from prtoggle.errors import PrToggleError
+from prtoggle.patching.editor import edits_apply, match_lines
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit, Patch
 from prtoggle.recipes.authoring.placement import layout
@@ -52,7 +52,7 @@ def find_moved(patch: Patch, tree: SourceTree) -> Moved:
     """
     name = patch.target.rsplit(".", 1)[-1]
     candidates = _candidates(patch, tree)
-    exact = [c for c in candidates if _applies_in_order(c.text, patch.edits)]
+    exact = [c for c in candidates if edits_apply(source=c.text, edits=patch.edits)]
     if len(exact) > 1:
         exact = [c for c in exact if c.target.rsplit(".", 1)[-1] == name] or exact
     if len(exact) == 1:
@@ -136,19 +136,3 @@ def _similarity(text: str, edits: tuple[Edit, ...]) -> float:
         return 0.0
     scores = [best_similarity(text, edit.match) for edit in edits]
     return sum(w * s for w, s in zip(weights, scores, strict=True)) / sum(weights)
-
-
-def _applies_in_order(text: str, edits: tuple[Edit, ...]) -> bool:
-    """Whether the edits apply to `text` in order (each match looked for before the editor
-    is asked, which spares its diagnostics for the many functions where one does not)."""
-    for edit in edits:
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        wanted = list(match_lines(edit.match))
-        size = len(wanted)
-        if not any(lines[i : i + size] == wanted for i in range(len(lines) - size + 1)):
-            return False
-        try:
-            text = edit_text(source=text, edits=[edit])
-        except PatchApplicationError:
-            return False
-    return True

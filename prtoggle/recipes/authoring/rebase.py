@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from prtoggle.errors import PatchApplicationError, TargetResolutionError
-from prtoggle.patching.editor import edit_text
+from prtoggle.errors import TargetResolutionError
+from prtoggle.patching.editor import edit_text, edits_apply
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.types import Edit, Patch
@@ -103,20 +103,12 @@ def _rebase_patch(patch: Patch, *, tree: SourceTree, result: Rebase) -> Patch | 
 
 
 def _rebase_edit(text: str, edit: Edit) -> tuple[str, float, Edit | None]:
-    if _applies(text, edit):
+    if edits_apply(source=text, edits=[edit]):
         return "exact", 1.0, edit
     anchored = reanchor(text, edit)
     if anchored.edit is None:
         return "not-found", anchored.similarity, None
     return "re-anchored", anchored.similarity, anchored.edit
-
-
-def _applies(text: str, edit: Edit) -> bool:
-    try:
-        edit_text(source=text, edits=[edit])
-    except PatchApplicationError:
-        return False
-    return True
 
 
 def _rewritten(recipe: Recipe, patches: list[Patch]) -> str:

@@ -9,6 +9,7 @@ from prtoggle.patching.editor import (
     EditContext,
     edit_numbered,
     edit_text,
+    edits_apply,
     insert_preamble,
     number_lines,
 )
@@ -205,6 +206,25 @@ def test_edit_text_takes_source_text_and_gives_edited_text() -> None:
 
 def test_edit_text_that_deletes_every_line_gives_empty_text() -> None:
     assert edit_text(source="x = 1\ny = 2\n", edits=[edit("x = 1\ny = 2")]) == ""
+
+
+@pytest.mark.parametrize(
+    ("edits", "applies"),
+    [
+        ([edit("if y > 0:", text="if y >= 0:")], True),
+        ([edit("y = x + 1")], False),  # two windows
+        ([edit("return w")], False),  # none
+        ([edit("return z", text="return y"), edit("return z")], False),  # gone after the first
+        ([edit("if y > 0:", text="if y < 0:"), edit("if y < 0:", text="if y >= 0:")], True),
+    ],
+)
+def test_edits_apply_says_what_edit_text_would_do(edits: list[Edit], applies: bool) -> None:
+    assert edits_apply(source=SOURCE, edits=edits) is applies
+    if applies:
+        edit_text(source=SOURCE, edits=edits)
+    else:
+        with pytest.raises(EditMatchError):
+            edit_text(source=SOURCE, edits=edits)
 
 
 DOCUMENTED = '''\
