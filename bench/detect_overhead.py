@@ -33,7 +33,7 @@ import torch
 
 from fixes.kernels.trtllm_fmha import trtllm_batch_decode_with_kv_cache
 from prtoggle import detect
-from prtoggle.detect import witness
+from prtoggle.detect.probes import witness
 
 NAN_ENV = "SGLANG_SPEC_NAN_DETECTION"
 

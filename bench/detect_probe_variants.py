@@ -6,13 +6,13 @@ launch configured differently; rounds interleave the variants. Ratios are to the
 without probes (``none-module``).
 
 - ``instrument``: the shipped configuration (one launch per layer, BLOCK_SIZE, NUM_WARPS,
-  PROGRAMS_PER_SM of prtoggle/detect/triton_probes.py);
+  PROGRAMS_PER_SM of prtoggle/detect/probes/triton_provider.py);
 - ``layers-N``: one launch per N layers (MAX_GROUP raised to hold them);
 - ``warps-W`` / ``block-B`` / ``per-sm-P``: one launch constant changed;
 - ``launch-floor``: the same launches (grid, arguments) of a kernel that loads each
   program's first block and does nothing else: what the launches cost by themselves;
-- ``old``: with ``--old-kernel PATH``, a previous triton_probes.py (e.g. ``git show
-  REV:prtoggle/detect/triton_probes.py > old.py``), its completion counter fed from the
+- ``old``: with ``--old-kernel PATH``, a previous triton_provider.py (e.g. ``git show
+  REV:prtoggle/detect/probes/triton_provider.py > old.py``), its completion counter fed from the
   table's claim locks.
 
 Usage: ``python bench/detect_probe_variants.py [--batch 1 64] [--old-kernel old.py]``.
@@ -46,9 +46,11 @@ from detect_overhead import (
 )
 
 from prtoggle import detect
-from prtoggle.detect import probes, triton_probes
+from prtoggle.detect.probes import site_probes, triton_provider
 
-instrument_module = importlib.import_module("prtoggle.detect.instrument")  # not the function
+instrument_module = importlib.import_module(
+    "prtoggle.detect.instrumentation.modules"
+)  # not the function
 
 
 def main() -> None:
@@ -108,15 +110,15 @@ def _configured(
     **constants: int,
 ) -> Iterator[None]:
     """Set the launch constants, the float provider and the layer grouping while capturing."""
-    saved = {name: getattr(triton_probes, name) for name in constants}
-    saved_record, saved_group = triton_probes.record_float, probes.MAX_GROUP
+    saved = {name: getattr(triton_provider, name) for name in constants}
+    saved_record, saved_group = triton_provider.record_float, site_probes.MAX_GROUP
     saved_layers = instrument_module._layer_paths
     for name, value in constants.items():
-        setattr(triton_probes, name, value)
+        setattr(triton_provider, name, value)
     if record_float is not None:
-        triton_probes.record_float = record_float  # type: ignore[assignment]
+        triton_provider.record_float = record_float  # type: ignore[assignment]
     if layers_per_launch > 1:
-        probes.MAX_GROUP = 12 * layers_per_launch
+        site_probes.MAX_GROUP = 12 * layers_per_launch
         count = len(modules.layers)  # type: ignore[arg-type]
         ends = {f"layers.{i}" for i in range(count) if (i + 1) % layers_per_launch == 0}
         instrument_module._layer_paths = lambda module: ends | {f"layers.{count - 1}"}  # type: ignore[assignment]
@@ -124,20 +126,20 @@ def _configured(
         yield
     finally:
         for name, value in saved.items():
-            setattr(triton_probes, name, value)
-        triton_probes.record_float = saved_record  # type: ignore[assignment]
-        probes.MAX_GROUP = saved_group
+            setattr(triton_provider, name, value)
+        triton_provider.record_float = saved_record  # type: ignore[assignment]
+        site_probes.MAX_GROUP = saved_group
         instrument_module._layer_paths = saved_layers  # type: ignore[assignment]
 
 
 def _record_floor(table: Any, items: Any, *, check_inf: bool) -> None:
     """The shipped launch (grid, arguments) of a kernel that only loads first blocks."""
-    _floor_kernel[(triton_probes._programs(items),)](
+    _floor_kernel[(triton_provider._programs(items),)](
         tuple(item.flat for item in items),
         tuple(item.flat.numel() for item in items),
         COUNT_TENSORS=len(items),
-        BLOCK=triton_probes.BLOCK_SIZE,
-        num_warps=triton_probes.NUM_WARPS,
+        BLOCK=triton_provider.BLOCK_SIZE,
+        num_warps=triton_provider.NUM_WARPS,
     )
 
 
@@ -153,7 +155,7 @@ def _floor_kernel(xs, ns, COUNT_TENSORS: tl.constexpr, BLOCK: tl.constexpr):  # 
 
 
 def _load_old_kernel(path: Path) -> ModuleType:
-    """A previous triton_probes.py, its `table.finished` read from `table.claim_locks`."""
+    """A previous triton_provider.py, its `table.finished` read from `table.claim_locks`."""
     copy = Path("/tmp/old_triton_probes.py")
     copy.write_text(path.read_text().replace("table.finished", "table.claim_locks"))
     spec = importlib.util.spec_from_file_location("old_triton_probes", copy)

@@ -53,7 +53,7 @@ class RunnerError(PrToggleError):
 class DetectionError(PrToggleError):
     """A debug probe found a fault; the message names every site hit, first writer first.
 
-    `hits` holds the hit records (prtoggle.detect.report.SiteHit / RedzoneHit) in first-hit
+    `hits` holds the hit records (prtoggle.detect.findings.hits.SiteHit / RedzoneHit) in first-hit
     order, redzones last; `sites` their site names; `first` the first writer (or None).
     """
 

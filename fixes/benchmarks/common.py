@@ -90,7 +90,7 @@ class RevertedTiming:
 class BenchResult:
     """One benchmark's timing: fixed median and samples; with a PR, the paired reverted half.
 
-    Its JSON (`to_json`) is the wire format prtoggle.workflows.revert_cost reads: the keys are
+    Its JSON (`to_json`) is the wire format prtoggle.commands.bench reads: the keys are
     prtoggle.protocol.BENCH_RESULT_KEYS, `reverted` an object (BENCH_REVERTED_KEYS) or null.
     """
 

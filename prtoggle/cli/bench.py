@@ -12,7 +12,7 @@ from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
 
 if TYPE_CHECKING:
-    from prtoggle.workflows.revert_cost import BenchRun, FixCost
+    from prtoggle.commands.bench import BenchRun, FixCost
 
 _EPILOG = """\b
 Each fix's `bench:` module times the code path the fix changes, in a state
@@ -60,7 +60,7 @@ def bench_command(
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
-    from prtoggle.workflows.revert_cost import measure_fix_cost
+    from prtoggle.commands.bench import measure_fix_cost
 
     fixes = fixes_to_run(
         "bench", prs=prs, run_all=run_all, device=device, key="bench", what="benchmark"

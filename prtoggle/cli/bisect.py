@@ -16,11 +16,11 @@ from prtoggle.cli.common import (
     load_default_registry,
     parse_revert_options,
 )
+from prtoggle.commands.bisect_runs import MetricRule, RunRecord, command_oracle
+from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
 from prtoggle.recipes.packages import check_without_import
 from prtoggle.recipes.prs import join_prs
 from prtoggle.runners.script_targets import script_targets
-from prtoggle.workflows.bisect_runs import MetricRule, RunRecord, command_oracle
-from prtoggle.workflows.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetCheck

@@ -19,8 +19,8 @@ from prtoggle.cli.common import (
 from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
+    from prtoggle.commands.coverage import CoverageReport, FixCoverage, SuiteRun
     from prtoggle.recipes.registry import Recipe, Registry
-    from prtoggle.workflows.coverage import CoverageReport, FixCoverage, SuiteRun
 
 _EPILOG = """\b
 COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
@@ -108,8 +108,8 @@ def coverage_command(
 ) -> None:
     """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
     require_installed("coverage", tools=["pytest"])
+    from prtoggle.commands.coverage import run_coverage
     from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
-    from prtoggle.workflows.coverage import run_coverage
 
     if html_path is not None and not html_path.resolve().parent.is_dir():
         raise click.BadParameter(
@@ -131,7 +131,7 @@ def coverage_command(
             runner=runner,
         )
     if html_path is not None:
-        from prtoggle.workflows.coverage_html import render_html
+        from prtoggle.commands.coverage_html import render_html
 
         html_path.write_text(render_html(report), encoding="utf-8")
     if as_json:
@@ -181,7 +181,7 @@ def _qualified(value: str, collection: str, registry: Registry) -> str:
 
 
 def _print_progress(run: SuiteRun) -> None:
-    from prtoggle.workflows.coverage import reverts_text
+    from prtoggle.commands.coverage import reverts_text
 
     what = f"PR {reverts_text(run.prs)} reverted" if run.prs else "plain"
     result = run.error or f"{len(run.outcomes)} tests"
@@ -209,7 +209,7 @@ def _print_report(report: CoverageReport) -> None:
 
 
 def _matrix_text(report: CoverageReport) -> str:
-    from prtoggle.workflows.coverage import CELL_MEANINGS, CELL_SYMBOLS
+    from prtoggle.commands.coverage import CELL_MEANINGS, CELL_SYMBOLS
 
     headers = [str(entry.fix.pr) for entry in report.fixes] + ["TEST"]
     rows = [

@@ -17,9 +17,9 @@ from prtoggle.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from prtoggle.commands.new import NewRecipe
     from prtoggle.patching.source_files import SourceTree
     from prtoggle.recipes.authoring.git import Commit
-    from prtoggle.recipes.authoring.new import NewRecipe
     from prtoggle.recipes.authoring.recipe_file import RecipeHeader
 
 _EPILOG = """\b
@@ -82,7 +82,7 @@ Examples:
 @json_option
 def new_command(**options: Any) -> None:
     """Write a revert recipe drafted from a fix: its diff (--from-diff) or commit (--from-git)."""
-    from prtoggle.recipes.authoring.new import new_from_diff
+    from prtoggle.commands.new import new_from_diff
 
     diff_file, rev = options["diff_file"], options["rev"]
     if (diff_file is None) == (rev is None):

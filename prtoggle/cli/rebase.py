@@ -19,7 +19,7 @@ from prtoggle.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from prtoggle.recipes.authoring.rebase import Rebase
+    from prtoggle.commands.rebase import Rebase
 
 _EPILOG = """\b
 Per edit: exact (its match occurs once as it is), re-anchored (its match drifted:
@@ -55,9 +55,9 @@ def rebase_command(
     pr: int, collection: str | None, source_root: Path | None, out: Path, as_json: bool
 ) -> None:
     """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
+    from prtoggle.commands.rebase import rebase_recipe
     from prtoggle.errors import TargetResolutionError
     from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.authoring.rebase import rebase_recipe
     from prtoggle.recipes.packages import import_free_source_root
 
     recipe = load_default_registry(collection=collection).get(pr, collection=collection)

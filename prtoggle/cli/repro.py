@@ -20,8 +20,8 @@ from prtoggle.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from prtoggle.commands.repro import ReproResult, ScenarioResult
     from prtoggle.recipes.registry import Recipe
-    from prtoggle.workflows.repro import ReproResult, ScenarioResult
 
 _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
@@ -65,7 +65,7 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    from prtoggle.workflows.repro import run_repros
+    from prtoggle.commands.repro import run_repros
 
     started = time.monotonic()
     fixes = fixes_to_run(

@@ -18,9 +18,6 @@ Importing this package does not import torch or triton.
 
 from __future__ import annotations
 
-from prtoggle.detect.allocations import AllocationRouting, RoutedAllocation, poisoned_allocations
-from prtoggle.detect.checking import check, report, reset
-from prtoggle.detect.clock import PHASES, current_phase, current_step, phase, set_step
 from prtoggle.detect.config import (
     MODES,
     current_mode,
@@ -32,11 +29,12 @@ from prtoggle.detect.config import (
     poison_enabled,
     set_mode,
 )
-from prtoggle.detect.functions import FunctionInstrumentation, instrument_functions
-from prtoggle.detect.guarded import guarded_allocations
-from prtoggle.detect.host_checks import maybe_check_host_range
-from prtoggle.detect.instrument import Instrumentation, instrument
-from prtoggle.detect.padding import (
+from prtoggle.detect.findings.checking import check, report, reset
+from prtoggle.detect.findings.hits import DetectionReport, RedzoneHit, RedzoneReadHit, SiteHit
+from prtoggle.detect.findings.requests import requests_for_rows, requests_hit
+from prtoggle.detect.instrumentation.functions import FunctionInstrumentation, instrument_functions
+from prtoggle.detect.instrumentation.modules import Instrumentation, instrument
+from prtoggle.detect.instrumentation.padding import (
     DEFAULT_VARIANTS,
     OutputRecording,
     PaddingDivergence,
@@ -45,8 +43,9 @@ from prtoggle.detect.padding import (
     compare_padding,
     record_outputs,
 )
-from prtoggle.detect.poison import poisoned_buffer
-from prtoggle.detect.probes import (
+from prtoggle.detect.probes.clock import PHASES, current_phase, current_step, phase, set_step
+from prtoggle.detect.probes.host_checks import maybe_check_host_range
+from prtoggle.detect.probes.site_probes import (
     PROVIDERS,
     maybe_detect_inf,
     maybe_detect_nan,
@@ -54,9 +53,14 @@ from prtoggle.detect.probes import (
     prepare_device,
     record_float_tensors,
 )
-from prtoggle.detect.redzone_reads import check_read
-from prtoggle.detect.report import DetectionReport, RedzoneHit, RedzoneReadHit, SiteHit
-from prtoggle.detect.requests import requests_for_rows, requests_hit
+from prtoggle.detect.redzones.allocations import (
+    AllocationRouting,
+    RoutedAllocation,
+    poisoned_allocations,
+)
+from prtoggle.detect.redzones.buffers import poisoned_buffer
+from prtoggle.detect.redzones.guarded import guarded_allocations
+from prtoggle.detect.redzones.reads import check_read
 
 __all__ = [
     "DEFAULT_VARIANTS",

@@ -36,7 +36,7 @@ import pytest
 from prtoggle.errors import PrToggleError
 from prtoggle.protocol import REVERT_ENV
 from prtoggle.pytest_plugin.guards import Guard, guards_of
-from prtoggle.pytest_plugin.report import (
+from prtoggle.pytest_plugin.outcomes import (
     ERROR_PROPERTY,
     NO_VARIANTS_OPTION,
     REPORT_OPTION,

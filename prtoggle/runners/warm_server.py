@@ -265,7 +265,7 @@ def _run_program(request: RunRequest) -> None:
 def _reset_detection_state() -> None:
     """Witness rows, redzones, phase/step and set_mode() as a fresh process has them."""
     if "prtoggle.detect" in sys.modules:  # else there is nothing to reset (nor to import)
-        from prtoggle.detect.checking import reset_process_state
+        from prtoggle.detect.findings.checking import reset_process_state
 
         reset_process_state()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from prtoggle.detect.allocations import torch_function_mode
+from prtoggle.detect.redzones.allocations import torch_function_mode
 
 WIDTH_SCRIPT = """
 import types, torch

@@ -27,7 +27,9 @@ from stand_ins import cuda_devices_on_cpu, draft_decode_batch, mla_draft_backend
 
 import prtoggle
 from prtoggle import detect
-from prtoggle.detect import clock, config, poison, witness
+from prtoggle.detect import config
+from prtoggle.detect.probes import clock, witness
+from prtoggle.detect.redzones import buffers
 from prtoggle.errors import RedzoneViolation
 
 pytestmark = pytest.mark.sglang
@@ -44,7 +46,7 @@ INT32_BYTES = 4
 def redzones_and_range_probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Fresh process-wide detection state with poisoning and range probes on, mode raise."""
     monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
+    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
     monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
     for name in (config.NAN_DETECTION_ENV, config.MODE_ENV, config.SGLANG_INVARIANT_ENV):
@@ -148,10 +150,10 @@ def require_redzone(buffer: torch.Tensor) -> None:
     """Fail before any launch unless `buffer` is followed by a whole redzone in its storage
     (the interpreted kernel's stray stores would otherwise land in other host memory)."""
     spare = buffer.untyped_storage().nbytes() - buffer.numel() * buffer.element_size()
-    if buffer.storage_offset() != 0 or spare < poison.DEFAULT_REDZONE_BYTES:
+    if buffer.storage_offset() != 0 or spare < buffers.DEFAULT_REDZONE_BYTES:
         pytest.fail(
             f"the graph kv_indices buffer {tuple(buffer.shape)} is not followed by a "
-            f"{poison.DEFAULT_REDZONE_BYTES}-byte redzone ({spare} spare bytes): not launching "
+            f"{buffers.DEFAULT_REDZONE_BYTES}-byte redzone ({spare} spare bytes): not launching "
             "the kernel (is SGLANG_DEBUG_POISON on and the allocation routed?)"
         )
 

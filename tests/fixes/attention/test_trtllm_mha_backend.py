@@ -25,7 +25,9 @@ from fixes.forward_batch import (
 )
 from fixes.model.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from prtoggle import detect
-from prtoggle.detect import clock, config, poison, witness
+from prtoggle.detect import config
+from prtoggle.detect.probes import clock, witness
+from prtoggle.detect.redzones import buffers
 from prtoggle.errors import OOBDetected
 
 PREFIX_LENS = [5, 9, 3]
@@ -36,7 +38,7 @@ CPU = torch.device("cpu")
 @pytest.fixture(autouse=True)
 def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
+    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
     monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
     for name in (

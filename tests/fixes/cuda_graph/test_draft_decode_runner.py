@@ -16,7 +16,9 @@ from fixes.cuda_graph.draft_decode_runner import DraftDecodeGraphRunner
 from fixes.errors import CudaGraphError
 from fixes.memory_pool import PADDING_PAGE
 from fixes.model.toy_requests import ToyStack, build_stack, random_tokens
-from prtoggle.detect import clock, config, poison, witness
+from prtoggle.detect import config
+from prtoggle.detect.probes import clock, witness
+from prtoggle.detect.redzones import buffers
 from prtoggle.errors import NaNDetected
 
 NUM_STEPS = 2
@@ -25,7 +27,7 @@ NUM_STEPS = 2
 @pytest.fixture(autouse=True)
 def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
+    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
     for name in (
         config.NAN_DETECTION_ENV,

@@ -9,7 +9,7 @@ import torch
 
 from fixes.cuda_graph.graph import WARMUP_RUNS, capture, graph_memory_pool
 from prtoggle import detect
-from prtoggle.detect import clock
+from prtoggle.detect.probes import clock
 
 CPU = torch.device("cpu")
 

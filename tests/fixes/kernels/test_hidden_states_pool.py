@@ -7,7 +7,7 @@ import torch
 
 from fixes.errors import KernelContractError
 from fixes.kernels.hidden_states_pool import assign_hidden_states_pool
-from prtoggle.detect import poison
+from prtoggle.detect.redzones import buffers
 from prtoggle.errors import RedzoneRead
 
 PROVIDERS = ["torch", "triton"]
@@ -198,7 +198,7 @@ def test_triton_on_gpu_matches_the_naive_copy() -> None:
 
 def test_torch_provider_names_a_read_of_a_guarded_index_buffers_redzone() -> None:
     # A stale 2-entry graph buffer read for 4 requests, guarded as under --auto-detect.
-    indices = poison.guarded_buffer(
+    indices = buffers.guarded_buffer(
         (2,), dtype=torch.int64, device="cpu", name="graph.rows", fill=0
     )
     with pytest.raises(RedzoneRead) as info:

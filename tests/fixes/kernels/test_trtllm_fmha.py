@@ -15,7 +15,7 @@ from fixes.kernels.trtllm_fmha import (
     trtllm_batch_decode_with_kv_cache,
 )
 from prtoggle import detect
-from prtoggle.detect import poison
+from prtoggle.detect.redzones import buffers
 from prtoggle.errors import RedzoneRead, RedzoneViolation
 
 SHAPES = [  # (bs, q_len_per_req, page_size, num_heads, num_kv_heads)
@@ -356,7 +356,7 @@ def test_context_reading_past_a_guarded_cum_seq_lens_q_names_the_read_of_its_red
     # DP padding over guarded metadata (as under --auto-detect): the read of entry 3 of a
     # 3-entry cum_seq_lens_q lies in its redzone and is reported before the value is used.
     batch = small_batch(q_lens=[2, 3], kv_lens=[4, 5])
-    cum = poison.guarded_buffer((3,), dtype=torch.int32, device="cpu", name="cu_q", fill=0)
+    cum = buffers.guarded_buffer((3,), dtype=torch.int32, device="cpu", name="cu_q", fill=0)
     cum.copy_(batch.cum_seq_lens_q)
     with pytest.raises(RedzoneRead) as raised:
         context(batch, batch_size=3, cum_seq_lens_q=cum)
@@ -369,7 +369,7 @@ def test_context_reading_past_a_guarded_cum_seq_lens_q_names_the_read_of_its_red
 def test_decode_writing_past_a_guarded_out_is_left_to_the_redzone_comparison() -> None:
     # Rows written past the end are not reads: check() finds them in the redzone.
     batch = small_batch(q_lens=[2, 2], kv_lens=[5, 7])
-    out = poison.guarded_buffer((2, 2, 16), dtype=torch.float32, device="cpu", name="o", fill=0)
+    out = buffers.guarded_buffer((2, 2, 16), dtype=torch.float32, device="cpu", name="o", fill=0)
     try:
         decode(batch, q_len_per_req=2, out=out)
         with pytest.raises(RedzoneViolation) as raised:

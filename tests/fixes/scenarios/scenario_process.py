@@ -13,7 +13,9 @@ import pytest
 
 import prtoggle
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, failure_from_exception
-from prtoggle.detect import clock, config, poison, witness
+from prtoggle.detect import config
+from prtoggle.detect.probes import clock, witness
+from prtoggle.detect.redzones import buffers
 from prtoggle.protocol import DETECTION_ENV
 from prtoggle.recipes.registry import load_registry
 
@@ -25,7 +27,7 @@ SCENARIO_TIMEOUT_S = 300
 def isolate_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fresh witness tables, redzones, clock and mode; no detection or revert env."""
     monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
+    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
     monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
     clear_detection_env(monkeypatch)

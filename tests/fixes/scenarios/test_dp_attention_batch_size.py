@@ -25,8 +25,8 @@ import prtoggle
 from fixes.errors import EngineUsageError
 from fixes.scenarios import dp_attention_batch_size as scenario
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome
+from prtoggle.commands.repro import scenario_env
 from prtoggle.runners.warm_client import HEAVY_MODULES, WarmWorker
-from prtoggle.workflows.repro import scenario_env
 
 MODULE = "fixes.scenarios.dp_attention_batch_size"
 FORKED = (

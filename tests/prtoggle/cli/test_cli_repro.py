@@ -18,8 +18,8 @@ from click.testing import CliRunner, Result
 
 from prtoggle.cli.main import cli
 from prtoggle.cli.repro import _print_table
+from prtoggle.commands.repro import ReproResult, ScenarioResult
 from prtoggle.runners.child_process import CommandRun
-from prtoggle.workflows.repro import ReproResult, ScenarioResult
 
 __all__ = ["fake_project"]
 

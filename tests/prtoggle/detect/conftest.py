@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from prtoggle.detect import clock, config, poison, witness
+from prtoggle.detect import config
+from prtoggle.detect.probes import clock, witness
+from prtoggle.detect.redzones import buffers
 
 DETECT_ENV = (
     config.NAN_DETECTION_ENV,
@@ -21,7 +23,7 @@ DETECT_ENV = (
 def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
     """Isolate each test from the process-wide detection state and the caller's env."""
     monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(poison, "_REGISTRY", poison.RedzoneRegistry())
+    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
     monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
     monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
     for name in DETECT_ENV:

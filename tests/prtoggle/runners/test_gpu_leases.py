@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from prtoggle.commands import repro
+from prtoggle.commands.repro import ScenarioResult, run_repros
 from prtoggle.recipes.registry import load_registry
 from prtoggle.runners.child_process import CommandRun
 from prtoggle.runners.gpu_leases import GpuLeases, visible_gpus
-from prtoggle.workflows import repro
-from prtoggle.workflows.repro import ScenarioResult, run_repros
 
 
 def test_without_cuda_visible_devices_every_counted_gpu_is_handed_out() -> None:

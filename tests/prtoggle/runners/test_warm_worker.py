@@ -38,7 +38,9 @@ DIRTY_MODULE = "prtoggle_dirty_preload"
 DIRTY_SOURCE = """\
 import os, signal
 from prtoggle.revert import toggle
-from prtoggle.detect import clock, config, witness
+from prtoggle.detect import config
+from prtoggle.detect.probes import clock
+from prtoggle.detect.probes import witness
 
 config.set_mode("record")
 witness.witness_tables().slot_for("nan", "dirty.site")
@@ -58,7 +60,8 @@ import json, os, signal, sys
 import prtoggle_fake_target as target
 from prtoggle import detect
 from prtoggle.revert import toggle
-from prtoggle.detect import clock, witness
+from prtoggle.detect.probes import clock
+from prtoggle.detect.probes import witness
 
 names = ("SIGINT", "SIGTERM", "SIGPIPE", "SIGHUP", "SIGUSR1", "SIGCHLD", "SIGXFSZ")
 print(json.dumps({

@@ -1,0 +1,1 @@
+"""What the probes found: check(), hit records and their message, rows to requests."""

@@ -1,0 +1,1 @@
+"""Automatic instrumentation: every module's output, every function's result, padding."""

@@ -1,0 +1,1 @@
+"""Device probes and host checks: witness tables, the clock, torch and Triton providers."""

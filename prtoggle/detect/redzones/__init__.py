@@ -1,0 +1,1 @@
+"""Poisoned buffers and redzones: allocation, guarded allocation, reads of a redzone."""

@@ -1,1 +1,0 @@
-"""What the CLI commands do, without click: repro, bisect, bench (revert cost), coverage."""
