@@ -14,11 +14,19 @@ from pathlib import Path
 from prtoggle.errors import TargetResolutionError
 from prtoggle.patching.compiler import FunctionShape
 from prtoggle.patching.lines import split_lines
+from prtoggle.patching.reexports import (
+    MAX_REEXPORT_HOPS,
+    ImportBinding,
+    import_bindings,
+    is_type_checking,
+    package_of,
+)
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
-from prtoggle.patching.targets import FunctionSource
+from prtoggle.patching.targets import OPERATOR_DECORATORS, FunctionSource, custom_op_refusal
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_SKIPPED_DECORATORS = ("setter", "deleter", "overload")
+NOT_BINDING_DECORATORS = ("setter", "deleter", "overload")
+"""Decorators whose def does not bind its name: the live definition is another one."""
 
 
 def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> FunctionSource:
@@ -27,18 +35,36 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
     `source_root` is a directory, a wheel or an sdist (see source_files). The text is
     what `inspect.getsource` gives for the live function: from the first decorator line,
     the block `inspect.getblock` finds, so a static check edits what the runtime edits.
+    A name the module imports instead of defining (`from a.c import f`, an `__init__`
+    re-export) is followed there, as attribute access follows it at run time, for up to
+    MAX_REEXPORT_HOPS steps; `found_as` then names where the definition is.
     """
     tree = source_root if isinstance(source_root, SourceTree) else open_source_tree(source_root)
-    found, names = _module_file(target, tree=tree)
-    parsed = tree.memo("parsed", found.name, lambda: _parse(found))
-    if parsed.text != found.text:  # a directory's file changed since: parse it again
-        parsed = _parse(found)
-        tree.memo("parsed", found.name, lambda: parsed)
-    if parsed.definitions is None:
-        raise TargetResolutionError(f"{target}: {found.name}:{parsed.error}")
+    current, followed = target, [target]
+    while True:
+        found, names, module = _module_file(current, tree=tree, original=target)
+        parsed = _parsed(tree, found)
+        if parsed.definitions is None:
+            raise TargetResolutionError(f"{target}: {found.name}:{parsed.error}")
+        step = _reexport_step(parsed, names, module=module, found=found)
+        if step is None:
+            break
+        if step in followed or len(followed) > MAX_REEXPORT_HOPS:
+            chain = " -> ".join([*followed, step])
+            raise TargetResolutionError(
+                f"{target}: the re-exports do not end in a definition within "
+                f"{MAX_REEXPORT_HOPS} steps: {chain}"
+            )
+        current = step
+        followed.append(step)
     node, class_name = _walk(parsed.definitions, names, target=target, filename=found.name)
+    if node.operator:
+        raise custom_op_refusal(target)
     shape = FunctionShape(
-        name=node.name, class_name=class_name, freevars=None, future_flags=parsed.future_flags
+        name=node.name,
+        class_name=class_name,
+        freevars=("__class__",) if class_name and node.class_cell else (),
+        future_flags=parsed.future_flags,
     )
     return FunctionSource(
         filename=found.name,
@@ -46,7 +72,19 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
         text="".join(_block(parsed, node)),
         shape=shape,
         module_names=parsed.module_names,
+        found_as=current if current != target else None,
     )
+
+
+def binds_its_name(node: ast.stmt) -> bool:
+    """Whether a def or class statement binds its name at run time: not a property's
+    setter or deleter, nor an overload (the one rule of which `def`s can be targets)."""
+    return not any(_label(d) in NOT_BINDING_DECORATORS for d in _decorators(node))
+
+
+def operator_decorator(node: ast.stmt) -> str | None:
+    """The decorator that makes a def a torch operator object (not a function), if any."""
+    return next((_label(d) for d in _decorators(node) if _label(d) in OPERATOR_DECORATORS), None)
 
 
 @dataclass(frozen=True)
@@ -68,6 +106,8 @@ class _Definition:
     bound: int | None
     body: tuple[int, int, int]
     members: dict[str, _Definition]
+    class_cell: bool = False
+    operator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +121,7 @@ class _ParsedModule:
     lines: list[str]
     module_names: frozenset[str] | None
     future_flags: int
+    imports: dict[str, ImportBinding] | None = None
 
 
 def module_level_names(module: ast.Module) -> frozenset[str] | None:
@@ -98,7 +139,7 @@ def module_level_names(module: ast.Module) -> frozenset[str] | None:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, _DEFINITIONS):
             names.add(node.name)
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+        elif isinstance(node, ast.If) and is_type_checking(node.test):
             pending.extend(node.orelse)  # the body runs for type checkers only
         else:
             names.update(
@@ -115,6 +156,33 @@ def module_level_names(module: ast.Module) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def _parsed(tree: SourceTree, found: SourceFile) -> _ParsedModule:
+    parsed = tree.memo("parsed", found.name, lambda: _parse(found))
+    if parsed.text != found.text:  # a directory's file changed since: parse it again
+        parsed = _parse(found)
+        tree.memo("parsed", found.name, lambda: parsed)
+    return parsed
+
+
+def _reexport_step(
+    parsed: _ParsedModule, names: list[str], *, module: str, found: SourceFile
+) -> str | None:
+    """The dotted name `names` stands for when the module imports `names[0]` (the
+    import is the name's last binding), else None: the module defines it itself."""
+    binding = (parsed.imports or {}).get(names[0])
+    defined = (parsed.definitions or {}).get(names[0])
+    if binding is None or (defined is not None and defined.lineno > binding.line):
+        return None
+    is_package = found.name.endswith("__init__.py")
+    origin = binding.origin(package=package_of(module, is_package=is_package))
+    if origin is None:
+        raise TargetResolutionError(
+            f"{module}.{'.'.join(names)}: {found.name}:{binding.line}: a relative import of "
+            f"{names[0]!r} reaches above the top-level package"
+        )
+    return ".".join([origin, *names[1:]])
+
+
 def _walk(
     definitions: dict[str, _Definition], names: list[str], *, target: str, filename: str
 ) -> tuple[_Definition, str | None]:
@@ -124,8 +192,9 @@ def _walk(
         node = definitions.get(name)
         if node is None:
             where = ".".join(names[:depth]) or "the module"
+            imports = " nor imports it" if depth == 0 else ""
             raise TargetResolutionError(
-                f"{target}: {filename} has no definition of {name!r} in {where}"
+                f"{target}: {filename} has no definition of {name!r} in {where}{imports}"
             )
         if depth < len(names) - 1:
             if not node.is_class:
@@ -140,7 +209,10 @@ def _walk(
     return node, class_name
 
 
-def _module_file(target: str, *, tree: SourceTree) -> tuple[SourceFile, list[str]]:
+def _module_file(
+    target: str, *, tree: SourceTree, original: str
+) -> tuple[SourceFile, list[str], str]:
+    """The file of the longest module prefix of `target`, the names after it, its name."""
     parts = target.split(".")
     looked: list[str] = []
     for index in range(len(parts) - 1, 0, -1):
@@ -149,7 +221,12 @@ def _module_file(target: str, *, tree: SourceTree) -> tuple[SourceFile, list[str
             looked.append(tree.looked_for(relative))
             found = tree.read(relative)
             if found is not None:
-                return found, parts[index:]
+                return found, parts[index:], ".".join(parts[:index])
+    if target != original:
+        raise TargetResolutionError(
+            f"{original}: re-exported from {target}, which has no module file under "
+            f"{tree.label}; looked for {', '.join(looked)}"
+        )
     raise TargetResolutionError(
         f"{target}: no module file for it under {tree.label}; looked for {', '.join(looked)}"
     )
@@ -160,7 +237,7 @@ def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Defin
     skipped; the last of a name wins), with those of their class bodies."""
     found: dict[str, _Definition] = {}
     for index, node in enumerate(body):
-        if not isinstance(node, _DEFINITIONS) or _skipped(node):
+        if not isinstance(node, _DEFINITIONS) or not binds_its_name(node):
             continue
         after = body[index + 1].lineno - 1 if index + 1 < len(body) else bound
         is_class = isinstance(node, ast.ClassDef)
@@ -173,8 +250,23 @@ def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Defin
             bound=after,
             body=(_first_line(node.body[0]), node.body[0].lineno, node.body[0].col_offset),
             members=_definitions(node.body, bound=after) if is_class else {},
+            class_cell=not is_class and _uses_class_cell(node),
+            operator=operator_decorator(node),
         )
     return found
+
+
+def _uses_class_cell(node: ast.stmt) -> bool:
+    """Whether a method's code closes over `__class__`: it (or a function nested in it,
+    not in a nested class) names `super` or `__class__`, as zero-argument super() does."""
+    pending: list[ast.AST] = list(ast.iter_child_nodes(node))
+    while pending:
+        child = pending.pop()
+        if isinstance(child, ast.Name) and child.id in ("super", "__class__"):
+            return True
+        if not isinstance(child, ast.ClassDef):
+            pending.extend(ast.iter_child_nodes(child))
+    return False
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -228,14 +320,17 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t\f"))
 
 
-def _skipped(node: ast.stmt) -> bool:
-    for decorator in getattr(node, "decorator_list", []):
-        label = (
-            decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
-        )
-        if label in _SKIPPED_DECORATORS:
-            return True
-    return False
+def _decorators(node: ast.stmt) -> list[ast.expr]:
+    return list(getattr(node, "decorator_list", []))
+
+
+def _label(decorator: ast.expr) -> str:
+    """The last name of a decorator: `x` of `@a.x`, `@x` and `@a.x(...)`."""
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    if isinstance(decorator, ast.Attribute):
+        return decorator.attr
+    return decorator.id if isinstance(decorator, ast.Name) else ""
 
 
 @contextmanager
@@ -253,13 +348,6 @@ def _collection_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    """`TYPE_CHECKING` or `typing.TYPE_CHECKING` (false when the module runs)."""
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _future_flags(tree: ast.Module) -> int:
@@ -291,4 +379,5 @@ def _parse_module(found: SourceFile) -> _ParsedModule:
         lines=split_lines(found.text, keepends=True),
         module_names=module_level_names(module),
         future_flags=_future_flags(module),
+        imports=import_bindings(module),
     )

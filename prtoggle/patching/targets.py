@@ -29,6 +29,9 @@ _CACHES: weakref.WeakKeyDictionary[types.FunctionType, tuple[Any, ...]] = (
 )
 """The memo-cache wrappers (lru_cache, cache) of every resolved target, by function."""
 
+OPERATOR_DECORATORS = ("custom_op", "triton_op")
+"""torch.library decorators that turn a def into a CustomOpDef, an operator object."""
+
 _C_CALLABLES = (
     types.BuiltinFunctionType,
     types.MethodDescriptorType,
@@ -44,6 +47,8 @@ class FunctionSource:
 
     `text` is what `inspect.getsource` gives (decorators included). `module_names`, for
     sources read without importing, are the names the module binds at its top level.
+    `found_as` is the dotted name the definition has where it is defined, when the target
+    names it elsewhere (a re-export: `from pkg.new import f` in the target's module).
     """
 
     filename: str
@@ -51,6 +56,7 @@ class FunctionSource:
     text: str
     shape: FunctionShape
     module_names: frozenset[str] | None = None
+    found_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,8 +145,23 @@ def function_source(function: types.FunctionType, *, target: str) -> FunctionSou
         qualname=code.co_qualname,
         enclosing=enclosing_variables(file_text, qualname=code.co_qualname, filename=filename),
     )
+    defined_as = f"{function.__module__}.{code.co_qualname}"
     return FunctionSource(
-        filename=code.co_filename, first_line=max(first_line, 1), text="".join(lines), shape=shape
+        filename=code.co_filename,
+        first_line=max(first_line, 1),
+        text="".join(lines),
+        shape=shape,
+        found_as=defined_as if defined_as != target and "<locals>" not in defined_as else None,
+    )
+
+
+def custom_op_refusal(target: str) -> UnsupportedTargetError:
+    """The refusal of a target that is a torch custom op, statically and at run time alike."""
+    return UnsupportedTargetError(
+        f"{target}: is a torch custom op (a CustomOpDef, made by @torch.library.custom_op or "
+        "@torch.library.triton_op), not a function; "
+        "torch calls the implementation registered for the op, which a revert cannot swap; "
+        "patch a plain function that the op calls instead"
     )
 
 
@@ -199,6 +220,8 @@ def _as_function(obj: object, target: str) -> types.FunctionType:
                 f"{target}: is a lambda; only functions defined with def can be patched"
             )
         return obj
+    if type(obj).__name__ == "CustomOpDef":
+        raise custom_op_refusal(target)
     if isinstance(obj, _C_CALLABLES):
         raise UnsupportedTargetError(
             f"{target}: is a {type(obj).__name__} implemented in C, not a Python function; "

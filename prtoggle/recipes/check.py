@@ -39,7 +39,9 @@ class TargetCheck:
     recipe's `applies_to` range excludes the version of the tree or of the installed
     distribution), error (anything else: the edit is refused or does not compile, the
     module fails to import, ...).
-    `source` is the checked tree or archive, None for the imported modules.
+    `source` is the checked tree or archive, None for the imported modules. `found_as`
+    names where the target's function is defined when the target names it elsewhere (a
+    re-export), as the runtime finds it.
     """
 
     pr: int
@@ -49,6 +51,7 @@ class TargetCheck:
     status: CheckStatus = "ok"
     collection: str = ""
     source: str | None = None
+    found_as: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -109,7 +112,7 @@ def check_fix(fix: Recipe, *, tree: SourceTree | None = None) -> list[TargetChec
     """
     results = []
     for patch in fix.patches:
-        status, message = _check_target(fix, patch, tree=tree)
+        status, message, found_as = _check_target(fix, patch, tree=tree)
         results.append(
             TargetCheck(
                 pr=fix.pr,
@@ -119,6 +122,7 @@ def check_fix(fix: Recipe, *, tree: SourceTree | None = None) -> list[TargetChec
                 status=status,
                 collection=fix.collection,
                 source=tree.label if tree is not None else None,
+                found_as=found_as,
             )
         )
     return results
@@ -154,21 +158,24 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
     return diffs
 
 
-def _check_target(fix: Recipe, patch: Patch, *, tree: SourceTree | None) -> tuple[CheckStatus, str]:
+def _check_target(
+    fix: Recipe, patch: Patch, *, tree: SourceTree | None
+) -> tuple[CheckStatus, str, str | None]:
+    """(status, message, where the function is defined when re-exported)."""
     top = patch.target.split(".", 1)[0]
     if tree is not None and not tree.has_package(top):
-        return "absent", f"package {top} is not in {tree.label}"
+        return "absent", f"package {top} is not in {tree.label}", None
     if tree is None and not _installed(top):
-        return "absent", f"package {top} is not installed"
+        return "absent", f"package {top} is not installed", None
     outside = out_of_range(fix, tree=tree)
     if outside is not None:
-        return "not-applicable", outside
+        return "not-applicable", outside, None
     try:
         source, function = _target_source(patch.target, tree=tree)
         build_replacement(source, [fix.edit_layer(patch.target)], function=function, evaluate=False)
     except PrToggleError as exc:
-        return _failure_status(exc), str(exc)
-    return "ok", ""
+        return _failure_status(exc), str(exc), None
+    return "ok", "", source.found_as
 
 
 def _failure_status(exc: PrToggleError) -> CheckStatus:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from prtoggle.patching.source_tree import binds_its_name, operator_decorator
 from prtoggle.recipes.authoring.diff import DiffError
 
 MODULE_LEVEL = "module-level code"
@@ -14,8 +15,8 @@ DECORATORS = "decorator lines"
 ADDED_WHOLE = "a function added whole"
 REMOVED_WHOLE = "a function removed whole"
 NOT_LIVE = "a property setter, deleter, overload or redefined function (not a target)"
+CUSTOM_OP = "a torch custom op (an operator object, not a function: not a target)"
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_NOT_LIVE_DECORATORS = ("setter", "deleter", "overload")
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,12 @@ def _walk(
             _mark(regions, start, end, Region(CLASS_BODY))
             inner = f"{prefix}{node.name}."
             _walk(node.body, prefix=inner, lines=lines, regions=regions, functions=functions)
+        elif (
+            isinstance(node, _FUNCTIONS)
+            and node is live.get(node.name)
+            and operator_decorator(node)
+        ):
+            _mark(regions, start, end, Region(CUSTOM_OP))
         elif isinstance(node, _FUNCTIONS) and node is live.get(node.name):
             last = _block_last(lines, node, bound=bound)
             span = FunctionSpan(f"{prefix}{node.name}", start, node.lineno, last)
@@ -103,19 +110,9 @@ def _live_definitions(body: list[ast.stmt]) -> dict[str, ast.stmt]:
     """Per name, the definition live at run time (setters, deleters, overloads skipped)."""
     live: dict[str, ast.stmt] = {}
     for node in body:
-        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)) and not _not_live(node):
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)) and binds_its_name(node):
             live[node.name] = node
     return live
-
-
-def _not_live(node: ast.stmt) -> bool:
-    for decorator in getattr(node, "decorator_list", []):
-        label = (
-            decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
-        )
-        if label in _NOT_LIVE_DECORATORS:
-            return True
-    return False
 
 
 def _block_last(lines: tuple[str, ...], node: ast.stmt, *, bound: int) -> int:

@@ -64,7 +64,7 @@ def test_nested_class_method_skips_overload_stubs(tmp_path: Path) -> None:
     assert source.shape == FunctionShape(
         name="pick",
         class_name="Inner",
-        freevars=None,
+        freevars=(),
         future_flags=__future__.annotations.compiler_flag,
     )
 
@@ -146,6 +146,7 @@ EDGE_MODULES = {
     "carriage_returns": "def f():\r\n    return 1\r\n    # c\r\ny = 2\r\n",
     "docstring_only": 'def f():\n    """doc\n    # not a comment\n    """\n    # c\n',
     "comment_inside_parentheses": "def f():\n    return (1,\n# col0\n    2)\n    # c\n",
+    "byte_order_mark": "\ufeffdef f():\n    return 1\n",
 }
 
 

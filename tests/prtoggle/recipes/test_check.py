@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
-from prtoggle.errors import VersionRangeError
+from prtoggle.errors import PatchApplicationError, VersionRangeError
 from prtoggle.recipes.check import TargetCheck, TargetDiff, check_fixes, fix_diffs
 from prtoggle.recipes.registry import Registry, load_registry
+from prtoggle.revert import toggle
 
 APP_MODULE = '''\
 """An application module."""
@@ -236,3 +237,61 @@ def test_a_diff_of_a_tree_outside_the_recipes_applies_to_is_refused(tmp_path: Pa
         check.status
         for check in check_fixes(registry=load_registry(dirs=[tmp_path / "reg"]), source_root=tree)
     ] == ["not-applicable"] * 2
+
+
+REFUSED_MODULE = """\
+import torch
+
+
+class Base:
+    def size(self):
+        return 1
+
+
+class Child(Base):
+    def size(self):
+        base = super().size()
+        return base + 1
+
+
+@torch.library.custom_op("prtoggle_check_test::double", mutates_args=())
+def double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+"""
+REFUSED_FIXES = {
+    923: ("app.refused.Child.size", "base = super().size()", "base = Base.size(self)"),
+    924: ("app.refused.double", "return x * 2", "return x * 3"),
+}
+
+
+def test_check_refuses_what_the_runtime_refuses_statically_and_live_with_its_reason(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    """A super() method whose edit drops its __class__ cell, and a torch custom op."""
+    for pr, (target, match, replacement) in REFUSED_FIXES.items():
+        write_fix(
+            tmp_path / "reg",
+            pr,
+            f"pr: {pr}\npatches:\n  - target: {target}\n    edits:\n"
+            f"      - match: {match}\n        replacement: {replacement}\n",
+        )
+    registry = load_registry(dirs=[tmp_path / "reg"])
+    modules.write("app.refused", REFUSED_MODULE)
+    static = check_fixes(registry=registry, source_root=modules.root)
+    live = check_fixes(registry=registry)
+    runtime = []
+    for pr in REFUSED_FIXES:
+        with pytest.raises(PatchApplicationError) as refused:
+            toggle.apply_revert(pr, registry=registry)
+        runtime.append(str(refused.value))
+    assert [(c.status, c.message) for c in static] == [("error", m) for m in runtime]
+    assert [(c.status, c.message) for c in live] == [("error", m) for m in runtime]
+    assert runtime == [
+        "app.refused.Child.size: the edited code uses free variables () but the original "
+        "uses ('__class__',); an edit may not add or drop uses of closure variables (or of "
+        "super()/__class__)",
+        "app.refused.double: is a torch custom op (a CustomOpDef, made by "
+        "@torch.library.custom_op or @torch.library.triton_op), not a function; torch calls "
+        "the implementation registered for the op, which a revert cannot swap; patch a plain "
+        "function that the op calls instead",
+    ]
