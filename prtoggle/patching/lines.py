@@ -1,9 +1,11 @@
-"""Lines as Python's tokenizer sees them: split at `\\n`, `\\r\\n` and `\\r` only."""
+"""Source text as Python reads it: decoded as an import does, lines split as it splits them."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
+BYTE_ORDER_MARK = "\ufeff"
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -27,3 +29,19 @@ def split_lines(text: str, *, keepends: bool = False) -> list[str]:
     if start < len(text):
         lines.append(text[start:])
     return lines
+
+
+def decode_python_source(data: bytes) -> str:
+    """A Python file's bytes as an import reads them: its coding cookie (else UTF-8), a
+    leading byte-order mark dropped, universal newlines. Every prtoggle reader of a
+    source file decodes through here (raises UnicodeDecodeError, SyntaxError or
+    LookupError as the import would fail)."""
+    return importlib.util.decode_source(data)
+
+
+def without_byte_order_mark(first_line: str) -> str:
+    """A file's first line as Python reads it: a UTF-8 byte-order mark is not source.
+
+    For text read without decode_python_source, e.g. the first line of a file in a diff.
+    """
+    return first_line.removeprefix(BYTE_ORDER_MARK)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import tarfile
 import zipfile
 from collections import defaultdict
@@ -12,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from prtoggle.errors import TargetResolutionError
+from prtoggle.patching.lines import decode_python_source
 
 T = TypeVar("T")
 WHEEL_SUFFIXES = (".whl", ".zip")
@@ -162,9 +162,9 @@ def _under(member: str, relative: str) -> bool:
 
 
 def _decode(data: bytes, where: Path) -> str:
-    """Decode as an import does (coding cookie, universal newlines), as inspect reads it."""
+    """Decode as an import does (coding cookie, byte-order mark, universal newlines)."""
     try:
-        return importlib.util.decode_source(data)
+        return decode_python_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         raise TargetResolutionError(f"{where}: cannot decode the source file ({exc})") from exc
 

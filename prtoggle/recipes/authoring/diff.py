@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from prtoggle.errors import RegistryError
+from prtoggle.patching.lines import without_byte_order_mark
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DEV_NULL = "/dev/null"
@@ -139,6 +140,8 @@ def _hunks(lines: list[str], index: int, *, source: str) -> tuple[list[DiffLine]
                     f"{source}:{index + 1}: {raw[:40]!r} in a hunk; expected a line starting "
                     "with ' ', '-' or '+'"
                 )
+            if (kind != "+" and old == 1) or (kind != "-" and new == 1):
+                text = without_byte_order_mark(text)  # as Python reads a file's line 1
             body.append(DiffLine(kind, text, old, new))
             old += kind != "+"
             new += kind != "-"

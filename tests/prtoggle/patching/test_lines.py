@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prtoggle.patching.lines import split_lines
+from prtoggle.patching.lines import decode_python_source, split_lines, without_byte_order_mark
 
 
 @pytest.mark.parametrize(
@@ -21,3 +21,12 @@ from prtoggle.patching.lines import split_lines
 def test_lines_end_at_newlines_and_carriage_returns_only(text: str, expected: list[str]) -> None:
     assert split_lines(text, keepends=True) == expected
     assert split_lines(text) == [line.rstrip("\r\n") for line in expected]
+
+
+def test_source_bytes_are_decoded_as_an_import_decodes_them() -> None:
+    marked = b"\xef\xbb\xbfdef f():\r\n    return '\xc3\xa9'\n"
+    latin = b"# -*- coding: latin-1 -*-\nx = '\xe9'\n"
+    assert decode_python_source(marked) == "def f():\n    return '\u00e9'\n"
+    assert decode_python_source(latin) == "# -*- coding: latin-1 -*-\nx = '\u00e9'\n"
+    assert without_byte_order_mark("\ufeffdef f():") == "def f():"
+    assert without_byte_order_mark("def f():\ufeff") == "def f():\ufeff"

@@ -173,6 +173,30 @@ def test_every_change_placed_exits_0_and_reads_the_diff_from_stdin(tree: Path) -
     assert out == f"wrote {tree.parent / 'out' / '7.yaml'}: 1 target\n  pkg.mod.total\n"
 
 
+def test_a_file_starting_with_a_byte_order_mark_is_read_as_python_reads_it(
+    tree: Path, tmp_path: Path
+) -> None:
+    """The diff shows the mark on line 1, as git does; the module's text starts after it."""
+    before = "def first(x):\n    return x + 1\n"
+    after = "def first(x):\n    return x + 2\n"
+    (tree / "pkg" / "marked.py").write_bytes(b"\xef\xbb\xbf" + after.encode())
+    diff = git_diff("python/pkg/marked.py", "\ufeff" + before, "\ufeff" + after)
+    out = tmp_path / "out"
+    args = ["--from-diff", "-", "--pr", "11", "--source-root", str(tree), "--out", str(out)]
+    code, stdout, stderr = run_new(*args, stdin=diff)
+    assert (code, stdout, stderr) == (
+        0,
+        f"wrote {out / '11.yaml'}: 1 target\n  pkg.marked.first\n",
+        "",
+    )
+    recipe = load_recipe(out / "11.yaml")
+    source = find_in_source_tree("pkg.marked.first", source_root=tree)
+    assert (source.first_line, edit_text(source=source.text, edits=recipe.patches[0].edits)) == (
+        1,
+        before,
+    )
+
+
 def test_blank_line_only_changes_are_ignored(tree: Path, tmp_path: Path) -> None:
     before = AFTER.replace(
         "            raise ValueError(n)\n\n", "            raise ValueError(n)\n"
