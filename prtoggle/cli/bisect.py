@@ -18,8 +18,8 @@ from prtoggle.cli.common import (
 )
 from prtoggle.commands.bisect_runs import MetricRule, RunRecord, command_oracle
 from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
-from prtoggle.recipes.packages import check_without_import
 from prtoggle.recipes.prs import join_prs
+from prtoggle.recipes.resolution import check_without_import, command_search_path
 from prtoggle.runners.script_targets import script_targets
 
 if TYPE_CHECKING:
@@ -140,10 +140,11 @@ def bisect_command(
     metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
     registry = load_default_registry()
     echo = _progress_echo(as_json)
-    candidates, absent = _candidates(registry, candidate_specs)
+    search_path = command_search_path(command)
+    candidates, absent = _candidates(registry, candidate_specs, search_path=search_path)
     for pr, reason in absent.items():
         echo(f"skip: PR {pr} is left out, no recipe of it applies here: {reason}")
-    checks = check_without_import(candidates)
+    checks = check_without_import(candidates, search_path=search_path)
     broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
     for pr, results in broken.items():
         reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
@@ -174,18 +175,21 @@ def bisect_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _candidates(registry: Registry, specs: Sequence[str]) -> tuple[list[Recipe], dict[int, str]]:
+def _candidates(
+    registry: Registry, specs: Sequence[str], *, search_path: Sequence[str]
+) -> tuple[list[Recipe], dict[int, str]]:
     """The recipes bisect may revert, oldest first, and the PRs none of whose recipes apply.
 
     The selection rule decides each PR's recipes: one outside its `applies_to`, whose
-    package is absent, or an upstream text shadowed or stale, is absent from the search
+    package is absent (neither installed nor where COMMAND's Python looks first:
+    `search_path`), or an upstream text shadowed or stale, is absent from the search
     (never a conflict).
     """
     from prtoggle.recipes.selection import RevertRequest, select
 
     requests = parse_revert_options(specs, registry) if specs else None
     chosen = [RevertRequest(pr) for pr in registry.prs()] if requests is None else requests
-    selections = [select(registry, request, search_path=()) for request in chosen]
+    selections = [select(registry, request, search_path=search_path) for request in chosen]
     kept = {recipe for selection in selections for recipe in selection.recipes}
     absent = {
         s.request.pr: "; ".join(item.line() for item in s.left_out)

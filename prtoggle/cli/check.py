@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 
 _EPILOG = """\b
 Status per target: ok; stale (a match is not found exactly once, or the target
-is gone: the code moved on); absent (its top-level package is not installed, or
-not in the tree; not a failure unless --strict); not-applicable (the recipe's
+is gone: the code moved on); absent (its top-level package is neither installed
+nor in the working directory, or not in the tree); not-applicable (the recipe's
 applies_to range excludes the tree's version, read from its dist-info METADATA,
 PKG-INFO or pyproject.toml, or the installed version; never a failure); error
 (the edit cannot take effect or does not compile, the module fails to import,
-...). Exit status 1 when any target is stale or in error.
+...). Exit status 1 when any target is stale or in error, or absent where PRs
+are named (or --strict), or when every target is absent. A --source-root that
+holds none of the recipes' packages is an error (exit 2).
 
 \b
 Examples:
@@ -74,11 +76,23 @@ def check_command(
     """
     from prtoggle.patching.source_files import open_source_tree
     from prtoggle.recipes.check import check_fix
+    from prtoggle.recipes.resolution import (
+        checks_by_import,
+        command_search_path,
+        refuse_tree_without_packages,
+    )
 
     registry = load_default_registry(collection=collection)
     fixes = selected_fixes(registry if collection else registry.maintained(), prs)
     trees: list[SourceTree | None] = [open_source_tree(root) for root in source_roots] or [None]
-    checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
+    for tree in trees:
+        if tree is not None:
+            refuse_tree_without_packages(tree, fixes)
+    if source_roots:
+        checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
+    else:
+        found = checks_by_import(fixes, search_path=command_search_path())
+        checks = [check for fix in fixes for check in found[fix]]
     if as_json:
         echo_json([_check_record(check) for check in checks])
     elif len(trees) > 1:
@@ -87,8 +101,17 @@ def check_command(
         _print_rows(checks, fix_count=len(fixes))
     if not as_json:
         _print_rebase_hints(checks, source_roots)
-    if any(check.failed or (strict and check.status == "absent") for check in checks):
+    if _failed(checks, strict=strict or bool(prs)):
         sys.exit(EXIT_NEGATIVE)
+
+
+def _failed(checks: Sequence[TargetCheck], *, strict: bool) -> bool:
+    """Stale or error; absent too when strict (--strict, or PRs named) or when every
+    target is absent: a check that found nothing to check never passes."""
+    absent = [check.status == "absent" for check in checks]
+    if any(check.failed for check in checks) or (strict and any(absent)):
+        return True
+    return bool(checks) and all(absent)
 
 
 def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
@@ -143,7 +166,7 @@ def _short_labels(sources: Sequence[str]) -> list[str]:
 
 def _verdict(check: TargetCheck) -> str:
     if check.ok:
-        return "ok"
+        return f"ok (defined as {check.found_as})" if check.found_as else "ok"
     label = {
         "stale": "STALE",
         "error": "FAILED",
@@ -164,4 +187,6 @@ def _check_record(check: TargetCheck) -> dict[str, Any]:
     }
     if check.source is not None:
         record["source"] = check.source
+    if check.found_as is not None:
+        record["found_as"] = check.found_as
     return record

@@ -15,7 +15,11 @@ from prtoggle.cli.common import (
     load_default_registry,
 )
 from prtoggle.cli.show import recipe_metadata
-from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
+from prtoggle.recipes.resolution import (
+    checks_per_fix,
+    command_search_path,
+    import_free_source_root,
+)
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetCheck
@@ -32,11 +36,12 @@ def list_command(collection: str | None, as_json: bool) -> None:
     """List the registered fixes of every collection and whether each revert applies.
 
     The sources are read as files: nothing is imported (torch neither). APPLIES is
-    `absent` when the fix's package is not installed here.
+    `absent` when the fix's package is neither installed nor in the working directory.
     """
     fixes = load_default_registry(collection=collection).fixes
-    checks = checks_per_fix(fixes)
-    records = [_list_record(fix, checks[fix]) for fix in fixes]
+    search_path = command_search_path()
+    checks = checks_per_fix(fixes, search_path=search_path)
+    records = [_list_record(fix, checks[fix], search_path=search_path) for fix in fixes]
     if as_json:
         echo_json(records)
         return
@@ -57,10 +62,12 @@ def list_command(collection: str | None, as_json: bool) -> None:
     click.echo(format_table(headers, rows))
 
 
-def _list_record(fix: Recipe, checks: list[TargetCheck]) -> dict[str, Any]:
-    """`applies` is None when the fix's package is not installed (absent)."""
+def _list_record(
+    fix: Recipe, checks: list[TargetCheck], *, search_path: list[str]
+) -> dict[str, Any]:
+    """`applies` is None when the fix's package is found nowhere (absent)."""
     record = recipe_metadata(fix)
-    absent = import_free_source_root(fix) is None
+    absent = import_free_source_root(fix, search_path=search_path) is None
     record["applies"] = None if absent else all(check.ok for check in checks)
     record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
     return record

@@ -58,7 +58,7 @@ def rebase_command(
     from prtoggle.commands.rebase import rebase_recipe
     from prtoggle.errors import TargetResolutionError
     from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.packages import import_free_source_root
+    from prtoggle.recipes.resolution import import_free_source_root
 
     recipe = load_default_registry(collection=collection).get(pr, collection=collection)
     root = source_root or import_free_source_root(recipe)

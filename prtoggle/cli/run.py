@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -17,7 +15,11 @@ from prtoggle.cli.common import (
 )
 from prtoggle.errors import PatchApplicationError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
-from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
+from prtoggle.recipes.resolution import (
+    checks_per_fix,
+    command_search_path,
+    import_free_source_root,
+)
 from prtoggle.runners.script_targets import script_targets
 
 if TYPE_CHECKING:
@@ -78,7 +80,7 @@ def run_environment(
     from prtoggle.revert.toggle import child_env
 
     registry = load_default_registry()
-    search_path = _child_search_path(command)
+    search_path = command_search_path(command)
     selections, everything = revert_selections(reverts, registry, search_path=search_path)
     _refuse_reverts_that_do_not_apply(selections, command=command, search_path=search_path)
     specs = (
@@ -137,9 +139,3 @@ def _refuse_reverts_that_do_not_apply(
                 f"{first.message.splitlines()[0]}); `prtoggle check {recipe.pr} --collection "
                 f"{recipe.collection}` shows the nearest matching lines"
             )
-
-
-def _child_search_path(command: Sequence[str]) -> list[str]:
-    """Where a child Python of COMMAND may find modules beyond this process's sys.path."""
-    scripts = [str(Path(arg).resolve().parent) for arg in command[1:] if arg.endswith(".py")]
-    return list(dict.fromkeys([os.getcwd(), *scripts]))

@@ -14,7 +14,11 @@ from prtoggle.cli.common import (
     load_default_registry,
 )
 from prtoggle.errors import PrToggleError
-from prtoggle.recipes.packages import import_free_source_root, refuse_absent_packages
+from prtoggle.recipes.resolution import (
+    command_search_path,
+    import_free_source_root,
+    refuse_absent_packages,
+)
 
 if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetDiff
@@ -79,9 +83,11 @@ def recipe_metadata(fix: Recipe) -> dict[str, Any]:
 def _diffs_or_error(fix: Recipe) -> tuple[list[TargetDiff], PrToggleError | None]:
     from prtoggle.recipes.check import fix_diffs
 
+    search_path = command_search_path()
     try:
-        refuse_absent_packages(fix)
-        return fix_diffs(fix, source_root=import_free_source_root(fix)), None
+        refuse_absent_packages(fix, search_path=search_path)
+        root = import_free_source_root(fix, search_path=search_path)
+        return fix_diffs(fix, source_root=root), None
     except PrToggleError as exc:
         return [], exc
 

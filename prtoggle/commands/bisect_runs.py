@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from prtoggle.commands.bisect_search import Judgement, Verdict
 from prtoggle.errors import PrToggleError
-from prtoggle.recipes.packages import import_free_source_root
 from prtoggle.recipes.prs import join_prs
+from prtoggle.recipes.resolution import command_search_path, import_free_source_root
 
 if TYPE_CHECKING:
     from prtoggle.recipes.registry import Recipe
@@ -106,9 +106,11 @@ def command_oracle(
     from prtoggle.runners.child_outcome import classify_exit
 
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
+    search_path = command_search_path(argv)
 
     def oracle(reverted: tuple[int, ...]) -> Judgement:
-        conflict = revert_conflict([fix for pr in reverted for fix in fixes[pr]])
+        reverting = [fix for pr in reverted for fix in fixes[pr]]
+        conflict = revert_conflict(reverting, search_path=search_path)
         if conflict is not None:
             prs, message = conflict
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
@@ -133,10 +135,13 @@ def command_oracle(
     return oracle
 
 
-def revert_conflict(fixes: Sequence[Recipe]) -> tuple[tuple[int, int], str] | None:
+def revert_conflict(
+    fixes: Sequence[Recipe], *, search_path: Sequence[str] = ()
+) -> tuple[tuple[int, int], str] | None:
     """The first pair of `fixes` whose edits of a shared target cannot apply together.
 
-    Found from the source files (nothing imported), with the edits layered in PR order as a
+    Found from the source files (nothing imported; packages found as resolution finds
+    them for the command, `search_path` first), with the edits layered in PR order as a
     child applies them. None when every shared target takes every layer.
     """
     from prtoggle.patching.source_tree import find_in_source_tree
@@ -147,7 +152,11 @@ def revert_conflict(fixes: Sequence[Recipe]) -> tuple[tuple[int, int], str] | No
         for patch in fix.patches:
             sharing.setdefault(patch.target, []).append(fix)
     for target, editors in sharing.items():
-        root = import_free_source_root(editors[0]) if len(editors) > 1 else None
+        root = (
+            import_free_source_root(editors[0], search_path=search_path)
+            if len(editors) > 1
+            else None
+        )
         if root is None:
             continue
         try:

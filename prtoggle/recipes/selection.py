@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from prtoggle.recipes.packages import package_root
 from prtoggle.recipes.registry import Recipe, Registry
+from prtoggle.recipes.resolution import package_root
 from prtoggle.recipes.versions import installed_version
 
 if TYPE_CHECKING:

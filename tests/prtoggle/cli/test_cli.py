@@ -171,8 +171,9 @@ def test_show_of_a_pr_in_two_collections_shows_one_section_per_collection(
 ) -> None:
     second_collection(fake_project, monkeypatch)
     absent = (
-        f"PR {ANSWER_FIX} (sglang): package absent_engine is not installed here, so there is "
-        "no source to diff; `prtoggle check --source-root DIR` reads a source tree instead"
+        f"PR {ANSWER_FIX} (sglang): package absent_engine is not installed here, nor in "
+        f"{os.getcwd()}, so there is no source to diff; `prtoggle check --source-root DIR` "
+        "reads a source tree instead"
     )
     result = invoke("show", str(ANSWER_FIX))
     assert (result.exit_code, result.stderr) == (0, ""), result.output

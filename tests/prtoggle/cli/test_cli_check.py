@@ -66,20 +66,72 @@ def test_json_rows_carry_pr_collection_target_ok_status_and_message(
     )
 
 
-def test_a_package_that_is_not_installed_is_absent_and_fails_only_when_strict(
+def test_a_named_pr_whose_package_is_found_nowhere_is_absent_and_fails(
     fake_project: FakeProject,
 ) -> None:
     add_fix(fake_project, ABSENT_FIX, "prtoggle_no_such_package.mod.f", "x = 1", "x = 2")
     result = invoke("check", str(ANSWER_FIX), str(ABSENT_FIX))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert result.output.splitlines() == [
         f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok",
         f"{ABSENT_FIX}  prtoggle_no_such_package.mod.f: absent: package "
-        "prtoggle_no_such_package is not installed",
+        f"prtoggle_no_such_package is not installed here, nor in {os.getcwd()}",
         "1 of 2 targets of 2 fixes revert cleanly; 1 absent (package not installed)",
     ]
-    strict = invoke("check", "--strict", str(ANSWER_FIX), str(ABSENT_FIX))
-    assert strict.exit_code == 1
+
+
+def test_over_a_whole_collection_absent_fails_only_when_strict_or_when_all_are_absent(
+    fake_project: FakeProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mixed, missing = tmp_path / "mixed", tmp_path / "missing"
+    paths = [fake_project.registry_dir, mixed, missing]
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", os.pathsep.join(str(path) for path in paths))
+    for collection in (mixed, missing):
+        collection.mkdir()
+        add_fix(
+            FakeProject(registry_dir=collection, source_dir=fake_project.source_dir),
+            ABSENT_FIX,
+            "prtoggle_no_such_package.mod.f",
+            "x = 1",
+            "x = 2",
+        )
+    ok = fake_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    (mixed / f"{ANSWER_FIX}.yaml").write_text(ok.read_text())
+    assert invoke("check", "--collection", "mixed").exit_code == 0
+    assert invoke("check", "--collection", "mixed", "--strict").exit_code == 1
+    nothing = invoke("check", "--collection", "missing")
+    assert (nothing.exit_code, nothing.output.splitlines()[-1]) == (
+        1,
+        "0 of 1 targets of 1 fixes revert cleanly; 1 absent (package not installed)",
+    )
+
+
+def test_a_source_root_holding_none_of_the_packages_fails_naming_the_folder_that_does(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    checkout, empty = tmp_path / "checkout", tmp_path / "empty"
+    package = checkout / "python" / "prtoggle_shop"
+    package.mkdir(parents=True)
+    empty.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text("def f():\n    x = 1\n    return x\n")
+    add_fix(fake_project, ABSENT_FIX, "prtoggle_shop.mod.f", "x = 1", "x = 2")
+    right = invoke("check", str(ABSENT_FIX), "--source-root", str(checkout / "python"))
+    assert right.exit_code == 0, right.output
+    hint = f"did you mean {checkout / 'python'}?"
+    for wrong in (checkout, package):
+        result = invoke("check", str(ABSENT_FIX), "--source-root", str(wrong))
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            2,
+            "",
+            f"error: --source-root {wrong} holds no prtoggle_shop/; {hint}\n",
+        )
+    nowhere = invoke("check", "--source-root", str(empty), str(ABSENT_FIX))
+    assert (nowhere.exit_code, nowhere.stderr) == (
+        2,
+        f"error: --source-root {empty} holds no prtoggle_shop/; expected the folder that "
+        "holds the package (a checkout's python/ or src/), a wheel or an sdist\n",
+    )
 
 
 def test_several_source_roots_give_a_recipe_by_tree_matrix(
