@@ -6,9 +6,11 @@ import re
 from dataclasses import dataclass
 
 from prtoggle.errors import RegistryError
+from prtoggle.patching.lines import split_lines
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DEV_NULL = "/dev/null"
+_BOM = "\ufeff"
 
 
 class DiffError(RegistryError):
@@ -74,7 +76,7 @@ def parse_diff(text: str, *, source: str) -> list[FileDiff]:
 
 def undo(new_text: str, diff: FileDiff, *, source: str) -> str:
     """The pre-fix text of a file: `diff` undone on its post-fix text (context must agree)."""
-    new_lines = new_text.splitlines()
+    new_lines = split_lines(new_text)
     out: list[str] = []
     cursor = 1
     for line in diff.lines:
@@ -139,6 +141,8 @@ def _hunks(lines: list[str], index: int, *, source: str) -> tuple[list[DiffLine]
                     f"{source}:{index + 1}: {raw[:40]!r} in a hunk; expected a line starting "
                     "with ' ', '-' or '+'"
                 )
+            if (old == 1 and kind != "+") or (new == 1 and kind != "-"):
+                text = text.removeprefix(_BOM)  # Python drops it: so does the source reader
             body.append(DiffLine(kind, text, old, new))
             old += kind != "+"
             new += kind != "-"
