@@ -26,17 +26,18 @@ if TYPE_CHECKING:
     from prtoggle.recipes.authoring.recipe_file import RecipeHeader
 
 _EPILOG = """\b
-Each change of the diff is placed in its enclosing function or method of the
-post-fix code; the recipe's edits turn that function back into its pre-fix
-text. Changes a run-time revert cannot make are listed as skipped (file, post-fix
-line, reason): module-level code, class bodies, imports, decorator lines, a
-function added or removed whole. Blank-line-only changes are ignored. The recipe
-is written only once it checks ok on the source root. A commit (--from-git, or a
-diff with git's commit header: `git show`, `git format-patch`) gives the PR (a
-`(#123)` in its subject), the title (the subject without it) and the merged date
-(its author date), unless --pr or --title say; else --pr is required. Exit status
-0 every change placed; 1 some skipped (the recipe is written for the rest); 2 bad
-input (unreadable diff, a path naming no module, nothing placeable, no PR).
+Each function changed on both sides gets edits back to its pre-fix text (byte
+for byte); names the fix added are removed, names it changed or removed are
+defined from their pre-fix statements (`names`); what a run-time revert cannot
+make (other module-level code, dataclass fields, class headers, decorators not
+re-applied soundly, modules added whole) is listed in `not_reverted` with file,
+line, code and reason. Files outside the source root are skipped, never read.
+The patches are written only once they check ok on the source root. A commit
+(--from-git, or a diff with git's commit header: `git show`, `git format-patch`)
+gives the PR (the last `(#123)` of its subject), the title (the subject without
+it) and the merged date (its author date), unless --pr or --title say; else --pr
+is required. Exit status 0 the recipe is whole; 1 written, but partial or with
+files skipped; 2 bad input (unreadable diff, nothing in the source root, no PR).
 
 \b
 Examples:

@@ -1,4 +1,4 @@
-"""Read a git-style unified diff: its files, hunks and change runs; undo it on post-fix text."""
+"""Read a git-style unified diff: its files and hunks; undo it on post-fix text."""
 
 from __future__ import annotations
 
@@ -98,22 +98,6 @@ def undo(new_text: str, diff: FileDiff, *, source: str) -> str:
         cursor += 1
     out.extend(new_lines[cursor - 1 :])
     return "\n".join(out) + "\n"
-
-
-def change_runs(diff: FileDiff) -> list[list[DiffLine]]:
-    """Maximal runs of consecutive '-'/'+' lines (context lines split runs)."""
-    runs: list[list[DiffLine]] = []
-    current: list[DiffLine] = []
-    for line in diff.lines:
-        if line.kind == " ":
-            if current:
-                runs.append(current)
-            current = []
-        else:
-            current.append(line)
-    if current:
-        runs.append(current)
-    return runs
 
 
 def _hunks(lines: list[str], index: int, *, source: str) -> tuple[list[DiffLine], int]:

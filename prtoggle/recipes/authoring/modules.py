@@ -1,5 +1,4 @@
-"""Which module of a source root a diff's file path names (leading folders dropped), never
-reading outside the root."""
+"""Which module of a source root a diff's path names (leading folders dropped), inside it only."""
 
 from __future__ import annotations
 
