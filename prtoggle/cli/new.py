@@ -17,23 +17,27 @@ from prtoggle.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from prtoggle.commands.new import NewRecipe
     from prtoggle.patching.source_files import SourceTree
+    from prtoggle.recipes.authoring.from_diff import NotRevertedChange, SkippedChange
     from prtoggle.recipes.authoring.git import Commit
     from prtoggle.recipes.authoring.recipe_file import RecipeHeader
 
 _EPILOG = """\b
-Each change of the diff is placed in its enclosing function or method of the
-post-fix code; the recipe's edits turn that function back into its pre-fix
-text. Changes a run-time revert cannot make are listed as skipped (file, post-fix
-line, reason): module-level code, class bodies, imports, decorator lines, a
-function added or removed whole. Blank-line-only changes are ignored. The recipe
-is written only once it checks ok on the source root. A commit (--from-git, or a
-diff with git's commit header: `git show`, `git format-patch`) gives the PR (a
-`(#123)` in its subject), the title (the subject without it) and the merged date
-(its author date), unless --pr or --title say; else --pr is required. Exit status
-0 every change placed; 1 some skipped (the recipe is written for the rest); 2 bad
-input (unreadable diff, a path naming no module, nothing placeable, no PR).
+Each function changed on both sides gets edits back to its pre-fix text (byte
+for byte); names the fix added are removed, names it changed or removed are
+defined from their pre-fix statements (`names`); what a run-time revert cannot
+make (other module-level code, dataclass fields, class headers, decorators not
+re-applied soundly, modules added whole) is listed in `not_reverted` with file,
+line, code and reason. Files outside the source root are skipped, never read.
+The patches are written only once they check ok on the source root. A commit
+(--from-git, or a diff with git's commit header: `git show`, `git format-patch`)
+gives the PR (the last `(#123)` of its subject), the title (the subject without
+it) and the merged date (its author date), unless --pr or --title say; else --pr
+is required. Exit status 0 the recipe is whole; 1 written, but partial or with
+files skipped; 2 bad input (unreadable diff, nothing in the source root, no PR).
 
 \b
 Examples:
@@ -95,7 +99,7 @@ def new_command(**options: Any) -> None:
         roots = _roots(options["source_root"])
     made = new_from_diff(text, source=source, roots=roots, header=header, out=options["out"])
     _report(made, as_json=options["as_json"])
-    if made.skipped:
+    if not made.whole:
         sys.exit(EXIT_NEGATIVE)
 
 
@@ -165,15 +169,36 @@ def _report(made: NewRecipe, *, as_json: bool) -> None:
         {"file": change.file, "line": change.line, "reason": change.reason}
         for change in made.skipped
     ]
+    not_reverted = [
+        {"file": c.file, "line": c.line, "code": c.code, "reason": c.reason}
+        for c in made.not_reverted
+    ]
+    names = [{"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in made.names]
     if as_json:
         record = {"pr": made.pr, "file": str(made.path), "targets": list(made.targets)}
-        echo_json({**record, "skipped": skipped})
+        echo_json({**record, "names": names, "not_reverted": not_reverted, "skipped": skipped})
         return
     count = len(made.targets)
     click.echo(f"wrote {made.path}: {count} target{'s' if count != 1 else ''}")
     for target in made.targets:
         click.echo(f"  {target}")
-    if skipped:
-        click.echo(f"skipped {len(skipped)} change{'s' if len(skipped) != 1 else ''}:")
-    for change in made.skipped:
+    for entry in made.names:
+        defined = ", ".join(sorted(_bound(entry.define)))
+        removed = ", ".join(entry.remove)
+        parts = [f"define {defined}" if defined else "", f"remove {removed}" if removed else ""]
+        click.echo(f"  names in {entry.scope}: {'; '.join(p for p in parts if p)}")
+    _listing(f"not reverted (partial recipe): {len(not_reverted)}", made.not_reverted)
+    _listing(f"skipped {len(skipped)} change{'s' if len(skipped) != 1 else ''}:", made.skipped)
+
+
+def _listing(title: str, changes: Sequence[SkippedChange | NotRevertedChange]) -> None:
+    if changes:
+        click.echo(title)
+    for change in changes:
         click.echo(f"  {change.file}:{change.line}: {change.reason}")
+
+
+def _bound(define: str) -> list[str]:
+    from prtoggle.recipes.authoring.statements import defined_names
+
+    return defined_names(define)

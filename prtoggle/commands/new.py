@@ -1,4 +1,4 @@
-"""`new`: a recipe drafted from a diff, checked, and written as OUT/<PR>.yaml."""
+"""`new`: a whole-fix recipe drafted from a diff, checked, and written as OUT/<PR>.yaml."""
 
 from __future__ import annotations
 
@@ -8,22 +8,35 @@ from pathlib import Path
 
 from prtoggle.errors import RegistryError
 from prtoggle.patching.source_files import SourceTree
-from prtoggle.recipes.authoring.from_diff import SkippedChange, draft_from_diff
+from prtoggle.recipes.authoring.from_diff import (
+    DraftNames,
+    NotRevertedChange,
+    SkippedChange,
+    draft_from_diff,
+)
 from prtoggle.recipes.authoring.recipe_file import RecipeHeader, checked_recipe, write_recipe
 
 
 class NothingPlaceable(RegistryError):
-    """No change of the diff can be reverted at run time: no recipe to write."""
+    """No change of the diff is in the source root's Python code: no recipe to write."""
 
 
 @dataclass(frozen=True)
 class NewRecipe:
-    """What `new` wrote: the file, its targets (dotted names) and the changes skipped."""
+    """What `new` wrote: the file, its targets (dotted names), its `names` entries, what it
+    lists as not reverted, and the changes skipped (outside the source root, never run)."""
 
     pr: int
     path: Path
     targets: tuple[str, ...]
+    names: tuple[DraftNames, ...]
+    not_reverted: tuple[NotRevertedChange, ...]
     skipped: tuple[SkippedChange, ...]
+
+    @property
+    def whole(self) -> bool:
+        """Every change of the package's Python code is reverted, nothing skipped."""
+        return not self.not_reverted and not self.skipped
 
 
 def default_title(files: Sequence[str]) -> str:
@@ -43,21 +56,25 @@ def new_from_diff(
     header: RecipeHeader,
     out: Path,
 ) -> NewRecipe:
-    """Draft, check and write the recipe of diff `text`; NothingPlaceable when none is left.
+    """Draft, check and write the recipe of diff `text`; NothingPlaceable when the diff
+    changes nothing of the Python code under the source root. A recipe that reverts
+    nothing but lists what it cannot revert is written (it says the fix is not revertible).
 
     `header.title` empty: the default title naming the changed files.
     """
     draft = draft_from_diff(text, source=source, roots=roots)
     if not header.title:
         header = RecipeHeader(header.pr, default_title(draft.files), header.url, header.merged)
-    recipe, kept, failed = checked_recipe(header, draft.targets)
-    skipped = (*draft.skipped, *failed)
-    if not kept:
-        reasons = sorted({change.reason for change in skipped}) or ["the diff changes nothing"]
+    checked = checked_recipe(header, draft)
+    if not checked.targets and not checked.names and not checked.not_reverted:
+        left = draft.skipped
+        reasons = sorted({change.reason for change in left}) or ["the diff changes nothing"]
         raise NothingPlaceable(
-            f"{source}: nothing placeable: {len(skipped)} change(s) skipped "
-            f"({'; '.join(reasons)}); expected a change inside a function of the post-fix "
-            "code"
+            f"{source}: nothing placeable: {len(left)} change(s) skipped "
+            f"({'; '.join(reasons)}); expected a change of the Python code under the source "
+            "root (--source-root)"
         )
-    path = write_recipe(recipe, out=out, pr=header.pr)
-    return NewRecipe(header.pr, path, tuple(t.target for t in kept), skipped)
+    path = write_recipe(checked.text, out=out, pr=header.pr)
+    targets = tuple(t.target for t in checked.targets)
+    skipped = tuple(draft.skipped)
+    return NewRecipe(header.pr, path, targets, checked.names, checked.not_reverted, skipped)

@@ -1,4 +1,4 @@
-"""Read a git-style unified diff: its files, hunks and change runs; undo it on post-fix text."""
+"""Read a git-style unified diff: its files and hunks; undo it on post-fix text."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from prtoggle.errors import RegistryError
-from prtoggle.patching.lines import without_byte_order_mark
+from prtoggle.patching.lines import split_lines, without_byte_order_mark
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DEV_NULL = "/dev/null"
@@ -75,7 +75,7 @@ def parse_diff(text: str, *, source: str) -> list[FileDiff]:
 
 def undo(new_text: str, diff: FileDiff, *, source: str) -> str:
     """The pre-fix text of a file: `diff` undone on its post-fix text (context must agree)."""
-    new_lines = new_text.splitlines()
+    new_lines = split_lines(new_text)
     out: list[str] = []
     cursor = 1
     for line in diff.lines:
@@ -97,22 +97,6 @@ def undo(new_text: str, diff: FileDiff, *, source: str) -> str:
         cursor += 1
     out.extend(new_lines[cursor - 1 :])
     return "\n".join(out) + "\n"
-
-
-def change_runs(diff: FileDiff) -> list[list[DiffLine]]:
-    """Maximal runs of consecutive '-'/'+' lines (context lines split runs)."""
-    runs: list[list[DiffLine]] = []
-    current: list[DiffLine] = []
-    for line in diff.lines:
-        if line.kind == " ":
-            if current:
-                runs.append(current)
-            current = []
-        else:
-            current.append(line)
-    if current:
-        runs.append(current)
-    return runs
 
 
 def _hunks(lines: list[str], index: int, *, source: str) -> tuple[list[DiffLine], int]:

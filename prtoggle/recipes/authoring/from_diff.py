@@ -1,30 +1,30 @@
-"""Draft a revert recipe from a fix's diff: place each change in its function, or skip it."""
+"""Draft a whole-fix revert recipe from a diff: patches, names, and what is not reverted."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
-from prtoggle.recipes.authoring.diff import DiffLine, FileDiff, change_runs, parse_diff, undo
-from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits, same_code
-from prtoggle.recipes.authoring.modules import find_module
-from prtoggle.recipes.authoring.placement import (
-    ADDED_WHOLE,
-    DECORATORS,
-    REMOVED_WHOLE,
-    Layout,
-    layout,
-)
+from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
+from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
+from prtoggle.recipes.authoring.lines import line_map
+from prtoggle.recipes.authoring.modules import ModuleFile, find_file, find_module, safe_path
+from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
 
 NOT_PYTHON = "not Python source"
+NOT_IN_ROOT = "not in the source root"
+MODULE_ADDED = "a module added whole"
+MODULE_REMOVED = "a module removed whole (not in the post-fix source root)"
 NO_UNIQUE_MATCH = "no short match occurs exactly once in the function"
 
 
 @dataclass(frozen=True)
 class SkippedChange:
-    """A change that cannot be reverted at run time: diff path, post-fix line, reason."""
+    """A change `new` does not draft: diff path, post-fix line, reason (outside the source
+    root, or code that never runs)."""
 
     file: str
     line: int
@@ -32,103 +32,161 @@ class SkippedChange:
 
 
 @dataclass(frozen=True)
+class NotRevertedChange:
+    """A change of the package that stays as the fix made it: the recipe's `not_reverted`.
+
+    `file` is the path under the source root; `code` the post-fix line's stripped text.
+    """
+
+    file: str
+    line: int
+    reason: str
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class DraftNames:
+    """One `names` entry: its scope, the pre-fix statements to run, the names to delete."""
+
+    scope: str
+    define: str
+    remove: tuple[str, ...]
+    file: str
+    line: int
+
+
+@dataclass(frozen=True)
 class DraftTarget:
-    """One function to revert: its target, edits, the tree it is in, first changed line."""
+    """One function to revert: its target, edits, the tree it is in, file and first
+    changed line; `fallback` the pre-fix def to define in `scope` when its check fails."""
 
     target: str
     edits: tuple[Edit, ...]
     tree: SourceTree
     file: str
     line: int
+    scope: str = ""
+    fallback: str | None = None
 
 
 @dataclass
 class Draft:
-    """What a diff gives: the targets to revert and the changes skipped, in diff order."""
+    """What a diff gives, in diff order: targets, names, what stays, what was skipped."""
 
     files: list[str] = field(default_factory=list)
     targets: list[DraftTarget] = field(default_factory=list)
+    names: list[DraftNames] = field(default_factory=list)
+    not_reverted: list[NotRevertedChange] = field(default_factory=list)
     skipped: list[SkippedChange] = field(default_factory=list)
 
 
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
-    """The Draft of diff `text` (named `source`) against post-fix code in `roots`."""
+    """The Draft of diff `text` (named `source`) against post-fix code in `roots`.
+
+    Files outside the roots are skipped, never read. Raises DiffError for a diff that
+    cannot be read or that disagrees with the post-fix code.
+    """
     draft = Draft()
     for diff in parse_diff(text, source=source):
         draft.files.append(diff.path)
-        if not diff.path.endswith(".py"):
-            first = next((line.new for line in diff.lines if line.kind != " "), 1)
-            draft.skipped.append(SkippedChange(diff.path, first, NOT_PYTHON))
-            continue
-        _draft_file(diff, draft, source=source, roots=roots)
+        first = next((line.new for line in diff.lines if line.kind != " "), 1)
+        if not all(safe_path(path) for path in (diff.old_path, diff.new_path) if path):
+            draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
+        elif not diff.path.endswith(".py"):
+            _draft_other_file(diff, draft, first=first, roots=roots)
+        elif diff.deleted:
+            draft.skipped.append(SkippedChange(diff.path, 1, MODULE_REMOVED))
+        else:
+            found = find_module(diff.path, roots=roots)
+            if found is None:
+                draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
+            else:
+                _draft_module(diff, found, draft, source=source)
     return draft
 
 
-def _draft_file(diff: FileDiff, draft: Draft, *, source: str, roots: Sequence[SourceTree]) -> None:
-    if diff.deleted:
-        new_text, module, tree = "", "", None
-    else:
-        found = find_module(diff.path, roots=roots, source=source)
-        new_text, module, tree = found.file.text, found.module, found.tree
-    old_text = undo(new_text, diff, source=source)
-    new = layout(new_text, name=f"{diff.path} (post-fix)")
-    old = layout(old_text, name=f"{diff.path} (pre-fix, the diff undone)")
-    first_lines: dict[str, int] = {}
-    for run in change_runs(diff):
-        _place_run(run, diff.path, new, old, first_lines=first_lines, skipped=draft.skipped)
-    for qualname, line in first_lines.items():
-        new_lines = new.text(qualname)
-        old_lines = _with_decorators_of(new, old, qualname)
-        if same_code(new_lines, old_lines) or tree is None:
-            continue
-        try:
-            edits = function_edits(new_lines, old_lines)
-        except NoUniqueMatch:
-            draft.skipped.append(SkippedChange(diff.path, line, NO_UNIQUE_MATCH))
-            continue
-        target = f"{module}.{qualname}"
-        draft.targets.append(DraftTarget(target, tuple(edits), tree, diff.path, line))
+def add_define(names: list[DraftNames], scope: str, text: str, *, file: str, line: int) -> None:
+    """Add pre-fix statements `text` to `scope`'s entry of `names` (made if missing)."""
+    for index, entry in enumerate(names):
+        if entry.scope == scope:
+            names[index] = replace(entry, define=entry.define + text, line=min(entry.line, line))
+            return
+    names.append(DraftNames(scope, text, (), file, line))
 
 
-def _place_run(
-    run: list[DiffLine],
-    path: str,
-    new: Layout,
-    old: Layout,
-    *,
-    first_lines: dict[str, int],
-    skipped: list[SkippedChange],
+def _draft_other_file(
+    diff: FileDiff, draft: Draft, *, first: int, roots: Sequence[SourceTree]
 ) -> None:
-    """Each non-blank line of a run goes to its function, or to a skipped change."""
-    last_reason: str | None = None
-    for line in run:
-        if not line.text.strip():
-            continue
-        qualname, reason = _placement(line, new, old)
-        if qualname is not None:
-            first_lines.setdefault(qualname, line.new)
-            last_reason = None
-        elif reason != last_reason:
-            change = SkippedChange(path, line.new, reason)
-            if not skipped or skipped[-1] != change:
-                skipped.append(change)
-            last_reason = reason
+    found = find_file(diff.path, roots=roots) if not diff.deleted else None
+    if found is None:
+        draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
+        return
+    path, relative = found
+    lines = split_lines(path.read_text(encoding="utf-8", errors="replace"))
+    code = lines[first - 1].strip() if first <= len(lines) else ""
+    draft.not_reverted.append(NotRevertedChange(relative, first, NOT_PYTHON, code or None))
 
 
-def _placement(line: DiffLine, new: Layout, old: Layout) -> tuple[str | None, str]:
-    region = new.region(line.new) if line.kind == "+" else old.region(line.old)
-    if region.qualname is None:
-        return None, region.kind
-    if region.kind == DECORATORS:
-        return None, DECORATORS
-    other = old if line.kind == "+" else new
-    if region.qualname not in other.functions:
-        return None, ADDED_WHOLE if line.kind == "+" else REMOVED_WHOLE
-    return region.qualname, ""
+def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: str) -> None:
+    post = found.file.text
+    lines = split_lines(post)
+    if diff.added:
+        first = next((n for n, text in enumerate(lines, 1) if text.strip()), 1)
+        code = lines[first - 1].strip() if lines else None
+        draft.not_reverted.append(NotRevertedChange(found.relative, first, MODULE_ADDED, code))
+        return
+    pre = undo(post, diff, source=source)
+    try:
+        changes = compare_module(
+            pre, post, module=found.module, lines=line_map(diff, post_count=len(lines))
+        )
+    except SyntaxError as exc:
+        side = "post-fix" if exc.text is not None and exc.text in post else "pre-fix"
+        raise DiffError(
+            f"{source}: {diff.path}:{exc.lineno}: the {side} text does not parse ({exc.msg}); "
+            "expected Python source"
+        ) from exc
+    _add_changes(changes, found, draft, diff=diff)
 
 
-def _with_decorators_of(new: Layout, old: Layout, qualname: str) -> list[str]:
-    """The pre-fix text of a function under its post-fix decorators (those are not edited)."""
-    new_span, old_span = new.functions[qualname], old.functions[qualname]
-    decorators = list(new.lines[new_span.first - 1 : new_span.def_line - 1])
-    return [*decorators, *old.lines[old_span.def_line - 1 : old_span.last]]
+def _add_changes(
+    changes: ModuleChanges, found: ModuleFile, draft: Draft, *, diff: FileDiff
+) -> None:
+    for entry in changes.names.values():
+        define = entry.define_text()
+        remove = tuple(entry.remove)
+        draft.names.append(DraftNames(entry.scope, define, remove, found.relative, entry.line))
+    for candidate in changes.patches:
+        _add_target(candidate, found, draft)
+    for listed in changes.listed:
+        change = NotRevertedChange(found.relative, listed.line, listed.reason, listed.code)
+        draft.not_reverted.append(change)
+    for inert in changes.inert:
+        draft.skipped.append(SkippedChange(diff.path, inert.line, inert.reason))
+
+
+def _add_target(candidate: PatchCandidate, found: ModuleFile, draft: Draft) -> None:
+    scope = found.module + "".join(f".{part}" for part in candidate.qualname.split(".")[:-1])
+    try:
+        edits = function_edits(candidate.new, candidate.old)
+    except NoUniqueMatch:
+        if candidate.fallback is not None:
+            add_define(
+                draft.names, scope, candidate.fallback, file=found.relative, line=candidate.line
+            )
+        else:
+            change = NotRevertedChange(found.relative, candidate.line, NO_UNIQUE_MATCH)
+            draft.not_reverted.append(change)
+        return
+    target = f"{found.module}.{candidate.qualname}"
+    draft.targets.append(
+        DraftTarget(
+            target,
+            tuple(edits),
+            found.tree,
+            found.relative,
+            candidate.line,
+            scope=scope,
+            fallback=candidate.fallback,
+        )
+    )

@@ -43,12 +43,17 @@ class Commit:
 
     @property
     def pr(self) -> int | None:
-        found = _PR_IN_SUBJECT.search(self.subject)
+        """The last `(#N)` of the subject: the PR merged (earlier ones name PRs it refers to)."""
+        found = self._last_pr()
         return int(found.group(1)) if found else None
 
     @property
     def title(self) -> str:
-        return _PR_IN_SUBJECT.sub("", self.subject).strip()
+        """The subject without its last `(#N)`."""
+        found = self._last_pr()
+        if found is None:
+            return self.subject.strip()
+        return (self.subject[: found.start()] + self.subject[found.end() :]).strip()
 
     def url(self, pr: int) -> str | None:
         """The PR's page when the remote is on a known forge (GitHub, GitLab)."""
@@ -57,6 +62,10 @@ class Commit:
             return None
         base = f"https://{found.group(1)}/{found.group(2)}"
         return _FORGES[found.group(1)].format(base=base, pr=pr)
+
+    def _last_pr(self) -> re.Match[str] | None:
+        matches = list(_PR_IN_SUBJECT.finditer(self.subject))
+        return matches[-1] if matches else None
 
 
 def commit_of(repo: Path, rev: str) -> Commit:

@@ -1,4 +1,4 @@
-"""Which module of a source root a diff's file path names (leading folders dropped)."""
+"""Which module of a source root a diff's path names (leading folders dropped), inside it only."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
-from prtoggle.recipes.authoring.diff import DiffError
 
 
 @dataclass(frozen=True)
@@ -18,6 +17,8 @@ class ModuleFile:
     module: str
     file: SourceFile
     tree: SourceTree
+    relative: str
+    """The file's path under `tree` (posix)."""
 
 
 def installed_roots() -> list[SourceTree]:
@@ -30,27 +31,46 @@ def installed_roots() -> list[SourceTree]:
     return roots
 
 
-def find_module(path: str, *, roots: Sequence[SourceTree], source: str) -> ModuleFile:
+def safe_path(path: str) -> bool:
+    """Whether a diff path stays inside whatever root it is read under: relative, no `..`."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and not PurePosixPath(path).is_absolute() and ".." not in parts
+
+
+def find_module(path: str, *, roots: Sequence[SourceTree]) -> ModuleFile | None:
     """The module `path` names: leading components dropped until the rest is a module.
 
     A rest whose top folder holds `__init__.py` wins (a regular package: `python/sglang/
     srt/x.py` -> `sglang.srt.x`); else the first rest made of identifiers (a namespace
-    package). Raises DiffError naming the path and the roots when nothing fits.
+    package). None when nothing fits, or `path` leaves the root (absolute, `..`, or a
+    link in a directory root pointing out of it): such a file is never read.
     """
     parts = PurePosixPath(path).parts
-    if not path.endswith(".py") or not parts:
-        raise DiffError(f"{source}: {path}: not a Python file; expected a path ending in .py")
+    if not path.endswith(".py") or not safe_path(path):
+        return None
     for regular in (True, False):
         for root in roots:
             for drop in range(len(parts)):
                 found = _module_at(root, parts, drop, regular=regular)
                 if found is not None:
                     return found
-    where = ", ".join(root.label for root in roots) or "no source root"
-    raise DiffError(
-        f"{source}: {path} names no module of {where}; expected the post-fix file under "
-        "the source root (--source-root: a directory, wheel or sdist)"
-    )
+    return None
+
+
+def find_file(path: str, *, roots: Sequence[SourceTree]) -> tuple[Path, str] | None:
+    """A file of any kind that `path` names in a directory root (leading folders dropped,
+    the longest rest first): the file and its path under that root; None when absent."""
+    parts = PurePosixPath(path).parts
+    if not safe_path(path):
+        return None
+    for root in roots:
+        if not root.path.is_dir():
+            continue
+        for drop in range(len(parts)):
+            relative = "/".join(parts[drop:])
+            if _inside(root.path, relative) and (root.path / relative).is_file():
+                return root.path / relative, relative
+    return None
 
 
 def _module_at(
@@ -66,11 +86,24 @@ def _module_at(
     if root.path.is_dir() and drop:  # the root holds the path's leading folders
         layouts.append(("/".join(parts[:drop]) + "/", "/".join(parts)))
     for prefix, relative in layouts:
-        found = root.read(relative)
+        found = _read(root, relative)
         if found is None:
             continue
-        if regular and (len(rest) == 1 or root.read(f"{prefix}{rest[0]}/__init__.py") is None):
+        if regular and (len(rest) == 1 or _read(root, f"{prefix}{rest[0]}/__init__.py") is None):
             continue
         tree = open_source_tree(root.path / prefix) if prefix else root
-        return ModuleFile(module=".".join(names), file=found, tree=tree)
+        return ModuleFile(".".join(names), found, tree, "/".join(rest))
     return None
+
+
+def _read(root: SourceTree, relative: str) -> SourceFile | None:
+    """The file, when it is inside the root (a directory's links pointing out: None)."""
+    if root.path.is_dir() and not _inside(root.path, relative):
+        return None
+    return root.read(relative)
+
+
+def _inside(root: Path, relative: str) -> bool:
+    """Whether root/relative, links resolved, is still under root."""
+    resolved = (root / relative).resolve()
+    return resolved.is_relative_to(root.resolve())
