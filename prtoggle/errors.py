@@ -1,4 +1,4 @@
-"""The one error hierarchy of prtoggle, rooted at PrToggleError."""
+"""prtoggle's errors (root PrToggleError) and, apart, what detection finds (root Finding)."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ class RunnerError(PrToggleError):
     """A child command or scenario could not be started or classified."""
 
 
-class DetectionError(PrToggleError):
-    """A debug probe found a fault; the message names every site hit, first writer first.
+class Finding(Exception):
+    """Root of what detection finds in the program it watches: a fault of that program,
+    not a tool error, so `except PrToggleError` around a run never swallows one.
 
-    `hits` holds the hit records (prtoggle.detect.findings.hits.SiteHit / RedzoneHit) in first-hit
-    order, redzones last; `sites` their site names; `first` the first writer (or None).
+    The message names every site hit, first writer first. `hits` holds the hit records
+    (prtoggle.detect.findings.hits.SiteHit / RedzoneHit) in first-hit order, redzones
+    last; `sites` their site names; `first` the first writer (or None).
     """
 
     def __init__(
@@ -66,23 +68,27 @@ class DetectionError(PrToggleError):
 
     @property
     def first(self) -> Any:
-        """The hit first in execution order (None when the error carries no hit records)."""
+        """The hit first in execution order (None when the finding carries no hit records)."""
         return self.hits[0] if self.hits else None
 
 
-class NaNDetected(DetectionError):
+DetectionError = Finding
+"""The name of Finding before issue 28 (then a PrToggleError); kept for callers."""
+
+
+class NaNDetected(Finding):
     """A NaN reached a probed tensor."""
 
 
-class InfDetected(DetectionError):
+class InfDetected(Finding):
     """An infinity reached a probed tensor."""
 
 
-class OOBDetected(DetectionError):
+class OOBDetected(Finding):
     """An index or size fell outside the range its consumer can handle."""
 
 
-class RedzoneViolation(DetectionError):
+class RedzoneViolation(Finding):
     """Bytes past the end of a guarded buffer were overwritten."""
 
 
@@ -91,7 +97,7 @@ class RedzoneRead(RedzoneViolation):
     detect.check_read() at the read."""
 
 
-class PaddingLeakDetected(DetectionError):
+class PaddingLeakDetected(Finding):
     """Real rows of an output changed with the values (or amount) of padding around them."""
 
 

@@ -32,6 +32,19 @@ if (
     sys.path.insert(0, str(_SGLANG_STUBS))
 
 
+@pytest.fixture
+def fresh_detection_state() -> Iterator[None]:
+    """Detection state (witness tables, redzones, phase and step, set_mode) as a fresh
+    process has it, before the test and again after it, through detection's public reset.
+
+    Environment variables are the test's own business (monkeypatch them)."""
+    from prtoggle.detect.findings.checking import reset_process_state
+
+    reset_process_state()
+    yield
+    reset_process_state()
+
+
 @pytest.fixture(autouse=True)
 def _pythonpath_left_as_found() -> Iterator[None]:
     value = os.environ.get("PYTHONPATH")

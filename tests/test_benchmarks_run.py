@@ -50,3 +50,28 @@ def test_the_toggle_benchmark_times_each_fix_of_the_demo_engine() -> None:
     applied = sorted(key for key in figures if key.startswith("apply revert "))
     assert applied == [f"apply revert {pr} (us)" for pr in (21649, 22832, 24856, 26521, 27460)]
     assert figures["untouched function keeps its code object"] is True
+
+
+def test_the_startup_benchmark_times_every_command_against_the_reference() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "startup.py"), "--repeat", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert list(report["commands"]) == [
+        "reference",
+        "python -c pass",
+        "--help",
+        "list",
+        "run -r 27460",
+        "run -r all",
+        "rebase (per target)",
+    ]
+    assert report["rebase targets"] == 5
+    assert report["commands"]["reference"]["ratio to reference"] == [1.0, 1.0, 1.0]
+    assert report["commands"]["list"]["goal"] == "<= 3.6x"
+    assert all(f["wall s"][1] > 0 for f in report["commands"].values())

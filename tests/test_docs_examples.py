@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -152,7 +153,7 @@ def help_examples(help_text: str) -> list[str]:
 def all_examples() -> list[str]:
     examples = [cmd for page in PAGES for cmd in markdown_examples(page.read_text())]
     runner = CliRunner()
-    for args in [[], *([name] for name in sorted(cli.commands))]:  # type: ignore[attr-defined]
+    for args in [[], *([name] for name in cli.list_commands(click.Context(cli)))]:
         examples.extend(help_examples(runner.invoke(cli, [*args, "--help"]).output))
     return list(dict.fromkeys(examples))
 

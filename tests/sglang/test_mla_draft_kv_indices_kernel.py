@@ -28,7 +28,6 @@ from stand_ins import cuda_devices_on_cpu, draft_decode_batch, mla_draft_backend
 import prtoggle
 from prtoggle import detect
 from prtoggle.detect import config
-from prtoggle.detect.probes import clock, witness
 from prtoggle.detect.redzones import buffers
 from prtoggle.errors import RedzoneViolation
 
@@ -43,12 +42,10 @@ INT32_BYTES = 4
 
 
 @pytest.fixture(autouse=True)
-def redzones_and_range_probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def redzones_and_range_probes(
+    monkeypatch: pytest.MonkeyPatch, fresh_detection_state: None
+) -> Iterator[None]:
     """Fresh process-wide detection state with poisoning and range probes on, mode raise."""
-    monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
-    monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
-    monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
     for name in (config.NAN_DETECTION_ENV, config.MODE_ENV, config.SGLANG_INVARIANT_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(config.POISON_ENV, "1")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from prtoggle.detect.probes import clock, witness
 from prtoggle.errors import (
-    DetectionError,
+    Finding,
     InfDetected,
     NaNDetected,
     OOBDetected,
@@ -40,7 +40,7 @@ from prtoggle.errors import (
 )
 
 SEVERITY = ("redzone", "redzone-read", "oob", "nan", "inf")
-ERROR_TYPES: dict[str, type[DetectionError]] = {
+ERROR_TYPES: dict[str, type[Finding]] = {
     "redzone": RedzoneViolation,
     "redzone-read": RedzoneRead,
     "oob": OOBDetected,
@@ -129,7 +129,7 @@ class DetectionReport:
         """The first writer: the hit first in execution order (None when clean)."""
         return self.hits[0] if self.hits else None
 
-    def error(self) -> DetectionError | None:
+    def error(self) -> Finding | None:
         """The exception of the most severe kind hit, naming every hit (None when clean)."""
         if not self.hits:
             return None

@@ -79,6 +79,12 @@ class RedzoneRegistry:
         return [(entry, zone) for entry, zone in pairs if zone is not None]
 
 
+def redzone_registry() -> RedzoneRegistry:
+    """This process's poisoned buffers, redzones and guarded allocations (to read, e.g. in
+    tests; reset_registry() or detect.reset() change it)."""
+    return _REGISTRY
+
+
 def reset_registry() -> None:
     """Forget every poisoned buffer, redzone and guarded allocation: a fresh process's state."""
     vars(_REGISTRY).update(vars(RedzoneRegistry()))  # in place: holders of it see the reset

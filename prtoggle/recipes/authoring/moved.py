@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from prtoggle.errors import PrToggleError
 from prtoggle.patching.editor import edits_apply, match_lines
-from prtoggle.patching.source_files import SourceTree
+from prtoggle.patching.source_files import SourceFile, SourceTree
 from prtoggle.patching.types import Edit, Patch
 from prtoggle.recipes.authoring.placement import layout
 from prtoggle.recipes.authoring.reanchor import MIN_SIMILARITY, best_similarity
@@ -93,10 +93,7 @@ def _candidates(patch: Patch, tree: SourceTree) -> list[Candidate]:
     top-level package that hold at least MODULE_SHARE as much of those lines as the most."""
     needles = _needles(patch.edits)
     modules = []
-    for relative in tree.python_files(patch.target.split(".", 1)[0]):
-        source = tree.read(relative)
-        if source is None:
-            continue
+    for relative, source in _package_sources(tree, patch.target.split(".", 1)[0]):
         score = sum(len(needle) for needle in needles if needle in source.text)
         if score:
             modules.append((score, relative, source))
@@ -114,6 +111,17 @@ def _candidates(patch: Patch, tree: SourceTree) -> list[Candidate]:
                 text = "".join(f"{line}\n" for line in lines)
                 found.append(Candidate(f"{module}.{qualname}", text, 0.0))
     return found
+
+
+def _package_sources(tree: SourceTree, top: str) -> list[tuple[str, SourceFile]]:
+    """(module-relative path, file) of every `.py` file of package `top`, read once per
+    tree: the targets of one recipe that all moved search the same files."""
+
+    def read() -> list[tuple[str, SourceFile]]:
+        found = ((relative, tree.read(relative)) for relative in tree.python_files(top))
+        return [(relative, source) for relative, source in found if source is not None]
+
+    return tree.memo("moved: package sources", top, read)
 
 
 def _needles(edits: tuple[Edit, ...]) -> set[str]:

@@ -83,13 +83,27 @@ def best_similarity(text: str, match: str) -> float:
 def _windows(
     lines: Sequence[str], nonblank: Sequence[int], match: Sequence[str]
 ) -> list[tuple[float, list[int]]]:
+    """The windows that can decide the re-anchoring, most similar first (ties: in span
+    order): every window whose similarity may come within MIN_MARGIN of the best. A
+    window that cannot (by difflib's quick upper bounds) is left out, unscored."""
     wanted = _joined(match)
-    scored = [
-        (difflib.SequenceMatcher(None, wanted, _joined(lines, window)).ratio(), window)
-        for window in _window_spans(nonblank, len(match))
-    ]
-    scored.sort(key=lambda item: -item[0])
-    return scored or [(0.0, [])]
+    bounded = []
+    for order, window in enumerate(_window_spans(nonblank, len(match))):
+        matcher = difflib.SequenceMatcher(None, wanted, _joined(lines, window))
+        bounded.append((matcher.real_quick_ratio(), order, window, matcher))
+    bounded.sort(key=lambda item: (-item[0], item[1]))
+    best = 0.0
+    scored: list[tuple[float, int, list[int]]] = []
+    for bound, order, window, matcher in bounded:
+        if bound < best - MIN_MARGIN:
+            break
+        if matcher.quick_ratio() < best - MIN_MARGIN:
+            continue
+        score = matcher.ratio()
+        best = max(best, score)
+        scored.append((score, order, window))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [(score, window) for score, _, window in scored] or [(0.0, [])]
 
 
 def _window_spans(nonblank: Sequence[int], size: int) -> list[list[int]]:

@@ -26,8 +26,6 @@ from fixes.forward_batch import (
 from fixes.model.toy_requests import ToyRequest, ToyStack, build_stack, random_tokens
 from prtoggle import detect
 from prtoggle.detect import config
-from prtoggle.detect.probes import clock, witness
-from prtoggle.detect.redzones import buffers
 from prtoggle.errors import OOBDetected
 
 PREFIX_LENS = [5, 9, 3]
@@ -36,11 +34,7 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture(autouse=True)
-def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
-    monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
-    monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
+def fresh_detect_state(monkeypatch: pytest.MonkeyPatch, fresh_detection_state: None) -> None:
     for name in (
         config.NAN_DETECTION_ENV,
         config.OOB_DETECTION_ENV,

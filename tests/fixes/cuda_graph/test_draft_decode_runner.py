@@ -17,18 +17,13 @@ from fixes.errors import CudaGraphError
 from fixes.memory_pool import PADDING_PAGE
 from fixes.model.toy_requests import ToyStack, build_stack, random_tokens
 from prtoggle.detect import config
-from prtoggle.detect.probes import clock, witness
-from prtoggle.detect.redzones import buffers
 from prtoggle.errors import NaNDetected
 
 NUM_STEPS = 2
 
 
 @pytest.fixture(autouse=True)
-def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
-    monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
+def fresh_detect_state(monkeypatch: pytest.MonkeyPatch, fresh_detection_state: None) -> None:
     for name in (
         config.NAN_DETECTION_ENV,
         config.OOB_DETECTION_ENV,

@@ -9,14 +9,13 @@ import torch
 
 from fixes.cuda_graph.graph import WARMUP_RUNS, capture, graph_memory_pool
 from prtoggle import detect
-from prtoggle.detect.probes import clock
 
 CPU = torch.device("cpu")
 
 
 @pytest.fixture(autouse=True)
-def fresh_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
+def fresh_clock(fresh_detection_state: None) -> None:
+    """Phase "eager", step 0 (with the rest of detection state fresh) for every test."""
 
 
 def test_capture_runs_two_warmups_then_the_capture_under_named_phases() -> None:

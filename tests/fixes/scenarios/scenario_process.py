@@ -14,8 +14,7 @@ import pytest
 import prtoggle
 from fixes.scenarios.common import ScenarioOptions, ScenarioOutcome, failure_from_exception
 from prtoggle.detect import config
-from prtoggle.detect.probes import clock, witness
-from prtoggle.detect.redzones import buffers
+from prtoggle.detect.findings.checking import reset_process_state
 from prtoggle.protocol import DETECTION_ENV
 from prtoggle.recipes.registry import load_registry
 
@@ -25,11 +24,11 @@ SCENARIO_TIMEOUT_S = 300
 
 
 def isolate_detection(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fresh witness tables, redzones, clock and mode; no detection or revert env."""
-    monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
-    monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
-    monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
+    """Fresh witness tables, redzones, clock and mode; no detection or revert env.
+
+    Detection state is reset now, by its public reset (every test that uses it resets it
+    first); the variables come back after the test (monkeypatch)."""
+    reset_process_state()
     clear_detection_env(monkeypatch)
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from prtoggle.cli.main import cli
-from prtoggle.patching.source_files import open_source_tree
+from prtoggle.commands.rebase import rebase_recipe
+from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
 from prtoggle.recipes.check import check_fix
 from prtoggle.recipes.schema import load_recipe
 
@@ -128,3 +131,51 @@ def test_two_functions_as_similar_are_a_tie_declined_naming_both(
         "nothing written",
     ]
     assert not (tmp_path / "out").exists()
+
+
+TWO_TARGETS = """\
+pr: 8
+title: two functions of shop.billing, both moved since
+patches:
+  - target: shop.billing.total
+    edits:
+      - match: |
+          subtotal += item.price * item.quantity
+        replacement: |
+          subtotal += item.price
+  - target: shop.billing.count
+    edits:
+      - match: |
+          return len(items)
+        replacement: |
+          return len(items) - 1
+"""
+
+
+@dataclass
+class CountingTree(SourceTree):
+    """A directory tree that counts the reads of each file."""
+
+    reads: Counter[str] = field(default_factory=Counter)
+
+    def read(self, relative: str) -> SourceFile | None:
+        self.reads[relative] += 1
+        return super().read(relative)
+
+
+def test_the_targets_of_one_recipe_that_moved_search_the_package_files_once(
+    shop: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "8.yaml").write_text(TWO_TARGETS)
+    recipe = load_recipe(tmp_path / "8.yaml", collection="older")
+    tree = CountingTree(path=shop)
+    result = rebase_recipe(recipe, tree=tree, out=tmp_path / "out")
+    assert (result.status, [(e.target, e.status) for e in result.edits]) == (
+        "rebased",
+        [("shop.ledger.sum_prices", "moved"), ("shop.ledger.count", "moved")],
+    )
+    assert dict(tree.reads) == {
+        "shop/billing.py": 3,  # each target looked for where it was, then the search
+        "shop/__init__.py": 1,  # the search
+        "shop/ledger.py": 3,  # the search, then each rebased target's check
+    }

@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 
 from prtoggle.detect import config
-from prtoggle.detect.probes import clock, witness
-from prtoggle.detect.redzones import buffers
 
 DETECT_ENV = (
     config.NAN_DETECTION_ENV,
@@ -20,12 +18,8 @@ DETECT_ENV = (
 
 
 @pytest.fixture(autouse=True)
-def fresh_detect_state(monkeypatch: pytest.MonkeyPatch) -> None:
+def fresh_detect_state(monkeypatch: pytest.MonkeyPatch, fresh_detection_state: None) -> None:
     """Isolate each test from the process-wide detection state and the caller's env."""
-    monkeypatch.setattr(witness, "_DEFAULT", witness.WitnessRegistry())
-    monkeypatch.setattr(buffers, "_REGISTRY", buffers.RedzoneRegistry())
-    monkeypatch.setattr(clock, "_CLOCK", clock.Clock())
-    monkeypatch.setattr(config, "_OVERRIDE", config._ModeOverride())
     for name in DETECT_ENV:
         monkeypatch.delenv(name, raising=False)
 

@@ -44,8 +44,8 @@ from prtoggle.detect.probes import witness
 
 config.set_mode("record")
 witness.witness_tables().slot_for("nan", "dirty.site")
-clock._CLOCK.phases.append("replay")
-clock._CLOCK.step = 7
+clock.phase("replay").__enter__()  # entered, never left: the phase stays "replay"
+clock.set_step(7)
 signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, lambda number, frame: None)
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})

@@ -43,7 +43,7 @@ def test_a_write_past_the_end_is_still_reported_after_the_tensor_is_freed() -> N
         _write_past_end(out, 1, 5.0)
         del out
         gc.collect()
-    assert buffers._REGISTRY.guarded == {}
+    assert buffers.redzone_registry().guarded == {}
     with pytest.raises(RedzoneViolation, match=r"aten\.zeros_like\.default in .*make_output: 4 "):
         detect.check()
     detect.reset()
@@ -128,11 +128,11 @@ def test_a_guarded_copy_freed_during_capture_is_compared_at_the_next_check() -> 
         del doomed  # freed while capturing: no comparison kernel may run now
         gc.collect()
         static.mul_(2)
-    assert len(buffers._REGISTRY.freed_in_capture) == 1
+    assert len(buffers.redzone_registry().freed_in_capture) == 1
     with pytest.raises(RedzoneViolation, match=r"make_output: 4 bytes overwritten"):
         detect.check()
     detect.reset()
-    assert buffers._REGISTRY.freed_in_capture == []
+    assert buffers.redzone_registry().freed_in_capture == []
 
 
 def _write_past_end_cuda(tensor: torch.Tensor, extra: int) -> None:

@@ -1,0 +1,190 @@
+"""CLI start-up: `prtoggle --help`, `list`, `run`, `rebase` timed against `import click, yaml`.
+
+Usage: ``python bench/startup.py [--repeat N] [--only NAME ...] [--json]``.
+
+Each round runs every command once as a fresh child, in an order that rotates from round
+to round (so a burst of load on a shared machine falls on each command in turn), after
+one untimed warm-up run of each. A command's wall time is taken around the child and
+its CPU time (user+sys) from os.wait4. Reported per command: the median and quartiles
+of its wall and CPU times, and the median and quartiles of its per-round ratio to the
+reference, `python -c "import click, yaml"` (what any click+PyYAML CLI pays at least).
+`rebase` runs once per stale recipe of bench/stale/ (real recipes written for older
+sglang code, rebased onto the installed sglang 0.5.23: moved, re-anchored, declined) and
+is reported per target: the round's summed time over the number of targets. The
+`prtoggle` console script next to this interpreter is used, so what a user types is
+what is timed (`python -m prtoggle` where there is none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from prtoggle.protocol import REVERT_ENV
+
+STALE = Path(__file__).resolve().parent / "stale"
+"""The stale recipes `rebase` is timed on: collection `stale`, one target each."""
+REFERENCE = "import click, yaml"
+GOALS = {"--help": 1.8, "list": 3.6, "run -r 27460": 3.0, "run -r all": 4.7}
+"""Issue 28's goals: the most each command may take, as a ratio to the reference."""
+REBASE_GOAL_S = 0.15
+"""Issue 28's goal for `rebase`: seconds per target."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--only", nargs="+", default=None, metavar="NAME")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="prtoggle-startup-") as scratch:
+        commands = _commands(Path(scratch))
+        if args.only:
+            commands = {name: commands[name] for name in ["reference", *args.only]}
+        load_before = os.getloadavg()
+        for runs in commands.values():  # warm the file cache and the .pyc files
+            _timed(runs)
+        rounds = []
+        for index in range(args.repeat):
+            names = list(commands)
+            names = names[index % len(names) :] + names[: index % len(names)]
+            rounds.append({name: _timed(commands[name]) for name in names})
+            print(f"round {index + 1}/{args.repeat}", file=sys.stderr)
+    report = _report(rounds, commands, load_before)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    _print_table(report)
+
+
+Run = tuple[list[str], dict[str, str], tuple[int, ...]]
+"""One child: its argv, its environment and the exit statuses that mean it did its work."""
+
+
+def _commands(scratch: Path) -> dict[str, list[Run]]:
+    """Each timed name and the children one timing of it runs."""
+    env = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
+    python = [sys.executable]
+    script = Path(sys.executable).with_name("prtoggle")
+    cli = [str(script)] if script.is_file() else [sys.executable, "-m", "prtoggle"]
+    stale = {**env, "PRTOGGLE_YAML_PATH": str(STALE)}
+    rebase = [
+        ([*cli, "rebase", path.stem, "--collection", "stale", "--out", str(scratch)], stale, (0, 1))
+        for path in sorted(STALE.glob("*.yaml"))
+    ]
+    return {
+        "reference": [([*python, "-c", REFERENCE], env, (0,))],
+        "python -c pass": [([*python, "-c", "pass"], env, (0,))],
+        "--help": [([*cli, "--help"], env, (0,))],
+        "list": [([*cli, "list"], env, (0,))],
+        "run -r 27460": [([*cli, "run", "-r", "27460", "--", *python, "-c", "pass"], env, (0,))],
+        "run -r all": [([*cli, "run", "-r", "all", "--", *python, "-c", "pass"], env, (0,))],
+        "rebase (per target)": rebase,
+    }
+
+
+def _timed(runs: Sequence[Run]) -> tuple[float, float]:
+    """Wall and CPU seconds of the children `runs`, one after another, per child."""
+    wall = cpu = 0.0
+    for argv, env, statuses in runs:
+        start = time.perf_counter()
+        with tempfile.TemporaryFile() as errors:
+            process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+            _, status, usage = os.wait4(process.pid, 0)
+            wall += time.perf_counter() - start
+            cpu += usage.ru_utime + usage.ru_stime
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode not in statuses:  # rebase says 1 when it declines
+                errors.seek(0)
+                said = errors.read().decode(errors="replace")
+                sys.exit(f"`{' '.join(argv)}` failed ({process.returncode}):\n{said}")
+    return wall / len(runs), cpu / len(runs)
+
+
+def _report(
+    rounds: list[dict[str, tuple[float, float]]],
+    commands: dict[str, list[Run]],
+    load_before: tuple[float, float, float],
+) -> dict[str, object]:
+    figures: dict[str, object] = {}
+    for name in commands:
+        walls = [r[name][0] for r in rounds]
+        cpus = [r[name][1] for r in rounds]
+        ratios = [r[name][0] / r["reference"][0] for r in rounds]
+        figures[name] = {
+            "wall s": _spread(walls),
+            "cpu s": _spread(cpus),
+            "ratio to reference": _spread(ratios),
+            "goal": _goal(name),
+        }
+    return {
+        "machine": f"{_cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, "
+        f"python {platform.python_version()}",
+        "load average (before, after)": f"{load_before[0]:.2f}, {os.getloadavg()[0]:.2f}",
+        "date (UTC)": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "sglang": _version("sglang"),
+        "rounds": len(rounds),
+        "rebase targets": len(commands.get("rebase (per target)", [])),
+        "commands": figures,
+    }
+
+
+def _spread(values: list[float]) -> list[float]:
+    """[first quartile, median, third quartile], rounded."""
+    if len(values) < 2:
+        return [round(values[0], 4)] * 3
+    return [round(value, 4) for value in statistics.quantiles(values, n=4)]
+
+
+def _goal(name: str) -> str:
+    if name in GOALS:
+        return f"<= {GOALS[name]}x"
+    if name.startswith("rebase"):
+        return f"<= {REBASE_GOAL_S} s"
+    return ""
+
+
+def _print_table(report: dict[str, object]) -> None:
+    for key, value in report.items():
+        if key != "commands":
+            print(f"{key:30s} {value}")
+    print(f"\n{'command':22s} {'wall s (q1 med q3)':24s} {'cpu s (med)':12s} ratio (q1 med q3)")
+    commands = report["commands"]
+    assert isinstance(commands, dict)
+    for name, figure in commands.items():
+        wall, cpu, ratio = figure["wall s"], figure["cpu s"], figure["ratio to reference"]
+        shown = " ".join(f"{v:.3f}" for v in wall)
+        ratios = " ".join(f"{v:.2f}" for v in ratio)
+        print(f"{name:22s} {shown:24s} {cpu[1]:<12.3f} {ratios}  {figure['goal']}")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+if __name__ == "__main__":
+    main()
