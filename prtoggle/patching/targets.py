@@ -144,6 +144,11 @@ def function_source(function: types.FunctionType, *, target: str) -> FunctionSou
     )
 
 
+def module_exists(name: str) -> bool:
+    """Whether module `name` can be found, never importing (its parent must be imported)."""
+    return _module_exists(name)
+
+
 def clear_caches(function: types.FunctionType) -> None:
     """Empty every memo cache (functools.lru_cache, cache) found wrapping `function`.
 
