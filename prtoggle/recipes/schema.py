@@ -56,8 +56,6 @@ SYMPTOMS = (
 )
 _FIX_REQUIRED = ("patches",)
 _FIX_OPTIONAL = (
-    "names",
-    "not_reverted",
     "pr",
     "title",
     "url",
@@ -69,6 +67,8 @@ _FIX_OPTIONAL = (
     "bench",
     "verified_on",
     "applies_to",
+    "names",
+    "not_reverted",
 )
 _MODULE_KEY_EXAMPLES = {
     "repro": "fixes.scenarios.trtllm_draft_decode_capture",
