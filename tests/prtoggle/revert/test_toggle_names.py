@@ -148,9 +148,9 @@ def test_a_partial_revert_warns_once_per_block_naming_what_stays(
     modules: ModuleFactory, tmp_path: Path
 ) -> None:
     modules.load("app.core", CORE)
-    with pytest.warns(PartialRevertWarning) as caught:
-        with toggle.reverted(931, registry=registry(tmp_path, extra=PARTIAL)):
-            pass
+    reg = registry(tmp_path, extra=PARTIAL)
+    with pytest.warns(PartialRevertWarning) as caught, toggle.reverted(931, registry=reg):
+        pass
     assert [str(w.message) for w in caught] == [
         "PR 931 in force (partial: 1 change not reverted: app/core.py:9 decorator of compute "
         "changed)"
