@@ -9,15 +9,20 @@ with one line saying so.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import PartialRevertWarning, RevertSpecError
 from prtoggle.protocol import WHOLE_ONLY_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.selection import Selection
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +77,28 @@ def refuse_partial(
     for pr, recipes in partial.items():
         kept[pr] = [recipe for recipe in kept[pr] if recipe not in recipes]
     return {pr: recipes for pr, recipes in kept.items() if recipes}
+
+
+def keep_whole(
+    selections: Sequence[Selection], *, whole_only: bool, everything: bool, source: str
+) -> tuple[tuple[Selection, ...], str | None]:
+    """A command's `--whole-only` at selection: the selections kept, and a note of the rest.
+
+    An explicit request whose recipes include a partial one is refused (RevertSpecError);
+    with `everything` (`all`, or no request) partial recipes are dropped and the note says
+    which. Without `whole_only`, everything is kept.
+    """
+    partial = [recipe for selection in selections for recipe in selection.recipes if recipe.partial]
+    if not whole_only or not partial:
+        return tuple(selections), None
+    if not everything:
+        raise RevertSpecError(whole_only_refusal(partial[0], source=source))
+    kept = tuple(
+        dataclasses.replace(s, recipes=tuple(r for r in s.recipes if not r.partial))
+        for s in selections
+    )
+    labels = ", ".join(recipe.label for recipe in partial)
+    return kept, f"left out, partial reverts (--whole-only): {labels}"
 
 
 def whole_only_refusal(recipe: Recipe, *, source: str) -> str:
