@@ -20,7 +20,7 @@ def import_free_source_root(fix: Recipe, *, search_path: Sequence[str] = ()) -> 
     patched code (nor torch). `search_path`: more directories to look in when this process
     cannot find the package (e.g. where a child will find it). None when it is not found.
     """
-    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
+    top_levels = set(fix.top_levels)  # patch targets and names scopes
     roots = {package_root(name, search_path=search_path) for name in sorted(top_levels)}
     if len(roots) != 1 or None in roots:
         return None
@@ -31,7 +31,7 @@ def refuse_absent_packages(fix: Recipe) -> None:
     """Raise when a target's top-level package is not installed here (absent)."""
     from prtoggle.errors import TargetResolutionError
 
-    top_levels = {patch.target.split(".", 1)[0] for patch in fix.patches}
+    top_levels = set(fix.top_levels)  # patch targets and names scopes
     absent = sorted(name for name in top_levels if importlib.util.find_spec(name) is None)
     if absent:
         raise TargetResolutionError(
