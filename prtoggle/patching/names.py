@@ -6,7 +6,8 @@ removes is snapshotted first (its object, or absent), then `define` runs in the 
 members are set on the real class, `__class__` cells pointed at it), then the removed
 names go. In a module scope, every other loaded module holding the very object being
 replaced (copies made by `from m import NAME [as OTHER]`) gets the same change; small
-immutable atoms are followed under the same name only. Restoring puts back the identical
+immutable atoms are followed under the same name only, and a function or class defined in
+another module (an import of the scope) not at all. Restoring puts back the identical
 objects, copies included, and deletes what was absent. Two changes of one name in force
 at once are refused. Process-global: the record of which name is changed by whom.
 """
@@ -18,7 +19,7 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import CodeType, FunctionType, ModuleType
+from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
 from prtoggle.errors import PatchApplicationError, TargetResolutionError
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
@@ -226,7 +227,7 @@ def _copies(
     """(module name, holder, attribute, scope name) of every copy of a replaced object."""
     if scope.cls is not None:
         return []
-    present = {name: value for name, value in before.items() if value is not ABSENT}
+    present = {name: value for name, value in before.items() if _own(value, scope.module)}
     by_id = {id(v): n for n, v in present.items() if not isinstance(v, ATOMS)}
     found: list[tuple[str, object, str, str]] = []
     for module_name, module in list(sys.modules.items()):
@@ -245,6 +246,16 @@ def _copies(
                 )
             found.append((module_name, module, attribute, scope_name))
     return found
+
+
+def _own(value: object, module: ModuleType) -> bool:
+    """Whether copies of `value` elsewhere are the scope's: a function or class defined in
+    another module, or a module, is not (its importers got it from there): not followed."""
+    if value is ABSENT or isinstance(value, ModuleType):
+        return False  # a module bound in the scope is an import: everyone's, not the scope's
+    if isinstance(value, FunctionType | BuiltinFunctionType | type):
+        return getattr(value, "__module__", None) == module.__name__
+    return True
 
 
 def _held(

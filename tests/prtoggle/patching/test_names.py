@@ -104,6 +104,18 @@ def test_copies_in_other_modules_follow_by_identity_and_atoms_by_name(app: App) 
     assert user.LIMIT == 8192
 
 
+def test_an_imported_function_rebound_in_the_scope_is_not_followed_to_its_own_module(
+    app: App,
+) -> None:
+    core, _ = app
+    original = core.math.sqrt
+    core.sqrt = original  # `from math import sqrt` in app.core: math's own, not app.core's
+    applied = apply("app.core", define="def sqrt(x):\n    return -1\n")
+    assert core.sqrt(4) == -1 and core.math.sqrt is original
+    applied.restore()
+    assert core.sqrt is original
+
+
 def test_class_define_uses_the_real_class_for_zero_argument_super(app: App) -> None:
     core, _ = app
     forward, extra = vars(core.Child)["forward"], vars(core.Child)["extra"]
