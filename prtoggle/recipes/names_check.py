@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from prtoggle.errors import PrToggleError
 from prtoggle.patching.define_code import compile_define
@@ -28,11 +29,9 @@ from prtoggle.patching.source_tree import find_in_source_tree, module_level_name
 from prtoggle.patching.swap import build_replacement
 from prtoggle.patching.targets import function_source, import_target
 from prtoggle.recipes.names_schema import NameChange, NotReverted
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.check import CheckStatus
 from prtoggle.recipes.schema import Recipe
 
+WholeFixStatus = Literal["ok", "stale", "absent", "error"]
 NAMES_PREFIX = "names:"
 NOT_REVERTED_PREFIX = "not_reverted:"
 
@@ -42,7 +41,7 @@ class WholeFixCheck:
     """One names or not_reverted entry checked: `target` names it; status as TargetCheck's."""
 
     target: str
-    status: CheckStatus
+    status: WholeFixStatus
     message: str = ""
 
 
@@ -204,15 +203,24 @@ def _file_text(relative: str, *, tree: SourceTree | None) -> tuple[str | None, s
     if tree is not None:
         found = tree.read(relative)
         return (None, tree.label) if found is None else (found.text, found.name)
-    from prtoggle.recipes.packages import package_root
-
-    root = package_root(relative.split("/", 1)[0])
+    root = _package_parent(relative.split("/", 1)[0])
     if root is None:
         return None, "the installed packages"
     path = Path(root, relative)
     if not path.is_file():
         return None, str(root)
     return path.read_text(encoding="utf-8-sig", errors="replace"), str(path)
+
+
+def _package_parent(top: str) -> Path | None:
+    """The directory holding top-level package `top` (what `file` paths start from)."""
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent
 
 
 def _class_names(node: ast.ClassDef) -> frozenset[str]:
