@@ -113,8 +113,9 @@ def test_the_global_check_refuses_code_that_would_fail_with_name_error(
 ) -> None:
     core = modules.load("app.core", CORE)
     before = snapshot(core, core.Child)
-    with pytest.raises(PatchApplicationError) as caught:
-        toggle.reverted(931, registry=registry(tmp_path, helper="_older_helper")).__enter__()
+    reg = registry(tmp_path, helper="_older_helper")
+    with pytest.raises(PatchApplicationError) as caught, toggle.reverted(931, registry=reg):
+        pass
     assert str(caught.value) == (
         f"{tmp_path / 'reg' / '931.yaml'}: PR 931: app.core.compute reads `_older_helper`, not "
         "defined in module app.core after the revert (nor a builtin), so the reverted code "
@@ -164,8 +165,8 @@ def test_whole_only_refuses_a_partial_revert_and_all_leaves_it_out(
     modules.load("app.core", CORE)
     reg = registry(tmp_path, extra=PARTIAL)
     monkeypatch.setenv(WHOLE_ONLY_ENV, "1")
-    with pytest.raises(RevertSpecError) as caught:
-        toggle.reverted(931, registry=reg).__enter__()
+    with pytest.raises(RevertSpecError) as caught, toggle.reverted(931, registry=reg):
+        pass
     assert str(caught.value) == (
         "reverted(): PR 931 (reg/931) is a partial revert (partial: 1 change not reverted: "
         "app/core.py:9 decorator of compute changed), and only whole reverts are wanted here "
