@@ -197,3 +197,39 @@ def test_bisect_marks_an_answer_resting_on_a_partial_revert(project: Project) ->
         "rests on a partial revert"
     )
     assert (marked in done.stdout.splitlines()) == is_partial(project)
+
+
+def test_coverage_marks_a_fix_whose_revert_is_partial(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prtoggle.cli.coverage import _print_report
+    from prtoggle.commands.coverage import CoverageReport, FixCoverage, SuiteRun
+    from prtoggle.pytest_plugin.outcomes import NodeOutcome
+    from prtoggle.recipes.schema import load_recipe
+
+    fix = load_recipe(project.root / "reg" / "931.yaml")
+    plain = SuiteRun(
+        prs=(), outcomes={"t.py::t": NodeOutcome("passed")}, collect_errors={},
+        seconds=1.0, exit_code=0,
+    )  # fmt: skip
+    reverted = SuiteRun(
+        prs=(931,), outcomes={"t.py::t": NodeOutcome("failed")}, collect_errors={},
+        seconds=1.0, exit_code=1,
+    )  # fmt: skip
+    entry = FixCoverage(fix=fix, run=reverted, cells={"t.py::t": "guards"})
+    report = CoverageReport(command=("pytest",), plain=plain, fixes=(entry,), seconds=2.0)
+    record = report.to_json()[0]
+    _print_report(report)
+    lines = capsys.readouterr().out.splitlines()
+    if not is_partial(project):
+        assert (record["partial"], record["not_reverted"]) == (False, [])
+        assert lines[1] == "931  reg         1       t.py::t"
+        return
+    assert (record["partial"], record["not_reverted"]) == (
+        True,
+        ["app/core.py:9 decorator of compute changed"],
+    )
+    assert lines[1] == "931  reg (partial)  1       t.py::t"
+    assert lines[-1] == (
+        "partial reverts (some changes of the fix stay; `prtoggle show` lists them): reg/931"
+    )
