@@ -11,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FunctionType
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError
-from prtoggle.patching.global_reads import refuse_unresolved
-from prtoggle.patching.names import AppliedNames, apply_names, resolve_scope
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
 from prtoggle.recipes.registry import Recipe
 from prtoggle.recipes.versions import require_installed_in_range
 from prtoggle.revert import module_readiness
+
+if TYPE_CHECKING:  # imported where first needed: a start-up with everything pending skips them
+    from prtoggle.patching.names import AppliedNames
 
 SWAPPER = CodeSwapper()
 """The one record of swapped functions, shared by reverts and the source_patcher API."""
@@ -65,6 +67,10 @@ class ActiveFix:
 
     def check_globals(self) -> None:
         """The global check: every function swapped or defined reads only defined globals."""
+        if not self.patched and not self.names_applied:
+            return
+        from prtoggle.patching.global_reads import refuse_unresolved
+
         refuse_unresolved(self.landed_functions(), label=f"{self.fix.path}: PR {self.fix.pr}")
 
     def landed_functions(self) -> list[tuple[str, FunctionType]]:
@@ -120,6 +126,8 @@ class ActiveFix:
                 self.patch_or_wait(target, finished=module, on_wait=on_wait)
 
     def _names_or_wait(self, index: int, *, finished: str | None, on_wait: OnWait) -> None:
+        from prtoggle.patching.names import apply_names, resolve_scope
+
         change = self.fix.names[index]
         waiting_for = module_readiness.pending_module(
             f"{change.scope}.__names__", finished=finished
