@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from prtoggle.errors import PrToggleError
+from prtoggle.errors import PartialRevertWarning, PrToggleError
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports these on first use
     from prtoggle.revert.source_patcher import CodePatcher, apply_edits, apply_patches_from_config
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports the
 
 __all__ = [
     "CodePatcher",
+    "PartialRevertWarning",
     "PrToggleError",
     "apply_edits",
     "apply_patches_from_config",

@@ -42,6 +42,10 @@ class VersionRangeError(PatchApplicationError):
     """A revert was asked for where the installed package is outside the recipe's range."""
 
 
+class PartialRevertWarning(UserWarning):
+    """A revert was put in force whose recipe leaves some changes of the fix as they are."""
+
+
 class MissingDependencyError(PrToggleError):
     """A command needs what is not installed here: the `detect` extra or the demo engine."""
 

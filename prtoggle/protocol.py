@@ -16,6 +16,9 @@ from collections.abc import Mapping
 REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
 """PRs whose fixes a process reverts at start-up: `26521`, `26521,24856` or `all`."""
 
+WHOLE_ONLY_ENV = "PRTOGGLE_WHOLE_ONLY"
+"""`1`: refuse every revert that would use a partial recipe (one with `not_reverted`)."""
+
 NAN_DETECTION_ENV = "SGLANG_SPEC_NAN_DETECTION"
 OOB_DETECTION_ENV = "SGLANG_SPEC_OOB_DETECTION"
 POISON_ENV = "SGLANG_DEBUG_POISON"

@@ -93,6 +93,7 @@ EXIT_STATUS = {
     # sglang 0.5.23's own 27338 and 27460 no longer match its code (docs/sglang.md)
     "PRTOGGLE_YAML_PATH=~/recipes/sglang-upstream prtoggle check --collection sglang-upstream": 1,
     "prtoggle run -r 24856 -- python examples/app.py": 1,
+    "prtoggle run --whole-only -r 24856 -- python examples/app.py": 1,
     "prtoggle run -r 26521 -- python app.py": 1,
     "prtoggle run -r 24856 -- python -m fixes.scenarios.trtllm_draft_extend_routing": 1,
     "SGLANG_DEBUG_REVERT_PR=24856 python -m fixes.scenarios.trtllm_draft_extend_routing": 1,

@@ -15,6 +15,8 @@ from prtoggle.cli.common import (
     echo_json,
     load_default_registry,
     parse_revert_options,
+    whole_only_option,
+    whole_selections,
 )
 from prtoggle.commands.bisect_runs import MetricRule, RunRecord, command_oracle
 from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
@@ -120,6 +122,7 @@ Examples:
     is_flag=True,
     help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
+@whole_only_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def bisect_command(
@@ -133,15 +136,22 @@ def bisect_command(
     threshold: float | None,
     lower_is_better: bool,
     cold: bool,
+    whole_only: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Find which fix(es) COMMAND needs: run it with sets of fixes reverted."""
+    """Find which fix(es) COMMAND needs: run it with sets of fixes reverted.
+
+    A culprit whose recipe is partial (some changes of the fix stay) is marked so;
+    --whole-only (or PRTOGGLE_WHOLE_ONLY=1) leaves partial recipes out of the search.
+    """
     metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
     registry = load_default_registry()
     echo = _progress_echo(as_json)
     search_path = command_search_path(command)
-    candidates, absent = _candidates(registry, candidate_specs, search_path=search_path)
+    candidates, absent = _candidates(
+        registry, candidate_specs, search_path=search_path, whole_only=whole_only
+    )
     for pr, reason in absent.items():
         echo(f"skip: PR {pr} is left out, no recipe of it applies here: {reason}")
     checks = check_without_import(candidates, search_path=search_path)
@@ -166,17 +176,23 @@ def bisect_command(
             on_run=lambda record: _record(records, record, echo),
         )
         result = run_search(mode, list(dict.fromkeys(fix.pr for fix in usable)), oracle)
+    partial = sorted({fix.pr for fix in usable if fix.partial})
     if as_json:
         left_out = sorted({*broken, *absent})
-        echo_json(_result_record(result, records, not_applicable=left_out))
+        echo_json({**_result_record(result, records, not_applicable=left_out), "partial": partial})
     else:
         _print_answer(result)
+        _print_partial(result, partial)
     if not result.found:
         sys.exit(EXIT_NEGATIVE)
 
 
 def _candidates(
-    registry: Registry, specs: Sequence[str], *, search_path: Sequence[str]
+    registry: Registry,
+    specs: Sequence[str],
+    *,
+    search_path: Sequence[str],
+    whole_only: bool = False,
 ) -> tuple[list[Recipe], dict[int, str]]:
     """The recipes bisect may revert, oldest first, and the PRs none of whose recipes apply.
 
@@ -190,6 +206,9 @@ def _candidates(
     requests = parse_revert_options(specs, registry) if specs else None
     chosen = [RevertRequest(pr) for pr in registry.prs()] if requests is None else requests
     selections = [select(registry, request, search_path=search_path) for request in chosen]
+    selections = list(
+        whole_selections(selections, whole_only=whole_only, everything=requests is None)
+    )
     kept = {recipe for selection in selections for recipe in selection.recipes}
     absent = {
         s.request.pr: "; ".join(item.line() for item in s.left_out)
@@ -262,6 +281,16 @@ def _print_answer(result: BisectResult) -> None:
     click.echo(result.conclusion)
     if result.skipped:
         click.echo(f"skipped: {join_prs(result.skipped)}")
+
+
+def _print_partial(result: BisectResult, partial: Sequence[int]) -> None:
+    """An answer resting on a partial revert says so (`prtoggle show N` lists what stays)."""
+    resting = [pr for pr in result.culprits if pr in partial]
+    if resting:
+        click.echo(
+            f"partial: the revert of {join_prs(resting)} leaves some changes of the fix as "
+            "they are; the answer rests on a partial revert"
+        )
 
 
 def _result_record(

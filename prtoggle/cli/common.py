@@ -177,6 +177,45 @@ def revert_selections(
     return selections, True
 
 
+def whole_only_option(function: F) -> F:
+    """`--whole-only` of the commands that revert in children: run, coverage, bisect."""
+    option = click.option(
+        "--whole-only",
+        is_flag=True,
+        help="Refuse partial reverts (recipes with changes they do not revert); `all` "
+        "leaves them out. Also PRTOGGLE_WHOLE_ONLY=1.",
+    )
+    return option(function)
+
+
+def whole_selections(
+    selections: Sequence[Selection], *, whole_only: bool, everything: bool, option: str = "-r"
+) -> tuple[Selection, ...]:
+    """The selections a `--whole-only` command keeps; every partial recipe used is said.
+
+    An explicit request of a partial recipe is refused (one `error:` line, status 2);
+    `all` leaves partial recipes out, in one stderr line. Each partial recipe kept gets
+    one `prtoggle: PR N reverted in part (partial: ...)` line on stderr.
+    """
+    from prtoggle.revert.partial import keep_whole, partial_note
+
+    whole_only = whole_only or _whole_only_env()
+    kept, note = keep_whole(selections, whole_only=whole_only, everything=everything, source=option)
+    if note is not None:
+        click.echo(f"prtoggle: {option}: {note}", err=True)
+    for recipe in (r for s in kept for r in s.recipes if r.partial):
+        click.echo(
+            f"prtoggle: PR {recipe.pr} reverted in part ({partial_note([recipe])})", err=True
+        )
+    return kept
+
+
+def _whole_only_env() -> bool:
+    from prtoggle.revert.partial import whole_only
+
+    return whole_only()
+
+
 def qualified_specs(selections: Sequence[Selection]) -> tuple[str, ...]:
     """`C:N` for every chosen recipe: what a child is told to revert, exactly."""
     return tuple(dict.fromkeys(f"{r.collection}:{r.pr}" for s in selections for r in s.recipes))

@@ -15,6 +15,8 @@ from prtoggle.cli.common import (
     format_table,
     load_default_registry,
     revert_selections,
+    whole_only_option,
+    whole_selections,
 )
 from prtoggle.runners.requirements import require_installed
 
@@ -84,6 +86,7 @@ Examples:
     is_flag=True,
     help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
+@whole_only_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--html",
@@ -102,6 +105,7 @@ def coverage_command(
     jobs: int | None,
     timeout: float,
     cold: bool,
+    whole_only: bool,
     as_json: bool,
     html_path: Path | None,
     command: tuple[str, ...],
@@ -117,7 +121,9 @@ def coverage_command(
             param_hint="--html",
         )
     registry = load_default_registry()
-    fixes = _selected(registry, revert_specs, run_all=run_all, collection=collection)
+    fixes = _selected(
+        registry, revert_specs, run_all=run_all, collection=collection, whole_only=whole_only
+    )
     # torch, triton, pytest imported once; not the fixes' modules: a conftest may set
     # variables (TRITON_INTERPRET) that their import reads
     preload = [*HEAVY_MODULES, "pytest"]
@@ -148,7 +154,12 @@ def coverage_command(
 
 
 def _selected(
-    registry: Registry, specs: tuple[str, ...], *, run_all: bool, collection: str | None
+    registry: Registry,
+    specs: tuple[str, ...],
+    *,
+    run_all: bool,
+    collection: str | None,
+    whole_only: bool = False,
 ) -> list[Recipe]:
     """The recipes named by -r (every one that applies here when none), within --collection.
 
@@ -162,7 +173,8 @@ def _selected(
     values = specs or ("all",)
     if collection is not None:
         values = tuple(_qualified(value, collection, registry) for value in values)
-    selections, _ = revert_selections(values, scope, search_path=[os.getcwd()])
+    selections, everything = revert_selections(values, scope, search_path=[os.getcwd()])
+    selections = whole_selections(selections, whole_only=whole_only, everything=everything)
     order = {name: index for index, name in enumerate(registry.collections())}
     chosen = {recipe for selection in selections for recipe in selection.recipes}
     return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection]))
@@ -192,7 +204,8 @@ def _print_report(report: CoverageReport) -> None:
     rows = []
     for entry in report.fixes:
         tests = list(entry.guarded_by) or [entry.run.error or "NONE"]
-        rows.append([str(entry.fix.pr), entry.fix.collection, str(len(entry.guarded_by)), tests[0]])
+        collection = entry.fix.collection + (" (partial)" if entry.fix.partial else "")
+        rows.append([str(entry.fix.pr), collection, str(len(entry.guarded_by)), tests[0]])
         rows.extend(["", "", "", test] for test in tests[1:])
     click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
     click.echo("")
@@ -206,6 +219,12 @@ def _print_report(report: CoverageReport) -> None:
         f"\n{guarded} of {len(report.fixes)} fixes guarded; {len(report.tests)} tests, "
         f"{len(report.fixes) + 1} runs in {report.seconds:.1f} s"
     )
+    partial = [entry.fix.label for entry in report.fixes if entry.fix.partial]
+    if partial:  # an answer resting on a partial revert says so
+        click.echo(
+            f"partial reverts (some changes of the fix stay; `prtoggle show` lists them): "
+            f"{', '.join(partial)}"
+        )
 
 
 def _matrix_text(report: CoverageReport) -> str:

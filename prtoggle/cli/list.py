@@ -36,7 +36,9 @@ def list_command(collection: str | None, as_json: bool) -> None:
     """List the registered fixes of every collection and whether each revert applies.
 
     The sources are read as files: nothing is imported (torch neither). APPLIES is
-    `absent` when the fix's package is neither installed nor in the working directory.
+    `absent` when the fix's package is neither installed nor in the working directory. A
+    title marked `(partial)`: its revert leaves some changes of the fix as they are
+    (`prtoggle show PR` lists them).
     """
     fixes = load_default_registry(collection=collection).fixes
     search_path = command_search_path()
@@ -54,12 +56,17 @@ def list_command(collection: str | None, as_json: bool) -> None:
             r["component"] or "-",
             r["symptom"] or "-",
             applies[r["applies"]],
-            r["title"] or "-",
+            ("(partial) " if r["partial"] else "") + (r["title"] or "-"),
         ]
         for r in records
     ]
     headers = ["PR", "COLLECTION", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE"]
     click.echo(format_table(headers, rows))
+    if any(record["partial"] for record in records):
+        click.echo(
+            "(partial): the revert leaves some changes of the fix as they are; "
+            "`prtoggle show PR` lists them"
+        )
 
 
 def _list_record(

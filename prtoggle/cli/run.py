@@ -12,9 +12,11 @@ from prtoggle.cli.common import (
     load_default_registry,
     qualified_specs,
     revert_selections,
+    whole_only_option,
+    whole_selections,
 )
 from prtoggle.errors import PatchApplicationError
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
+from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, WHOLE_ONLY_ENV, shell_status
 from prtoggle.recipes.resolution import (
     checks_per_fix,
     command_search_path,
@@ -46,6 +48,7 @@ that sets its own PYTHONPATH); one `prtoggle run:` line says which;
         "prtoggle run -r 26521 -- python app.py",
         "prtoggle run -r 26521,24856 -- pytest -q tests/",
         "prtoggle run -r all -- python -m fixes.scenarios.trtllm_draft_decode_capture",
+        "prtoggle run --whole-only -r 24856 -- python examples/app.py",
         exit_status=_RUN_EXIT_HELP,
     ),
 )
@@ -59,29 +62,40 @@ that sets its own PYTHONPATH); one `prtoggle run:` line says which;
     help="PRs to revert: `26521`, `26521,24856`, `sglang:27460` (one collection's recipe) "
     "or `all` (every recipe that applies here) (repeatable).",
 )
+@whole_only_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cli_command(reverts: tuple[str, ...], command: tuple[str, ...]) -> None:
+def run_cli_command(reverts: tuple[str, ...], whole_only: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with the given fixes reverted, even if it never imports prtoggle.
 
-    The exit status is COMMAND's; a signal N becomes 128+N, as in a shell.
+    The exit status is COMMAND's; a signal N becomes 128+N, as in a shell. A partial
+    revert (a recipe with changes it does not revert) is said in one `prtoggle run:` line;
+    --whole-only (or PRTOGGLE_WHOLE_ONLY=1) refuses it.
     """
-    prs, env = run_environment(reverts, command=command)
+    prs, env = run_environment(reverts, command=command, whole_only=whole_only)
     sys.stdout.flush()
     sys.exit(_run_and_check_reports(prs, command=command, env=env))
 
 
 def run_environment(
-    reverts: Sequence[str], *, command: Sequence[str], base: dict[str, str] | None = None
+    reverts: Sequence[str],
+    *,
+    command: Sequence[str],
+    base: dict[str, str] | None = None,
+    whole_only: bool = False,
 ) -> tuple[tuple[int, ...], dict[str, str]]:
     """The PRs `-r REVERTS` asks for and the environment `run` gives COMMAND (from `base`).
 
-    Refuses (a PrToggleError) what does not apply to the code COMMAND would import.
+    Refuses (a PrToggleError) what does not apply to the code COMMAND would import, and
+    with `whole_only` (or PRTOGGLE_WHOLE_ONLY=1 in `base`) a partial revert.
     """
+    from prtoggle.revert.partial import whole_only as whole_only_env
     from prtoggle.revert.toggle import child_env
 
     registry = load_default_registry()
     search_path = command_search_path(command)
     selections, everything = revert_selections(reverts, registry, search_path=search_path)
+    whole_only = whole_only or whole_only_env(base)
+    selections = whole_selections(selections, whole_only=whole_only, everything=everything)
     _refuse_reverts_that_do_not_apply(selections, command=command, search_path=search_path)
     specs = (
         qualified_specs(selections)
@@ -89,7 +103,10 @@ def run_environment(
         else tuple(selection.request.text for selection in selections)
     )
     prs = tuple(dict.fromkeys(s.request.pr for s in selections if s.recipes))
-    return prs, child_env(specs, base=base)
+    env = child_env(specs, base=base)
+    if whole_only:
+        env[WHOLE_ONLY_ENV] = "1"
+    return prs, env
 
 
 def _run_and_check_reports(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from prtoggle.recipes.check import TargetDiff
     from prtoggle.recipes.registry import Recipe
 
+_WHOLE = ("names", "partial", "not_reverted")
 CAPTURE_NOTE = (
     "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
 )
@@ -77,6 +78,21 @@ def recipe_metadata(fix: Recipe) -> dict[str, Any]:
         "file": str(fix.path),
         "acts_at_capture": fix.acts_at_capture,
         "targets": [patch.target for patch in fix.patches],
+        **whole_fix_metadata(fix),
+    }
+
+
+def whole_fix_metadata(fix: Recipe) -> dict[str, Any]:
+    """`names`, `partial` and `not_reverted` as `show --json` and `list --json` give them."""
+    return {
+        "names": [
+            {"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in fix.names
+        ],
+        "partial": fix.partial,
+        "not_reverted": [
+            {"file": k.file, "line": k.line, "reason": k.reason, "code": k.code}
+            for k in fix.not_reverted
+        ],
     }
 
 
@@ -118,13 +134,32 @@ def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | 
     for diff in diffs:
         click.echo("")
         click.echo(diff.unified_diff().rstrip("\n"))
+    for change in fix.names if error is None else ():
+        click.echo("")
+        click.echo(f"names of {change.scope}, reverted:")
+        lines = [f"+ {line}" for line in change.define.splitlines()]
+        click.echo("\n".join([*lines, *(f"- {name} (removed)" for name in change.remove)]))
 
 
 def _print_metadata(fix: Recipe) -> None:
     click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
     for key, value in recipe_metadata(fix).items():
-        if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
+        if key not in ("pr", "title", "acts_at_capture", "targets", *_WHOLE) and value is not None:
             click.echo(f"  {(key + ':').ljust(10)} {value}")
     click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
     if fix.acts_at_capture:
         click.echo(f"  note:      {CAPTURE_NOTE}")
+    _print_whole_fix(fix)
+
+
+def _print_whole_fix(fix: Recipe) -> None:
+    """The names a revert changes, and what it leaves as the fix made it (partial)."""
+    for change in fix.names:
+        parts = [f"define {', '.join(change.defined)}"] if change.defined else []
+        parts += [f"remove {', '.join(change.remove)}"] if change.remove else []
+        click.echo(f"  names:     {change.scope}: {'; '.join(parts)}")
+    if fix.partial:
+        count = len(fix.not_reverted)
+        click.echo(f"  partial:   {count} change{'s' if count != 1 else ''} not reverted:")
+        for item in fix.not_reverted:
+            click.echo(f"             {item.text()}")

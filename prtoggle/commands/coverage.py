@@ -110,6 +110,8 @@ class CoverageReport:
                 "collection": entry.fix.collection,
                 "title": entry.fix.title,
                 "guarded_by": list(entry.guarded_by),
+                "partial": entry.fix.partial,
+                "not_reverted": [item.text() for item in entry.fix.not_reverted],
                 "tests": dict(entry.cells),
                 "plain_failing": plain_failing,
                 "run_error": entry.run.error,

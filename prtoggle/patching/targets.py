@@ -165,6 +165,11 @@ def custom_op_refusal(target: str) -> UnsupportedTargetError:
     )
 
 
+def module_exists(name: str) -> bool:
+    """Whether module `name` can be found, never importing (its parent must be imported)."""
+    return _module_exists(name)
+
+
 def clear_caches(function: types.FunctionType) -> None:
     """Empty every memo cache (functools.lru_cache, cache) found wrapping `function`.
 

@@ -125,7 +125,7 @@ def check_fix(fix: Recipe, *, tree: SourceTree | None = None) -> list[TargetChec
                 found_as=found_as,
             )
         )
-    return results
+    return results + _whole_fix_checks(fix, tree=tree)
 
 
 def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> list[TargetDiff]:
@@ -156,6 +156,27 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
             )
         )
     return diffs
+
+
+def _whole_fix_checks(fix: Recipe, *, tree: SourceTree | None) -> list[TargetCheck]:
+    """The recipe's `names` and `not_reverted` entries checked (issue 27), one row each."""
+    if not fix.names and not fix.not_reverted:
+        return []
+    from prtoggle.recipes.names_check import check_whole_fix
+
+    outside = out_of_range(fix, tree=tree)
+    return [
+        TargetCheck(
+            pr=fix.pr,
+            target=found.target,
+            ok=outside is None and found.status == "ok",
+            message=outside or found.message,
+            status="not-applicable" if outside is not None else found.status,
+            collection=fix.collection,
+            source=tree.label if tree is not None else None,
+        )
+        for found in check_whole_fix(fix, tree=tree)
+    ]
 
 
 def _check_target(

@@ -228,7 +228,7 @@ def _absent_text(absent: Sequence[str], search_path: Sequence[str]) -> str:
 
 
 def _top_levels(fix: Recipe) -> list[str]:
-    return sorted({patch.target.split(".", 1)[0] for patch in fix.patches})
+    return sorted(set(fix.top_levels))  # patch targets and names scopes
 
 
 def _find_spec(name: str, search_path: Sequence[str]) -> ModuleSpec | None:

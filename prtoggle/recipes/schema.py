@@ -11,6 +11,12 @@ from pathlib import Path
 from prtoggle.errors import RegistryError
 from prtoggle.patching.swap import EditLayer
 from prtoggle.patching.types import Patch
+from prtoggle.recipes.names_schema import (
+    NameChange,
+    NotReverted,
+    validate_names,
+    validate_not_reverted,
+)
 from prtoggle.recipes.patch_schema import (
     DOTTED,
     expect_mapping,
@@ -27,7 +33,16 @@ from prtoggle.recipes.yaml_reading import (
     short,
 )
 
-__all__ = ["MAX_PR", "MAX_RECIPE_BYTES", "MIN_PR", "SYMPTOMS", "Recipe", "load_recipe"]
+__all__ = [
+    "MAX_PR",
+    "MAX_RECIPE_BYTES",
+    "MIN_PR",
+    "SYMPTOMS",
+    "NameChange",
+    "NotReverted",
+    "Recipe",
+    "load_recipe",
+]
 
 MIN_PR, MAX_PR = 1, 10_000_000
 """The PR numbers a recipe may carry (inclusive)."""
@@ -52,6 +67,8 @@ _FIX_OPTIONAL = (
     "bench",
     "verified_on",
     "applies_to",
+    "names",
+    "not_reverted",
 )
 _MODULE_KEY_EXAMPLES = {
     "repro": "fixes.scenarios.trtllm_draft_decode_capture",
@@ -79,6 +96,19 @@ class Recipe:
     bench: str | None = None
     verified_on: tuple[str, ...] = ()
     applies_to: VersionRange | None = None
+    names: tuple[NameChange, ...] = ()
+    not_reverted: tuple[NotReverted, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """Whether some change of the fix stays as the fix made it (`not_reverted`)."""
+        return bool(self.not_reverted)
+
+    @property
+    def top_levels(self) -> tuple[str, ...]:
+        """The top-level packages of every patch target and names scope, sorted."""
+        dotted = [p.target for p in self.patches] + [n.scope for n in self.names]
+        return tuple(sorted({name.split(".", 1)[0] for name in dotted}))
 
     @property
     def acts_at_capture(self) -> bool:
@@ -129,9 +159,7 @@ def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...
 
 
 def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
-    mapping = expect_mapping(
-        document, path, line=1, what="fix file", required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
-    )
+    mapping = _fix_mapping(document, path)
     fields = {
         key: _optional_str(mapping, key, path)
         for key in ("url", "component", "expect", "repro", "bench")
@@ -141,14 +169,29 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
     return Recipe(
         pr=_pr(mapping, path),
         title=title or "",
-        patches=validate_patches(mapping, path),
+        patches=validate_patches(mapping, path) if "patches" in mapping else (),
         path=path,
         collection=collection,
         merged=_merged(mapping, path),
         symptom=_symptom(mapping, path),
         verified_on=_verified_on(mapping, path),
         applies_to=_applies_to(mapping, path),
+        names=validate_names(mapping, path),
+        not_reverted=validate_not_reverted(mapping, path),
         **fields,
+    )
+
+
+def _fix_mapping(document: object, path: Path) -> LineDict:
+    """The recipe's top mapping: `patches` may be left out where `names` reverts something."""
+    names_only = isinstance(document, LineDict) and "names" in document
+    return expect_mapping(
+        document,
+        path,
+        line=1,
+        what="fix file",
+        required=() if names_only else _FIX_REQUIRED,
+        optional=(*_FIX_OPTIONAL, *(_FIX_REQUIRED if names_only else ())),
     )
 
 

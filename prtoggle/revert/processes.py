@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prtoggle.revert import state as revert_state
+from prtoggle.revert.partial import in_force_line
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "_bootstrap"
 
@@ -71,6 +72,10 @@ def announce_in_force(prs: Sequence[int]) -> None:
     labels = [label for pr in new for label in revert_state.labels_of(pr)]
     named = f"PR {new[0]}" if len(new) == 1 else "PRs " + ", ".join(map(str, new))
     logger.info("pid %d: %s in force (%s)", pid, named, ", ".join(labels))
+    for pr in new:  # a partial revert says so, in a line of its own (issue 27)
+        line = in_force_line(pr, revert_state.recipes_of(pr))
+        if line is not None:
+            logger.warning("pid %d: %s", pid, line)
 
 
 def report_unapplied_at_exit() -> None:

@@ -20,30 +20,19 @@ import sys
 import threading
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from types import FunctionType
+from dataclasses import dataclass
 
 from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.patching.swap import CodeSwapper
-from prtoggle.patching.targets import PendingTarget, resolve_loaded
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.recipes.versions import require_installed_in_range
 from prtoggle.revert import module_readiness
 from prtoggle.revert.child_guard import stop_if_guarded
+from prtoggle.revert.fix_landing import SWAPPER, ActiveFix
 from prtoggle.revert.pending_index import PendingIndex
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _ActiveFix:
-    """One collection's fix of a PR in force: targets patched now, targets still pending."""
-
-    fix: Recipe
-    patched: list[tuple[str, FunctionType]] = field(default_factory=list)
-    pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
 
 
 @dataclass
@@ -51,15 +40,13 @@ class _Revert:
     """A PR in force: its fix in each collection, and who holds it."""
 
     pr: int
-    fixes: list[_ActiveFix]
+    fixes: list[ActiveFix]
     pinned: bool = False  # held by apply_revert / SGLANG_DEBUG_REVERT_PR until restore()
     blocks: int = 0  # open reverted() blocks
 
 
 _LOCK = threading.RLock()
 _ACTIVE: dict[int, _Revert] = {}
-_SWAPPER = CodeSwapper()
-
 
 _WATCH = PendingIndex()
 _THREAD = threading.local()  # .depth: how deep this thread is inside toggle's lock
@@ -97,7 +84,7 @@ def swapper() -> CodeSwapper:
     Patching through it stacks in any order and restores to the very original code and
     values in any order. Use it under locked().
     """
-    return _SWAPPER
+    return SWAPPER
 
 
 def is_pinned(pr: int) -> bool:
@@ -140,12 +127,7 @@ def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
     with locked():
         found: dict[int, tuple[str, ...]] = {}
         for pr, revert in _ACTIVE.items():
-            late = tuple(
-                target
-                for active in revert.fixes
-                for target in active.pending
-                if module_readiness.holder_is_ready(target)
-            )
+            late = tuple(t for active in revert.fixes for t in active.imported_but_pending())
             if late:
                 found[pr] = late
         return found
@@ -164,7 +146,7 @@ def locked() -> Iterator[None]:
 
 def _activate(pr: int, registry: Registry | None) -> _Revert:
     fixes = (registry or default_registry()).find(pr)
-    revert = _Revert(pr=pr, fixes=[_ActiveFix(fix=fix) for fix in fixes])
+    revert = _Revert(pr=pr, fixes=[ActiveFix(fix=fix) for fix in fixes])
     try:
         _patch_ready(revert, finished=None, initial=True)
     except BaseException:
@@ -192,45 +174,26 @@ def _patch_ready(revert: _Revert, *, finished: str | None, initial: bool) -> Non
     patched: then it is left out with a warning (a PR number shared by two collections,
     e.g. the demo engine's and sglang's, in a process that loaded both).
     """
-    refused: list[tuple[_ActiveFix, VersionRangeError]] = []
+    refused: list[tuple[ActiveFix, VersionRangeError]] = []
     for active in revert.fixes:
-        targets = [p.target for p in active.fix.patches] if initial else list(active.pending)
         try:
-            for target in targets:
-                _patch_or_wait(active, target, finished=finished)
+            active.land_ready(finished=finished, initial=initial, on_wait=_land_when_import_ends)
         except VersionRangeError as exc:
             refused.append((active, exc))
     for active, error in refused:
-        reverted = [other.fix.label for other in revert.fixes if other.patched]
+        reverted = [o.fix.label for o in revert.fixes if o.patched or o.names_applied]
         if not reverted:
             raise error
         active.pending.clear()
+        active.names_pending.clear()
         logger.warning("%s; left out, %s reverted instead", error, ", ".join(reverted))
-
-
-def _patch_or_wait(active: _ActiveFix, target: str, *, finished: str | None) -> None:
-    """Patch `target` if its module has finished importing, else record it as pending."""
-    waiting_for = module_readiness.pending_module(target, finished=finished)
-    if waiting_for is not None:
-        active.pending[target] = waiting_for
-        _land_when_import_ends(waiting_for)
-        return
-    resolved = resolve_loaded(target)
-    if isinstance(resolved, PendingTarget):
-        active.pending[target] = resolved.module
-        return
-    require_installed_in_range(active.fix)
-    _SWAPPER.patch(resolved.function, active.fix.edit_layer(target))
-    active.patched.append((target, resolved.function))
-    active.pending.pop(target, None)
+    for active in revert.fixes:  # names, then swaps, then the global check (issue 27)
+        active.check_globals()
 
 
 def _unpatch_all(revert: _Revert) -> None:
     for active in reversed(revert.fixes):
-        while active.patched:
-            _target, function = active.patched[-1]
-            _SWAPPER.unpatch(function, active.fix.pr)
-            active.patched.pop()
+        active.undo()
 
 
 def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
@@ -244,7 +207,7 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
     _THREAD.retrying = True
     try:
         for pr, revert in [(pr, revert) for pr, revert in _ACTIVE.items() if pr in prs]:
-            if not any(active.pending for active in revert.fixes):
+            if not any(active.pending or active.names_pending for active in revert.fixes):
                 continue
             try:
                 _patch_ready(revert, finished=finished, initial=False)
@@ -255,7 +218,7 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
                 raise PatchApplicationError(
                     f"PR {pr} could not be reverted {where}, so it is not reverted at all: {why}"
                 ) from exc
-            if not any(active.pending for active in revert.fixes):
+            if not any(active.pending or active.names_pending for active in revert.fixes):
                 logger.debug("PR %d reverted (after import of %s)", pr, finished or "a module")
     finally:
         _THREAD.retrying = False
@@ -268,7 +231,7 @@ def _update_watch() -> None:
         (revert.pr, target, waiting_for)
         for revert in _ACTIVE.values()
         for active in revert.fixes
-        for target, waiting_for in active.pending.items()
+        for target, waiting_for in active.waits()
     )
     if _WATCH.modules:
         _FINDER.install()
@@ -343,7 +306,13 @@ def _update_reload_watch() -> None:
         for a in r.fixes
         for t, _ in a.patched
     )
-    _RELOADS.watch(holder[0] for holder in holders if holder is not None)
+    scopes = (
+        n.scope.module.__name__
+        for r in _ACTIVE.values()
+        for a in r.fixes
+        for _, n in a.names_applied
+    )
+    _RELOADS.watch([*(holder[0] for holder in holders if holder is not None), *scopes])
 
 
 def _on_module_reloaded(module: str) -> None:
@@ -357,7 +326,9 @@ def _on_module_reloaded(module: str) -> None:
             for pr, revert in list(_ACTIVE.items()):
                 try:
                     for active in revert.fixes:
-                        _repatch_reloaded(active, module)
+                        active.reland_reloaded(module, on_wait=_land_when_import_ends)
+                    for active in revert.fixes:
+                        active.check_globals()
                 except Exception as exc:
                     _deactivate(revert)
                     why = (
@@ -373,17 +344,6 @@ def _on_module_reloaded(module: str) -> None:
     except PatchApplicationError as exc:
         stop_if_guarded(exc)
         raise
-
-
-def _repatch_reloaded(active: _ActiveFix, module: str) -> None:
-    for target in dict.fromkeys(
-        t for t, _ in active.patched if (module_readiness.imported_holder(t) or ("",))[0] == module
-    ):
-        resolved = resolve_loaded(target)
-        if isinstance(resolved, PendingTarget):
-            raise PatchApplicationError(f"{target}: not found in {module} after the reload")
-        if all(function is not resolved.function for _, function in active.patched):
-            _patch_or_wait(active, target, finished=module)
 
 
 _RELOADS = ReloadWatch(on_reloaded=_on_module_reloaded)

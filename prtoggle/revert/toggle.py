@@ -23,7 +23,7 @@ from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import child_guard, child_report, processes, sglang_toggle
+from prtoggle.revert import child_guard, child_report, partial, processes, sglang_toggle
 from prtoggle.revert import state as revert_state
 from prtoggle.revert.processes import BOOTSTRAP_DIR
 
@@ -146,7 +146,9 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
     selections = select_reverts(requests, registry=registry)
     if requests is None:
         _log_left_out(selections)
-    per_pr = _recipes_per_pr(selections)
+    per_pr = partial.refuse_partial(
+        _recipes_per_pr(selections), everything=requests is None, source=REVERT_ENV
+    )
     with revert_state.locked():
         taken: list[int] = []
         try:
@@ -188,7 +190,7 @@ class RevertedBlock:
 
     def __enter__(self) -> tuple[int | str, ...]:
         registry = self._registry or default_registry()
-        per_pr = _recipes_per_pr(_selections_of(self._prs, registry))
+        per_pr = _whole_only(_recipes_per_pr(_selections_of(self._prs, registry)))
         with revert_state.locked():
             held: list[int] = []
             try:
@@ -200,6 +202,7 @@ class RevertedBlock:
                     revert_state.release(pr, pin=False)
                 raise
             self._held = held
+        partial.warn_partial(per_pr, stacklevel=2)
         return self._prs
 
     def __exit__(
@@ -256,9 +259,11 @@ def apply_revert(pr: int | str, *, registry: Registry | None = None) -> None:
     Idempotent.
     """
     chosen = registry or default_registry()
-    for number, recipes in _recipes_per_pr(_selections_of((pr,), chosen)).items():
+    per_pr = _whole_only(_recipes_per_pr(_selections_of((pr,), chosen)))
+    for number, recipes in per_pr.items():
         with revert_state.locked():
             _hold(number, recipes, chosen, pin=True)
+    partial.warn_partial(per_pr, stacklevel=2)
 
 
 def restore(pr: int) -> None:
@@ -361,6 +366,10 @@ def _recipes_per_pr(selections: Sequence[Selection]) -> dict[int, list[Recipe]]:
             if recipe not in kept:
                 kept.append(recipe)
     return per_pr
+
+
+def _whole_only(per_pr: dict[int, list[Recipe]]) -> dict[int, list[Recipe]]:
+    return partial.refuse_partial(per_pr, everything=False, source="reverted()")
 
 
 def _hold(pr: int, recipes: Sequence[Recipe], registry: Registry, *, pin: bool) -> None:

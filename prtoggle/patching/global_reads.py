@@ -1,0 +1,78 @@
+"""The global check: every global a function reads must resolve, so no revert ends in NameError."""
+
+from __future__ import annotations
+
+import builtins
+import dis
+from collections.abc import Collection, Iterable, Mapping
+from types import CodeType, FunctionType
+
+from prtoggle.errors import PatchApplicationError
+
+_GLOBAL_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+def global_reads(code: CodeType) -> frozenset[str]:
+    """The names `code` (and the code nested in it) reads from its globals or builtins.
+
+    `LOAD_GLOBAL` everywhere; `LOAD_NAME` (class bodies, module code) except names that
+    same body binds. A name some part of the code assigns with `global NAME` is left out:
+    the function creates it itself.
+    """
+    reads: set[str] = set()
+    stored: set[str] = set()
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        local: set[str] = set()
+        loaded: set[str] = set()
+        for instruction in dis.get_instructions(current):
+            name = instruction.argval
+            if instruction.opname == "LOAD_GLOBAL":
+                reads.add(name)
+            elif instruction.opname == "LOAD_NAME":
+                loaded.add(name)
+            elif instruction.opname == "STORE_NAME":
+                local.add(name)
+            elif instruction.opname in _GLOBAL_STORES:
+                stored.add(name)
+        reads.update(loaded - local)
+        pending.extend(const for const in current.co_consts if isinstance(const, CodeType))
+    return frozenset(reads - stored)
+
+
+def missing_globals(function: FunctionType) -> tuple[str, ...]:
+    """The globals `function` reads that neither its module nor the builtins define now."""
+    namespace = function.__globals__
+    known = _builtin_names(getattr(function, "__builtins__", None))
+    reads = global_reads(function.__code__)
+    return tuple(sorted(name for name in reads if name not in namespace and name not in known))
+
+
+def missing_in(code: CodeType, *, names: Collection[str]) -> tuple[str, ...]:
+    """The globals `code` reads that are neither in `names` nor builtins (static check)."""
+    return tuple(
+        sorted(name for name in global_reads(code) if name not in names and name not in _BUILTINS)
+    )
+
+
+def refuse_unresolved(functions: Iterable[tuple[str, FunctionType]], *, label: str) -> None:
+    """Raise naming the first function (by target) that reads a global defined nowhere."""
+    for target, function in functions:
+        missing = missing_globals(function)
+        if missing:
+            raise PatchApplicationError(
+                f"{label}: {target} reads `{missing[0]}`, not defined in module "
+                f"{function.__module__} after the revert (nor a builtin), so the reverted "
+                "code would fail with NameError; the recipe must define it (names: define) "
+                "or list the change in not_reverted"
+            )
+
+
+def _builtin_names(found: object) -> Mapping[str, object]:
+    if isinstance(found, dict):
+        return found
+    return vars(found) if found is not None else _BUILTINS
+
+
+_BUILTINS: Mapping[str, object] = vars(builtins)

@@ -1,0 +1,239 @@
+"""`check` of a recipe's `names` and `not_reverted`, statically (a source tree) or live (imported).
+
+A names entry checks ok when its scope exists (the module's file or module, a class at its
+top level), every `remove` name is bound at the scope's top level, `define` compiles, and
+the global check passes: every global read by the functions the recipe edits or defines in
+that module is a top-level name of the module after the change (or a builtin). A
+`not_reverted` entry checks ok when its file exists under the package's root, its line is
+in range and its `code` (if any) is in the file. Nothing is executed: recipe code is
+compiled, never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType
+from typing import Literal
+
+from prtoggle.errors import PrToggleError
+from prtoggle.patching.define_code import compile_define
+from prtoggle.patching.global_reads import missing_in
+from prtoggle.patching.lines import split_lines
+from prtoggle.patching.source_files import SourceTree
+from prtoggle.patching.source_tree import find_in_source_tree, module_level_names
+from prtoggle.patching.swap import build_replacement
+from prtoggle.patching.targets import function_source, import_target
+from prtoggle.recipes.names_schema import NameChange, NotReverted
+from prtoggle.recipes.schema import Recipe
+
+WholeFixStatus = Literal["ok", "stale", "absent", "error"]
+NAMES_PREFIX = "names:"
+NOT_REVERTED_PREFIX = "not_reverted:"
+
+
+@dataclass(frozen=True)
+class WholeFixCheck:
+    """One names or not_reverted entry checked: `target` names it; status as TargetCheck's."""
+
+    target: str
+    status: WholeFixStatus
+    message: str = ""
+
+
+def check_whole_fix(fix: Recipe, *, tree: SourceTree | None) -> list[WholeFixCheck]:
+    """Every `names` and `not_reverted` entry of `fix`, checked on `tree` or the live modules."""
+    results = [_check_names(fix, change, tree=tree) for change in fix.names]
+    results += [_check_kept(item, tree=tree) for item in fix.not_reverted]
+    return results
+
+
+def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) -> WholeFixCheck:
+    target = f"{NAMES_PREFIX}{change.scope}"
+    top = change.scope.split(".", 1)[0]
+    if tree is not None and not tree.has_package(top):
+        return WholeFixCheck(target, "absent", f"package {top} is not in {tree.label}")
+    try:
+        scope = _static_scope(change.scope, tree) if tree is not None else _live_scope(change)
+    except _Stale as exc:
+        return WholeFixCheck(target, "stale", f"{change.scope}: {exc}")
+    except PrToggleError as exc:
+        return WholeFixCheck(target, "error", str(exc))
+    missing = [n for n in change.remove if scope.names is not None and n not in scope.names]
+    if missing:
+        where = f"{scope.kind} {change.scope}"
+        return WholeFixCheck(
+            target, "stale", f"remove: `{missing[0]}` is not bound at the top level of {where}"
+        )
+    try:
+        code = compile_define(
+            change.define or "pass",
+            filename=str(fix.path),
+            first_line=change.define_line or change.line,
+            class_name=scope.class_name,
+            future_flags=0,
+        )
+    except SyntaxError as exc:
+        return WholeFixCheck(target, "error", f"define does not compile: {exc}")
+    problem = _global_check(fix, change, scope, code, tree=tree)
+    return WholeFixCheck(target, "ok" if problem is None else "error", problem or "")
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a check knows of a scope: the module's top-level names, the scope's own names."""
+
+    module: str
+    module_names: frozenset[str] | None  # None: a star import makes them unknown
+    names: frozenset[str] | None
+    class_name: str | None
+    file: str  # the module's file: the edited functions checked are those in it
+
+    @property
+    def kind(self) -> str:
+        return "module" if self.class_name is None else "class"
+
+
+class _Stale(Exception):
+    """The scope is not where the recipe says (the code moved on)."""
+
+
+def _static_scope(scope: str, tree: SourceTree) -> _Scope:
+    for module, class_name in ((scope, None), (scope.rpartition(".")[0], scope.rpartition(".")[2])):
+        base = module.replace(".", "/")
+        found = tree.read(f"{base}.py") or tree.read(f"{base}/__init__.py")
+        if found is None or not module:
+            continue
+        parsed = ast.parse(found.text)
+        top = module_level_names(parsed)
+        if class_name is None:
+            return _Scope(module, top, top, None, found.name)
+        node = next(
+            (n for n in parsed.body if isinstance(n, ast.ClassDef) and n.name == class_name), None
+        )
+        if node is None:
+            raise _Stale(f"{found.name} has no class {class_name!r} at its top level")
+        return _Scope(module, top, _class_names(node), class_name, found.name)
+    raise _Stale(f"no module file for it under {tree.label}")
+
+
+def _live_scope(change: NameChange) -> _Scope:
+    scope = change.scope
+    try:
+        module = importlib.import_module(scope)
+        names = frozenset(vars(module))
+        return _Scope(scope, names, names, None, str(getattr(module, "__file__", "")))
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not scope.startswith(exc.name):
+            raise _Stale(f"importing it failed: {exc}") from exc
+    parent, _, class_name = scope.rpartition(".")
+    try:
+        holder = importlib.import_module(parent)
+    except ModuleNotFoundError as exc:
+        raise _Stale(f"no module {parent} or {scope}") from exc
+    found = vars(holder).get(class_name)
+    if not isinstance(found, type):
+        raise _Stale(f"module {parent} has no class {class_name!r}")
+    file = str(getattr(holder, "__file__", ""))
+    return _Scope(parent, frozenset(vars(holder)), frozenset(vars(found)), class_name, file)
+
+
+def _global_check(
+    fix: Recipe, change: NameChange, scope: _Scope, code: CodeType, *, tree: SourceTree | None
+) -> str | None:
+    """Why a function edited or defined in the scope's module would fail with NameError."""
+    if scope.module_names is None:
+        return None
+    after = set(scope.module_names)
+    for other in fix.names:
+        if other.scope == scope.module:
+            after.difference_update(other.remove)
+            after.update(other.defined)
+    codes = [(f"define of {change.scope}", code)]
+    for patch in fix.patches:
+        try:
+            edited, filename = _edited_code(fix, patch.target, tree=tree)
+        except PrToggleError:
+            continue  # the target's own check reports it
+        if filename == scope.file:
+            codes.append((patch.target, edited))
+    for label, checked in codes:
+        missing = missing_in(checked, names=after)
+        if missing:
+            return (
+                f"{label} reads `{missing[0]}`, not defined in module {scope.module} after the "
+                "revert (nor a builtin)"
+            )
+    return None
+
+
+def _edited_code(fix: Recipe, target: str, *, tree: SourceTree | None) -> tuple[CodeType, str]:
+    """The reverted code of `target` (compiled, never run) and the file it is in."""
+    if tree is not None:
+        source = find_in_source_tree(target, source_root=tree)
+        replacement = build_replacement(source, [fix.edit_layer(target)], evaluate=False)
+        return replacement.code, source.filename
+    function = import_target(target).function
+    source = function_source(function, target=target)
+    layer = fix.edit_layer(target)
+    replacement = build_replacement(source, [layer], function=function, evaluate=False)
+    return replacement.code, str(getattr(sys.modules.get(function.__module__), "__file__", ""))
+
+
+def _check_kept(item: NotReverted, *, tree: SourceTree | None) -> WholeFixCheck:
+    target = f"{NOT_REVERTED_PREFIX}{item.file}:{item.line}"
+    text, shown = _file_text(item.file, tree=tree)
+    if text is None:
+        return WholeFixCheck(target, "stale", f"{item.file}: no such file under {shown}")
+    lines = split_lines(text)
+    if item.line > len(lines):
+        return WholeFixCheck(
+            target, "stale", f"{shown}: line {item.line} is past its end ({len(lines)} lines)"
+        )
+    if item.code is not None and item.code not in text:
+        return WholeFixCheck(target, "stale", f"{shown}: {item.code!r} is not in the file")
+    return WholeFixCheck(target, "ok")
+
+
+def _file_text(relative: str, *, tree: SourceTree | None) -> tuple[str | None, str]:
+    if tree is not None:
+        found = tree.read(relative)
+        return (None, tree.label) if found is None else (found.text, found.name)
+    root = _package_parent(relative.split("/", 1)[0])
+    if root is None:
+        return None, "the installed packages"
+    path = Path(root, relative)
+    if not path.is_file():
+        return None, str(root)
+    return path.read_text(encoding="utf-8-sig", errors="replace"), str(path)
+
+
+def _package_parent(top: str) -> Path | None:
+    """The directory holding top-level package `top` (what `file` paths start from)."""
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def _class_names(node: ast.ClassDef) -> frozenset[str]:
+    names: set[str] = set()
+    for statement in node.body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(statement.name)
+        elif isinstance(statement, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in statement.names)
+        else:
+            names.update(
+                n.id
+                for n in ast.walk(statement)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
+    return frozenset(names)

@@ -1,0 +1,153 @@
+"""One collection's fix in force: its names and code swaps landed as modules get ready, undone.
+
+A fix lands piece by piece, as the modules of its `names` scopes and patch targets finish
+importing: in each step its ready name changes first, then its ready code swaps (the
+caller then runs the global check over the whole PR). Undoing restores the swaps, then
+the name changes, last landed first, to the identical objects. Used under the revert lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FunctionType
+from typing import TYPE_CHECKING
+
+from prtoggle.errors import PatchApplicationError
+from prtoggle.patching.swap import CodeSwapper
+from prtoggle.patching.targets import PendingTarget, resolve_loaded
+from prtoggle.recipes.registry import Recipe
+from prtoggle.recipes.versions import require_installed_in_range
+from prtoggle.revert import module_readiness
+
+if TYPE_CHECKING:  # imported where first needed: a start-up with everything pending skips them
+    from prtoggle.patching.names import AppliedNames
+
+SWAPPER = CodeSwapper()
+"""The one record of swapped functions, shared by reverts and the source_patcher API."""
+
+OnWait = Callable[[str], None]
+"""Called with a module that another import is executing now, so the landing retries."""
+
+
+@dataclass
+class ActiveFix:
+    """One collection's fix of a PR in force: what landed, and what waits for which module."""
+
+    fix: Recipe
+    patched: list[tuple[str, FunctionType]] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
+    names_applied: list[tuple[int, AppliedNames]] = field(default_factory=list)
+    names_pending: dict[int, str] = field(default_factory=dict)  # entry -> module waited for
+
+    def land_ready(self, *, finished: str | None, initial: bool, on_wait: OnWait) -> None:
+        """Land every name change, then every target, whose module is complete now."""
+        entries = range(len(self.fix.names)) if initial else list(self.names_pending)
+        for index in entries:
+            self._names_or_wait(index, finished=finished, on_wait=on_wait)
+        targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
+        for target in targets:
+            self.patch_or_wait(target, finished=finished, on_wait=on_wait)
+
+    def patch_or_wait(self, target: str, *, finished: str | None, on_wait: OnWait) -> None:
+        """Patch `target` if its module has finished importing, else record it as pending."""
+        waiting_for = module_readiness.pending_module(target, finished=finished)
+        if waiting_for is not None:
+            self.pending[target] = waiting_for
+            on_wait(waiting_for)
+            return
+        resolved = resolve_loaded(target)
+        if isinstance(resolved, PendingTarget):
+            self.pending[target] = resolved.module
+            return
+        require_installed_in_range(self.fix)
+        SWAPPER.patch(resolved.function, self.fix.edit_layer(target))
+        self.patched.append((target, resolved.function))
+        self.pending.pop(target, None)
+
+    def check_globals(self) -> None:
+        """The global check: every function swapped or defined reads only defined globals."""
+        if not self.patched and not self.names_applied:
+            return
+        from prtoggle.patching.global_reads import refuse_unresolved
+
+        refuse_unresolved(self.landed_functions(), label=f"{self.fix.path}: PR {self.fix.pr}")
+
+    def landed_functions(self) -> list[tuple[str, FunctionType]]:
+        """(dotted name, function) of every function swapped or defined so far."""
+        defined = [item for _, applied in self.names_applied for item in applied.functions]
+        return [*self.patched, *defined]
+
+    def undo(self) -> None:
+        """Restore the swaps, then the name changes, last first: the identical objects back."""
+        while self.patched:
+            _target, function = self.patched[-1]
+            SWAPPER.unpatch(function, self.fix.pr)
+            self.patched.pop()
+        while self.names_applied:
+            self.names_applied[-1][1].restore()
+            self.names_applied.pop()
+
+    def waits(self) -> Iterator[tuple[str, str]]:
+        """(dotted path, module waited for) of everything pending, for the import hook."""
+        yield from self.pending.items()
+        for index, module in self.names_pending.items():
+            yield f"{self.fix.names[index].scope}.__names__", module
+
+    def imported_but_pending(self) -> tuple[str, ...]:
+        """Pending targets and name scopes whose module is complete all the same."""
+        late = [t for t in self.pending if module_readiness.holder_is_ready(t)]
+        for index in self.names_pending:
+            scope = self.fix.names[index].scope
+            if module_readiness.pending_module(f"{scope}.__names__", finished=None) is None:
+                late.append(f"names of {scope}")
+        return tuple(late)
+
+    def reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
+        """`module` was re-executed: its new objects get this fix's names and swaps again."""
+        relanded: set[int] = set()
+        for index, applied in list(self.names_applied):
+            if applied.scope.module.__name__ != module:
+                continue
+            if applied.scope.cls is None:  # the reload rebound the module's names itself
+                applied.forget_holder_bindings()
+            if index not in relanded:  # the old record keeps its copies (or old class)
+                relanded.add(index)
+                self._names_or_wait(index, finished=module, on_wait=on_wait)
+        for target in dict.fromkeys(
+            t
+            for t, _ in self.patched
+            if (module_readiness.imported_holder(t) or ("",))[0] == module
+        ):
+            resolved = resolve_loaded(target)
+            if isinstance(resolved, PendingTarget):
+                raise PatchApplicationError(f"{target}: not found in {module} after the reload")
+            if all(function is not resolved.function for _, function in self.patched):
+                self.patch_or_wait(target, finished=module, on_wait=on_wait)
+
+    def _names_or_wait(self, index: int, *, finished: str | None, on_wait: OnWait) -> None:
+        from prtoggle.patching.names import apply_names, resolve_scope
+
+        change = self.fix.names[index]
+        waiting_for = module_readiness.pending_module(
+            f"{change.scope}.__names__", finished=finished
+        )
+        if waiting_for is not None:
+            self.names_pending[index] = waiting_for
+            on_wait(waiting_for)
+            return
+        scope = resolve_scope(change.scope)
+        if isinstance(scope, PendingTarget):
+            self.names_pending[index] = scope.module
+            return
+        require_installed_in_range(self.fix)
+        applied = apply_names(
+            scope,
+            define=change.define,
+            remove=change.remove,
+            label=f"{self.fix.path}:{change.line}: PR {self.fix.pr}",
+            filename=str(self.fix.path),
+            first_line=change.define_line or change.line,
+        )
+        self.names_applied.append((index, applied))
+        self.names_pending.pop(index, None)
