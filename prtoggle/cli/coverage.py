@@ -143,7 +143,7 @@ def coverage_command(
     if as_json:
         echo_json(report.to_json())
     else:
-        _print_report(report)
+        print_report(report)
     if html_path is not None:
         click.echo(f"HTML matrix written to {html_path}", err=True)
     unguarded = report.unguarded()
@@ -200,7 +200,7 @@ def _print_progress(run: SuiteRun) -> None:
     click.echo(f"{what}: {result} ({run.seconds:.1f} s)", err=True)
 
 
-def _print_report(report: CoverageReport) -> None:
+def print_report(report: CoverageReport) -> None:
     rows = []
     for entry in report.fixes:
         tests = list(entry.guarded_by) or [entry.run.error or "NONE"]

@@ -202,7 +202,7 @@ def test_bisect_marks_an_answer_resting_on_a_partial_revert(project: Project) ->
 def test_coverage_marks_a_fix_whose_revert_is_partial(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from prtoggle.cli.coverage import _print_report
+    from prtoggle.cli.coverage import print_report
     from prtoggle.commands.coverage import CoverageReport, FixCoverage, SuiteRun
     from prtoggle.pytest_plugin.outcomes import NodeOutcome
     from prtoggle.recipes.schema import load_recipe
@@ -219,7 +219,7 @@ def test_coverage_marks_a_fix_whose_revert_is_partial(
     entry = FixCoverage(fix=fix, run=reverted, cells={"t.py::t": "guards"})
     report = CoverageReport(command=("pytest",), plain=plain, fixes=(entry,), seconds=2.0)
     record = report.to_json()[0]
-    _print_report(report)
+    print_report(report)
     lines = capsys.readouterr().out.splitlines()
     if not is_partial(project):
         assert (record["partial"], record["not_reverted"]) == (False, [])
