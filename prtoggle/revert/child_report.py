@@ -40,13 +40,15 @@ _REPORTING = _Reporting()
 
 @dataclass(frozen=True)
 class ProcessReport:
-    """One process's last report: its state, its refusal, per PR the targets left unpatched."""
+    """One process's last report: its state, its refusal, per PR the targets left unpatched
+    and (at exit) the targets patched."""
 
     pid: int
     argv: tuple[str, ...]
     state: str
     error: str = ""
     unapplied: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    patched: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ def read_reports(directory: Path) -> list[ProcessReport]:
         except (OSError, ValueError):
             continue
         unapplied = {int(pr): tuple(t) for pr, t in (raw.get("unapplied") or {}).items()}
+        patched = {int(pr): tuple(t) for pr, t in (raw.get("patched") or {}).items()}
         reports.append(
             ProcessReport(
                 pid=int(raw.get("pid", 0)),
@@ -90,6 +93,7 @@ def read_reports(directory: Path) -> list[ProcessReport]:
                 state=str(raw.get("state", "")),
                 error=str(raw.get("error", "")),
                 unapplied=unapplied,
+                patched=patched,
             )
         )
     return sorted(reports, key=lambda report: report.pid)
@@ -142,14 +146,24 @@ def not_landed(
     return None
 
 
+def never_imported(pr: int, reports: Sequence[ProcessReport]) -> bool:
+    """Whether every process reported its exit and none patched a target of `pr`: the
+    command never imported the fix's code, so its run says nothing about the fix."""
+    exited = bool(reports) and all(report.state == "exited" for report in reports)
+    return exited and not any(report.patched.get(pr) for report in reports)
+
+
 def _report_at_exit() -> None:
     prs = revert_state.held_prs()
     unapplied = revert_state.unapplied_imported_targets()
+    with revert_state.locked():
+        patched = {pr: revert_state.targets_of(pr)[0] for pr in prs}
     write_run_report(
         {
             "state": "exited",
             "prs": list(prs),
             "unapplied": {str(pr): list(targets) for pr, targets in unapplied.items()},
+            "patched": {str(pr): list(targets) for pr, targets in patched.items()},
         }
     )
 
