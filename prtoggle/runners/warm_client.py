@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from prtoggle.errors import RunnerError
@@ -38,6 +39,7 @@ from prtoggle.runners.child_process import (
     raise_if_interrupted,
     run_child,
 )
+from prtoggle.runners.output_tail import OutputTail, read_until, run_to_exit
 from prtoggle.runners.warm_eligibility import (
     PythonInvocation,
     cold_reason,
@@ -92,6 +94,9 @@ class WarmWorker:
     base_env: dict[str, str] = field(default_factory=lambda: env_without_revert(os.environ))
     warm_runs: int = field(default=0, init=False)
     cold_runs: int = field(default=0, init=False)
+    output_limit: int | None = None
+    """None: a run's whole output, read until its pipes close. N: `output_tail.run_to_exit`'s
+    way (a run ends when its own process exits; the last N bytes of each stream kept)."""
     stepped_aside: str | None = field(default=None, init=False)
     """Why every run is a plain child now (a run changed a variable the preload read)."""
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -124,14 +129,21 @@ class WarmWorker:
                 self.warm_runs += 1
         if invocation is None or reason is not None:
             logger.debug("plain child for %s: %s", argv[:3], reason)
-            return run_child(argv, env=run_env, timeout=timeout, cwd=cwd)
+            return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
         done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
         if isinstance(done, CommandRun):
             return done
         self._step_aside(done)
         with self._lock:
             self.cold_runs += 1
-        return run_child(argv, env=run_env, timeout=timeout, cwd=cwd)
+        return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
+
+    def _run_plain(
+        self, argv: Sequence[str], *, env: Mapping[str, str], timeout: float | None, cwd: str | None
+    ) -> CommandRun:
+        if self.output_limit is None:
+            return run_child(argv, env=env, timeout=timeout, cwd=cwd)
+        return run_to_exit(argv, env=env, timeout=timeout, cwd=cwd, limit=self.output_limit)
 
     def cold_reason(
         self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None
@@ -213,7 +225,12 @@ class WarmWorker:
             own_group(pid, has_exited=_read_from_proc)
             raise_if_interrupted()
             deadline = None if timeout is None else started + timeout
-            stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
+            if self.output_limit is None:
+                stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
+            else:
+                stdout, stderr, timed_out = _tail_to_exit(
+                    out_read, err_read, pid=pid, deadline=deadline, limit=self.output_limit
+                )
             status = int(self._message(reply, "status", notices))
             raise_if_interrupted()
         except BaseException:
@@ -307,13 +324,17 @@ class WarmWorker:
 
 @contextlib.contextmanager
 def command_runner(
-    *, warm: bool, preload: Sequence[str] = HEAVY_MODULES
+    *, warm: bool, preload: Sequence[str] = HEAVY_MODULES, output_limit: int | None = None
 ) -> Iterator[CommandRunner]:
-    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_child`."""
+    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_child`.
+
+    `output_limit`: runs end when their own process exits and keep that many bytes of
+    each stream (`output_tail.run_to_exit`), warm or not.
+    """
     if not warm:
-        yield run_child
+        yield run_child if output_limit is None else partial(run_to_exit, limit=output_limit)
         return
-    worker = WarmWorker(preload=tuple(dict.fromkeys(preload)))
+    worker = WarmWorker(preload=tuple(dict.fromkeys(preload)), output_limit=output_limit)
     try:
         yield worker.run
     finally:
@@ -341,6 +362,25 @@ def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tup
                     selector.unregister(key.fd)
     stdout, stderr = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_fd, err_fd))
     return stdout, stderr, timed_out
+
+
+def _tail_to_exit(
+    out_fd: int, err_fd: int, *, pid: int, deadline: float | None, limit: int
+) -> tuple[str, str, bool]:
+    """Read both pipes' tails until the run's process exits (past `deadline`: timed out),
+    then end what it left behind in its group."""
+    out, err = OutputTail(limit), OutputTail(limit)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:  # gone already: an fd readable at once says "exited"
+        pidfd, write_end = os.pipe()
+        os.close(write_end)
+    try:
+        exited = read_until({out_fd: out, err_fd: err}, exit_fd=pidfd, deadline=deadline)
+    finally:
+        os.close(pidfd)
+        _kill_group(pid)
+    return out.text(), err.text(), not exited
 
 
 def _read_from_proc() -> bool:
