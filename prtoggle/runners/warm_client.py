@@ -295,8 +295,8 @@ class WarmWorker:
             first, self.stepped_aside = self.stepped_aside is None, reason
         if first:
             logger.warning(
-                "prtoggle: the warm worker steps aside: %s; every run is a fresh process "
-                "from now on (--cold or %s=0 skips the worker)",
+                "prtoggle: the warm worker steps aside: %s; every run is a fresh process from "
+                "now on (export it beforehand to keep the worker; --cold or %s=0 skips it)",
                 reason,
                 WARM_ENV,
             )

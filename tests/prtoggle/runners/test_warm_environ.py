@@ -57,7 +57,7 @@ def test_a_run_that_sets_a_variable_the_preload_read_is_run_fresh_and_the_worker
     assert (worker.warm_runs, worker.cold_runs) == (1, 2)  # the first warm try was killed
     assert [record.getMessage() for record in caplog.records] == [
         f"prtoggle: the warm worker steps aside: {reason}; every run is a fresh process from "
-        "now on (--cold or PRTOGGLE_WARM=0 skips the worker)"
+        "now on (export it beforehand to keep the worker; --cold or PRTOGGLE_WARM=0 skips it)"
     ]
 
 
@@ -118,7 +118,7 @@ def test_coverage_warm_gives_the_cold_answer_for_a_suite_whose_conftest_sets_tri
     assert [line for line in result.stderr.splitlines() if "steps aside" in line] == [
         "prtoggle: the warm worker steps aside: the command sets TRITON_INTERPRET, which the "
         "worker's preloaded modules (torch, triton, prtoggle.revert.toggle, prtoggle.detect, "
-        "pytest) may read at import; every run is a fresh process from now on (--cold or "
-        "PRTOGGLE_WARM=0 skips the worker)"
+        "pytest) may read at import; every run is a fresh process from now on (export it "
+        "beforehand to keep the worker; --cold or PRTOGGLE_WARM=0 skips it)"
     ]
     assert os.environ.get("TRITON_INTERPRET") == "1"  # this session's own, left as it was
