@@ -6,7 +6,9 @@ SGLANG_DEBUG_REVERT_PR alone is not a request to the plugin. The session reverts
 - what its process already holds in force when pytest configures (the start-up hook of
   `prtoggle run`/`bisect`/`coverage`, or the program's own `maybe_revert_pr_fix()`),
 - plus `--revert-pr SPEC`,
-- plus SGLANG_DEBUG_REVERT_PR when the ini file sets `prtoggle_env_reverts = true`.
+- plus SGLANG_DEBUG_REVERT_PR when the ini file sets `prtoggle_env_reverts = true`, or
+  when a `prtoggle run`/`bisect`/`coverage` parent asked for it (its run-report directory
+  is set) and no start-up hook ran here (`python -I -m pytest`).
 
 A variable that is set but not asked for is left alone: the header says so in one line.
 Process-global: the reverts applied here stay in force until `undo` (pytest_unconfigure).
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
 
 ENV_INI = "prtoggle_env_reverts"
@@ -54,6 +56,7 @@ def start_session(*, option: str, env_asked: bool) -> SessionState:
 
     state = SessionState()
     held = active_reverts()
+    env_asked = env_asked or bool(os.environ.get(RUN_REPORT_ENV))  # a prtoggle parent asked
     env_value = os.environ.get(REVERT_ENV, "")
     env_set = env_value.strip() not in ("", "0")
     if option.strip() or env_asked:

@@ -48,7 +48,8 @@ class ProcessReport:
     state: str
     error: str = ""
     unapplied: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
-    patched: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    patched: Mapping[int, tuple[str, ...]] | None = None  # None: not said (older writers)
+    held: tuple[int, ...] = ()  # the PRs in force when it reported
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def read_reports(directory: Path) -> list[ProcessReport]:
         except (OSError, ValueError):
             continue
         unapplied = {int(pr): tuple(t) for pr, t in (raw.get("unapplied") or {}).items()}
-        patched = {int(pr): tuple(t) for pr, t in (raw.get("patched") or {}).items()}
+        said = raw.get("patched")
+        patched = None if said is None else {int(pr): tuple(t) for pr, t in said.items()}
         reports.append(
             ProcessReport(
                 pid=int(raw.get("pid", 0)),
@@ -94,6 +96,7 @@ def read_reports(directory: Path) -> list[ProcessReport]:
                 error=str(raw.get("error", "")),
                 unapplied=unapplied,
                 patched=patched,
+                held=tuple(int(pr) for pr in raw.get("prs") or ()),
             )
         )
     return sorted(reports, key=lambda report: report.pid)
@@ -147,10 +150,18 @@ def not_landed(
 
 
 def never_imported(pr: int, reports: Sequence[ProcessReport]) -> bool:
-    """Whether every process reported its exit and none patched a target of `pr`: the
-    command never imported the fix's code, so its run says nothing about the fix."""
-    exited = bool(reports) and all(report.state == "exited" for report in reports)
-    return exited and not any(report.patched.get(pr) for report in reports)
+    """Whether every process reported its exit with `pr` still in force and none patched a
+    target of it: the command never imported the fix's code, so its run says nothing about
+    the fix. A process still running, killed, that released `pr` before its exit (a pytest
+    session's own revert) or that does not say what it patched leaves it unknown (False)."""
+    if not reports:
+        return False
+    for report in reports:
+        if report.state != "exited" or report.patched is None or pr not in report.held:
+            return False
+        if report.patched.get(pr):
+            return False
+    return True
 
 
 def _report_at_exit() -> None:
