@@ -4,10 +4,15 @@ Examples run with bash in a scratch copy of the checkout (so files they write st
 where `app.py` and `eval.py`, the placeholders of the --help examples, are copies of
 examples/app.py and examples/eval.py. An example that cannot run here is listed in SKIPPED
 with the reason; the list must match the examples exactly, so none drops out silently.
+
+Where a page shows a ```bash block followed directly by a plain ``` block, the second is
+the output it promises: the block's commands run in order and every promised line must be
+printed (stdout or stderr) by one of them; `...` in a promised line stands for any text.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -95,7 +100,8 @@ EXIT_STATUS = {
     "prtoggle run -r 24856 -- python examples/app.py": 1,
     "prtoggle run --whole-only -r 24856 -- python examples/app.py": 1,
     "prtoggle run -r 26521 -- python app.py": 1,
-    "prtoggle run -r 24856 -- python -m fixes.scenarios.trtllm_draft_extend_routing": 1,
+    "SGLANG_SPEC_OOB_DETECTION=1 prtoggle run -r 24856 -- "
+    "python -m fixes.scenarios.trtllm_draft_extend_routing": 1,
     "SGLANG_DEBUG_REVERT_PR=24856 python -m fixes.scenarios.trtllm_draft_extend_routing": 1,
     'SGLANG_DEBUG_REVERT_PR="24856,21649" python -m fixes.scenarios.trtllm_draft_extend_routing': 1,
     "SGLANG_SPEC_NAN_DETECTION=1 SGLANG_DEBUG_REVERT_PR=26521 "
@@ -144,6 +150,25 @@ def markdown_examples(text: str) -> list[str]:
     return commands
 
 
+def promised_outputs(text: str) -> list[tuple[list[str], list[str]]]:
+    """(commands, promised lines) of each ```bash block followed directly by a ``` block."""
+    pairs = []
+    blocks = list(re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE))
+    for shown, shows in itertools.pairwise(blocks):
+        adjacent = not text[shown.end() : shows.start()].strip()
+        if adjacent and (shown.group(1), shows.group(1)) == ("bash", ""):
+            promised = [line.strip() for line in shows.group(2).splitlines() if line.strip()]
+            pairs.append((shell_commands(shown.group(2).splitlines()), promised))
+    return pairs
+
+
+def printed(promised: str, output: str) -> bool:
+    """Whether a line of `output` holds `promised`, `...` standing for any text."""
+    parts = [re.escape(part.strip()) for part in promised.split("...")]
+    pattern = re.compile(".*".join(part for part in parts if part))
+    return any(pattern.search(line) for line in output.splitlines())
+
+
 def help_examples(help_text: str) -> list[str]:
     """The commands listed under `Examples:` in a --help text."""
     if "Examples:" not in help_text:
@@ -160,6 +185,7 @@ def all_examples() -> list[str]:
 
 
 EXAMPLES = all_examples()
+PROMISES = [pair for page in PAGES for pair in promised_outputs(page.read_text())]
 
 
 def test_every_listed_example_is_still_an_example() -> None:
@@ -206,6 +232,30 @@ def test_example_runs(command: str, scratch: Path) -> None:
         assert first.returncode == 0, first.stdout + first.stderr
     result = _run(command, cwd=scratch, env=env)
     assert result.returncode == EXIT_STATUS.get(command, 0), result.stdout + result.stderr
+
+
+def test_pages_promise_output_for_some_examples() -> None:
+    assert len(PROMISES) >= 3  # README's app.py, cli.md's run, reverting.md's variables
+    for commands, promised in PROMISES:
+        assert commands and promised
+        assert not set(commands) & set(SKIPPED), "a promise must be checked"
+
+
+@pytest.mark.parametrize(
+    ("commands", "promised"), PROMISES, ids=[" && ".join(c)[:80] for c, _ in PROMISES]
+)
+def test_every_promised_output_line_is_printed(
+    commands: list[str], promised: list[str], scratch: Path
+) -> None:
+    env = {**os.environ, "HOME": str(scratch), "TMPDIR": str(scratch)}
+    stubs = scratch / "tests" / "sglang" / "stubs"
+    env["PYTHONPATH"] = os.pathsep.join([str(scratch), str(stubs)])
+    env.pop("SGLANG_DEBUG_REVERT_PR", None)
+    output = ""
+    for command in commands:
+        result = _run(command, cwd=scratch, env=env)
+        output += result.stdout + result.stderr
+    assert [line for line in promised if not printed(line, output)] == [], output[-4000:]
 
 
 def heading_anchors(page: Path) -> set[str]:

@@ -49,6 +49,8 @@ With --metric REGEX --threshold X, a run that exited is judged by a number:
 REGEX's first group (or whole match) in its last match in stdout, else
 stderr; good when >= X (<= X with --lower-is-better). A run whose output has
 no match is a skip ("no metric"). --json carries each run's metric.
+A run is over when COMMAND's own process exits (what it left running in the
+background is ended); bisect keeps the last 1 MiB of each output stream.
 
 \b
 Python commands (python -m M / SCRIPT / -c CODE) run in children forked from
@@ -250,13 +252,18 @@ def _runner(command: list[str], fixes: Sequence[Recipe], *, cold: bool) -> Itera
 
     The worker preloads prtoggle's toggles and each candidate's `component` module (which
     imports what the fixed code needs, e.g. torch): the command's own imports, not more.
+    A run is judged when its command's process exits (a background process holding its
+    stdout is ended, not waited for), from the last TAIL_BYTES of each stream.
     """
+    from prtoggle.runners.output_tail import TAIL_BYTES
     from prtoggle.runners.warm_client import command_runner, warm_enabled
 
     modules = ["prtoggle.revert.toggle", *(fix.component for fix in fixes if fix.component)]
     if command[1:3] == ["-m", "pytest"]:
         modules.append("pytest")
-    with command_runner(warm=warm_enabled(cold=cold), preload=modules) as runner:
+    with command_runner(
+        warm=warm_enabled(cold=cold), preload=modules, output_limit=TAIL_BYTES
+    ) as runner:
         yield runner
 
 

@@ -169,11 +169,12 @@ def revert_selections(
     if requests is not None:
         return select_reverts(requests, registry=registry), False
     selections = select_reverts(None, registry=registry, search_path=search_path)
-    note = left_out_note(selections)
     if not any(selection.recipes for selection in selections):
+        note = left_out_note(selections)
         raise RevertSpecError(f"{option} all: no recipe applies here; {note or 'none registered'}")
-    if note is not None:
-        click.echo(f"prtoggle: {option} all: {note}", err=True)
+    summary = _left_out_summary(selections)
+    if summary is not None:
+        click.echo(f"prtoggle: {option} all: {summary}", err=True)
     return selections, True
 
 
@@ -253,3 +254,24 @@ def _usage_line(exc: click.UsageError) -> str:
     message = " ".join(exc.format_message().split()).rstrip(".")
     where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
     return f"error: {message}{where}"
+
+
+def _left_out_summary(selections: Sequence[Selection], *, names: int = 6) -> str | None:
+    """What `all` left out, by kind, the count and at most `names` recipes of each kind
+    (`prtoggle list` gives each one's reason); None when nothing was."""
+    by_kind: dict[str, list[str]] = {}
+    for selection in selections:
+        for item in selection.left_out:
+            by_kind.setdefault(item.kind, []).append(item.recipe.label)
+    if not by_kind:
+        return None
+    total = sum(len(labels) for labels in by_kind.values())
+    parts = []
+    for kind, labels in by_kind.items():
+        shown = ", ".join(labels[:names])
+        more = f" and {len(labels) - names} more" if len(labels) > names else ""
+        parts.append(f"{len(labels)} {kind} ({shown}{more})")
+    return (
+        f"left out {total} recipe(s) that do not apply here: {'; '.join(parts)}; "
+        "`prtoggle list` says why"
+    )

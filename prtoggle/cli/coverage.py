@@ -21,7 +21,8 @@ from prtoggle.cli.common import (
 from prtoggle.runners.requirements import require_installed
 
 if TYPE_CHECKING:
-    from prtoggle.commands.coverage import CoverageReport, FixCoverage, SuiteRun
+    from prtoggle.commands.coverage import CoverageReport, FixCoverage
+    from prtoggle.commands.coverage_runs import SuiteRun
     from prtoggle.recipes.registry import Recipe, Registry
 
 _EPILOG = """\b
@@ -34,12 +35,15 @@ start-up), --jobs at a time;
 `python -m pytest ...` runs fork from a warm worker that imported torch,
 triton and pytest once (--cold: fresh processes).
 A test guards a fix when it passes plain and fails or errors with the fix
-reverted. Tests that fail plain are listed apart and never count as guards.
+reverted. Tests that fail plain, and test files that do not import plain, are
+listed apart and never count as guards; a fix whose code the suite never
+imports is marked `-` (no result). Reverted runs start only once the plain
+run's pytest has started with the plugin loaded.
 
 \b
 Exit status: 0 done (with --require-guard: every selected fix is guarded);
 1 with --require-guard, some fix is guarded by no test (each is named);
-2 bad input, or the plain run wrote no report.
+2 bad input, the plugin is not loaded, or the plain run wrote no report.
 
 \b
 Examples:
@@ -149,7 +153,9 @@ def coverage_command(
     unguarded = report.unguarded()
     if require_guard and unguarded:
         names = "; ".join(_unguarded_reason(entry) for entry in unguarded)
-        click.echo(f"coverage: no test guards {names}", err=True)
+        broken = len(report.collect_errors)
+        hidden = f" ({broken} test file(s) did not import in the plain run)" if broken else ""
+        click.echo(f"coverage: no test guards {names}{hidden}", err=True)
         sys.exit(EXIT_NEGATIVE)
 
 
@@ -193,27 +199,35 @@ def _qualified(value: str, collection: str, registry: Registry) -> str:
 
 
 def _print_progress(run: SuiteRun) -> None:
-    from prtoggle.commands.coverage import reverts_text
+    from prtoggle.commands.coverage_runs import reverts_text
 
     what = f"PR {reverts_text(run.prs)} reverted" if run.prs else "plain"
     result = run.error or f"{len(run.outcomes)} tests"
+    if run.collect_errors:
+        result += f", {len(run.collect_errors)} test file(s) did not import"
+    if run.never_imported:
+        result += ", its code never imported"
     click.echo(f"{what}: {result} ({run.seconds:.1f} s)", err=True)
 
 
 def print_report(report: CoverageReport) -> None:
     rows = []
     for entry in report.fixes:
-        tests = list(entry.guarded_by) or [entry.run.error or "NONE"]
+        tests = list(entry.guarded_by) or [_no_guard_text(entry)]
         collection = entry.fix.collection + (" (partial)" if entry.fix.partial else "")
         rows.append([str(entry.fix.pr), collection, str(len(entry.guarded_by)), tests[0]])
         rows.extend(["", "", "", test] for test in tests[1:])
     click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
     click.echo("")
     click.echo(_matrix_text(report))
+    if report.collect_errors:
+        click.echo("\ntest files that did not import in the plain run (their tests never ran):")
+        for collector, error in report.collect_errors:
+            click.echo(f"  {collector or '(session)'}: {_one_line(error)}")
     if report.plain_failing:
         click.echo("\nfailing plain (not counted as guards):")
         for test in report.plain_failing:
-            click.echo(f"  {test}: {report.plain.outcomes[test].error or '-'}")
+            click.echo(f"  {test}: {_one_line(report.plain.outcomes[test].error or '-')}")
     guarded = len(report.fixes) - len(report.unguarded())
     click.echo(
         f"\n{guarded} of {len(report.fixes)} fixes guarded; {len(report.tests)} tests, "
@@ -228,17 +242,57 @@ def print_report(report: CoverageReport) -> None:
 
 
 def _matrix_text(report: CoverageReport) -> str:
+    """The rows that show something (a guard, a failure, a run that does not count); the
+    rows that only pass, skip or were never reached by a revert are counted, not listed."""
     from prtoggle.commands.coverage import CELL_MEANINGS, CELL_SYMBOLS
 
+    quiet = {"passes", "skipped", "not-imported"}
+    shown = [t for t in report.tests if any(e.cells[t] not in quiet for e in report.fixes)]
+    rest = len(report.tests) - len(shown)
+    if not shown:
+        return (
+            f"no test shows a difference: each of the {rest} tests passes or is skipped with "
+            "each fix reverted (or the fix's code was never imported); --json and --html "
+            "have the full matrix"
+        )
     headers = [str(entry.fix.pr) for entry in report.fixes] + ["TEST"]
-    rows = [
-        [CELL_SYMBOLS[entry.cells[test]] for entry in report.fixes] + [test]
-        for test in report.tests
+    rows = [[CELL_SYMBOLS[entry.cells[test]] for entry in report.fixes] + [test] for test in shown]
+    used = {entry.cells[test] for entry in report.fixes for test in report.tests}
+    legend = [
+        f"{CELL_SYMBOLS[cell]} {CELL_MEANINGS[cell]}" for cell in CELL_MEANINGS if cell in used
     ]
-    legend = ", ".join(f"{CELL_SYMBOLS[cell]} {meaning}" for cell, meaning in CELL_MEANINGS.items())
-    return f"{format_table(headers, rows)}\n({legend})"
+    lines = [format_table(headers, rows)]
+    if rest:
+        lines.append(f"(and {rest} more test(s): no difference with any fix reverted)")
+    lines.extend(f"  {line}" for line in legend)
+    return "\n".join(lines)
+
+
+def _no_guard_text(entry: FixCoverage) -> str:
+    """What the GUARDED BY column says for a fix no test guards."""
+    if entry.run.error:
+        return _one_line(entry.run.error)
+    if entry.run.never_imported:
+        packages = sorted({patch.target.split(".", 1)[0] for patch in entry.fix.patches})
+        return f"NONE: the suite never imports its code ({', '.join(packages)}): no result"
+    return "NONE"
+
+
+def _one_line(text: str, *, limit: int = 160) -> str:
+    """The first non-empty line of `text`, cut at `limit` characters; what was cut is said."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()] or ["-"]
+    first = lines[0]
+    if len(first) > limit:
+        first = first[: limit - 3] + "..."
+    more = len(lines) - 1
+    return first + (f" (+{more} more line{'s' if more > 1 else ''})" if more else "")
 
 
 def _unguarded_reason(entry: FixCoverage) -> str:
-    why = f": its reverted run failed ({entry.run.error})" if entry.run.error else ""
+    if entry.run.error:
+        why = f": its reverted run failed ({entry.run.error})"
+    elif entry.run.never_imported:
+        why = ": the suite never imports its code"
+    else:
+        why = ""
     return f"PR {entry.fix.pr} ({entry.fix.collection}){why}"

@@ -28,6 +28,8 @@ table.matrix { border-collapse: collapse; margin: 8px 0 16px; }
 .skipped { background: #fbf6e3; color: #8a6d00; }
 .plain-fails { background: #c9ced4; color: #3b434b; }
 .not-run, .run-failed { background: #f7d4cf; color: #a12a1b; }
+.not-imported { background: #fff; color: #b0b7bf; }
+.pr.not-imported { background: #f6f7f9; color: #8a949e; font-style: italic; }
 .heat0 { background: #cf222e; color: #fff; }
 .heat1 { background: #b7e1c1; }
 .heat2 { background: #6cc184; }
@@ -40,7 +42,8 @@ ul.legend span { display: inline-block; width: 28px; text-align: center; font-we
 
 
 def render_html(report: CoverageReport) -> str:
-    """The whole page: a title, the matrix (tests x fixes), a legend and the failures apart."""
+    """The whole page: a title, the legend, files that did not import, the matrix (tests x
+    fixes) and the failures apart."""
     unguarded = report.unguarded()
     summary = (
         f"{len(report.fixes)} fixes, {len(report.tests)} tests, "
@@ -56,8 +59,9 @@ def render_html(report: CoverageReport) -> str:
         f'<p class="meta">{_e(summary)} &middot; {_e(when)} &middot; '
         f"<code>{_e(shlex.join(report.command))}</code></p>",
         _unguarded_line(unguarded),
-        _matrix(report),
         _legend(),
+        _collect_errors(report),
+        _matrix(report),
         _plain_failing(report),
         _run_errors(report),
         "</body></html>",
@@ -67,8 +71,10 @@ def render_html(report: CoverageReport) -> str:
 
 def _matrix(report: CoverageReport) -> str:
     head = "".join(
-        f'<th class="pr" title="{_e(entry.fix.title)}">#{entry.fix.pr}'
-        f"<small>{_e(entry.fix.collection)}</small></th>"
+        f'<th class="pr{" not-imported" if entry.run.never_imported else ""}" '
+        f'title="{_e(entry.fix.title)}">#{entry.fix.pr}'
+        f"<small>{_e(entry.fix.collection)}</small>"
+        f"{'<small>never imported</small>' if entry.run.never_imported else ''}</th>"
         for entry in report.fixes
     )
     counts = "".join(_count_cell(len(entry.guarded_by)) for entry in report.fixes)
@@ -119,8 +125,25 @@ def _legend() -> str:
 def _unguarded_line(unguarded: tuple[FixCoverage, ...]) -> str:
     if not unguarded:
         return "<p>Every fix is guarded by at least one test.</p>"
-    names = ", ".join(f"#{entry.fix.pr} ({entry.fix.collection})" for entry in unguarded)
+    names = ", ".join(
+        f"#{entry.fix.pr} ({entry.fix.collection}"
+        f"{', never imported' if entry.run.never_imported else ''})"
+        for entry in unguarded
+    )
     return f'<p class="alert">No test guards: {_e(names)}</p>'
+
+
+def _collect_errors(report: CoverageReport) -> str:
+    if not report.collect_errors:
+        return ""
+    items = "".join(
+        f"<li><code>{_e(collector or '(session)')}</code>: {_e(error)}</li>"
+        for collector, error in report.collect_errors
+    )
+    return (
+        '<h2 class="alert">Test files that did not import in the plain run '
+        f"(their tests never ran)</h2><ul>{items}</ul>"
+    )
 
 
 def _plain_failing(report: CoverageReport) -> str:

@@ -13,10 +13,13 @@ plain test fails (known from this process, or, when the session reverts fixes, c
 in a child pytest), the variant is an error naming the session's reverts: a failure that
 is already there proves nothing about N.
 
-When the session already reverts N (SGLANG_DEBUG_REVERT_PR, `--revert-pr`, or a parent
-`prtoggle run`/`prtoggle bisect`), no variant is made for N: the plain test runs with N
-reverted and fails by itself. That is what lets `prtoggle bisect -- pytest <file>` name
-the fix a regression test guards. A test with no variant left keeps its plain node id.
+The session reverts what it asks for (`prtoggle.pytest_plugin.session`): `--revert-pr`,
+a parent `prtoggle run`/`bisect`/`coverage`, or SGLANG_DEBUG_REVERT_PR with the ini
+setting `prtoggle_env_reverts = true`; an exported variable alone changes nothing (the
+header says it was left alone). When the session already reverts N, no variant is made
+for N: the plain test runs with N reverted and fails by itself. That is what lets
+`prtoggle bisect -- pytest <file>` name the fix a regression test guards. A test with no
+variant left keeps its plain node id.
 
 `--prtoggle-report FILE` writes each test's outcome as JSON (the channel `prtoggle
 coverage` and subprocess variants read); `--no-guard-variants` runs guarded tests plain.
@@ -28,13 +31,11 @@ import os
 import sys
 import tempfile
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from prtoggle.errors import PrToggleError
-from prtoggle.protocol import REVERT_ENV
 from prtoggle.pytest_plugin.guards import Guard, guards_of
 from prtoggle.pytest_plugin.outcomes import (
     ERROR_PROPERTY,
@@ -46,23 +47,13 @@ from prtoggle.pytest_plugin.outcomes import (
     read_report,
     report_options,
 )
+from prtoggle.pytest_plugin.session import ENV_INI, SessionState, start_session, undo
 
 GUARD_FIXTURE = "prtoggle_guard"
 FIXED_ID = "fixed"
 
 
-@dataclass
-class _SessionState:
-    """The PRs this session reverts, what to undo at the end, and the outcomes it saw."""
-
-    prs: tuple[int, ...] = ()
-    applied: tuple[int, ...] = ()
-    previous_env: str | None = None
-    env_changed: bool = False
-    plain_outcomes: dict[str, NodeOutcome] = field(default_factory=dict)
-
-
-_STATE_KEY = pytest.StashKey[_SessionState]()
+_STATE_KEY = pytest.StashKey[SessionState]()
 _GUARD_KEY = pytest.StashKey[Guard]()
 _PLAIN_ID_KEY = pytest.StashKey[str]()
 
@@ -75,7 +66,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SPEC",
         default=None,
         help="Revert these fixes for the whole session: 26521, 26521,24856 or all "
-        "(parsed like SGLANG_DEBUG_REVERT_PR, added to it).",
+        "(parsed like SGLANG_DEBUG_REVERT_PR).",
+    )
+    parser.addini(
+        ENV_INI,
+        type="bool",
+        default=False,
+        help="prtoggle: revert what SGLANG_DEBUG_REVERT_PR names for the whole session "
+        "(without it, an exported variable is left alone).",
     )
     group.addoption(
         REPORT_OPTION,
@@ -93,22 +91,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register guards_pr and apply the session's reverts (env var plus --revert-pr)."""
+    """Register guards_pr and apply the reverts the session asked for (see session.py)."""
     config.addinivalue_line(
         "markers",
         "guards_pr(pr, expect=None, subprocess=False, timeout=900): the test must fail, with an "
         "error matching `expect` (default: the fix's expect), when fix `pr` is reverted; "
         "a [reverted-PR] variant checks it",
     )
-    state = _SessionState()
+    option = config.getoption("prtoggle_revert_pr") or ""
+    try:
+        state = start_session(option=option, env_asked=bool(config.getini(ENV_INI)))
+    except PrToggleError as exc:
+        raise pytest.UsageError(f"prtoggle: {exc}") from exc
     config.stash[_STATE_KEY] = state
-    option = config.getoption("prtoggle_revert_pr")
-    env_value = os.environ.get(REVERT_ENV, "")
-    if (option or "").strip() or env_value.strip():
-        try:
-            _apply_session_reverts(state, option=option or "", env_value=env_value)
-        except PrToggleError as exc:
-            raise pytest.UsageError(f"prtoggle: {exc}") from exc
     report_path = config.getoption("prtoggle_report")
     if report_path and not hasattr(config, "workerinput"):  # xdist's mark of a worker
         report = OutcomeReport(Path(report_path), prs=state.prs)
@@ -118,21 +113,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Restore what pytest_configure reverted (matters for in-process pytester runs)."""
     state = config.stash.get(_STATE_KEY, None)
-    if state is None:
-        return
-    if state.applied:
-        from prtoggle.revert.toggle import restore
-
-        for pr in reversed(state.applied):
-            restore(pr)
-    _restore_env(state)
+    if state is not None:
+        undo(state)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    prs = config.stash[_STATE_KEY].prs
-    if not prs:
-        return "prtoggle: no PR reverted"
-    return "prtoggle: reverted PRs: " + ", ".join(str(pr) for pr in prs)
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return config.stash[_STATE_KEY].header()
 
 
 @pytest.hookimpl(trylast=True)  # after @parametrize marks: the variant id comes last
@@ -320,36 +306,3 @@ def _plain_nodeid(nodeid: str, param_id: str) -> str:
         f"{nodeid}: expected a node id ending in [{param_id}] (prtoggle's parameter last); "
         "another pytest_generate_tests hook parametrized after prtoggle's"
     )
-
-
-def _apply_session_reverts(state: _SessionState, *, option: str, env_value: str) -> None:
-    from prtoggle.recipes.registry import default_registry
-    from prtoggle.revert.toggle import active_reverts, maybe_revert_pr_fix, parse_revert_spec
-
-    registered = default_registry().prs()
-    env_prs = parse_revert_spec(env_value, registered=registered)
-    option_prs = parse_revert_spec(option, registered=registered, source="--revert-pr")
-    state.prs = tuple(sorted(set(env_prs) | set(option_prs)))
-    if option.strip() not in ("", "0"):
-        state.previous_env, state.env_changed = os.environ.get(REVERT_ENV), True
-        given = [text for text in (env_value.strip(), option.strip()) if text not in ("", "0")]
-        everything = any(text.lower() == "all" for text in given)
-        # as written (C:N kept); children inherit it
-        os.environ[REVERT_ENV] = "all" if everything else ",".join(given)
-    before = set(active_reverts())
-    try:
-        maybe_revert_pr_fix()
-    except PrToggleError:
-        _restore_env(state)
-        raise
-    state.applied = tuple(pr for pr in state.prs if pr not in before)
-
-
-def _restore_env(state: _SessionState) -> None:
-    if not state.env_changed:
-        return
-    if state.previous_env is None:
-        os.environ.pop(REVERT_ENV, None)
-    else:
-        os.environ[REVERT_ENV] = state.previous_env
-    state.env_changed = False

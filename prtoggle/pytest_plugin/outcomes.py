@@ -72,6 +72,10 @@ class OutcomeReport:
         if report.failed:
             self.collect_errors[report.nodeid] = _collect_error_text(report)
 
+    def pytest_sessionstart(self) -> None:
+        """Past argument parsing and the initial conftests: a parent waiting on it may go on."""
+        started_marker(self.path).touch()
+
     def pytest_sessionfinish(self) -> None:
         report = PytestReport(tests=self.tests, collect_errors=self.collect_errors)
         write_report(self.path, prs=self.prs, report=report)
@@ -80,6 +84,12 @@ class OutcomeReport:
 def report_options(path: Path) -> list[str]:
     """The pytest options that make a run write its report to `path` with no variants."""
     return [NO_VARIANTS_OPTION, REPORT_OPTION, str(path)]
+
+
+def started_marker(path: Path) -> Path:
+    """The file the report's session creates when it starts (the plugin is loaded, the
+    options were understood), before any test runs."""
+    return path.with_name(path.name + ".started")
 
 
 def write_report(path: Path, *, prs: Sequence[int], report: PytestReport) -> None:

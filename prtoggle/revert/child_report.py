@@ -40,13 +40,16 @@ _REPORTING = _Reporting()
 
 @dataclass(frozen=True)
 class ProcessReport:
-    """One process's last report: its state, its refusal, per PR the targets left unpatched."""
+    """One process's last report: its state, its refusal, per PR the targets left unpatched
+    and (at exit) the targets patched."""
 
     pid: int
     argv: tuple[str, ...]
     state: str
     error: str = ""
     unapplied: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    patched: Mapping[int, tuple[str, ...]] | None = None  # None: not said (older writers)
+    held: tuple[int, ...] = ()  # the PRs in force when it reported
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ def read_reports(directory: Path) -> list[ProcessReport]:
         except (OSError, ValueError):
             continue
         unapplied = {int(pr): tuple(t) for pr, t in (raw.get("unapplied") or {}).items()}
+        said = raw.get("patched")
+        patched = None if said is None else {int(pr): tuple(t) for pr, t in said.items()}
         reports.append(
             ProcessReport(
                 pid=int(raw.get("pid", 0)),
@@ -90,6 +95,8 @@ def read_reports(directory: Path) -> list[ProcessReport]:
                 state=str(raw.get("state", "")),
                 error=str(raw.get("error", "")),
                 unapplied=unapplied,
+                patched=patched,
+                held=tuple(int(pr) for pr in raw.get("prs") or ()),
             )
         )
     return sorted(reports, key=lambda report: report.pid)
@@ -142,14 +149,32 @@ def not_landed(
     return None
 
 
+def never_imported(pr: int, reports: Sequence[ProcessReport]) -> bool:
+    """Whether every process reported its exit with `pr` still in force and none patched a
+    target of it: the command never imported the fix's code, so its run says nothing about
+    the fix. A process still running, killed, that released `pr` before its exit (a pytest
+    session's own revert) or that does not say what it patched leaves it unknown (False)."""
+    if not reports:
+        return False
+    for report in reports:
+        if report.state != "exited" or report.patched is None or pr not in report.held:
+            return False
+        if report.patched.get(pr):
+            return False
+    return True
+
+
 def _report_at_exit() -> None:
     prs = revert_state.held_prs()
     unapplied = revert_state.unapplied_imported_targets()
+    with revert_state.locked():
+        patched = {pr: revert_state.targets_of(pr)[0] for pr in prs}
     write_run_report(
         {
             "state": "exited",
             "prs": list(prs),
             "unapplied": {str(pr): list(targets) for pr, targets in unapplied.items()},
+            "patched": {str(pr): list(targets) for pr, targets in patched.items()},
         }
     )
 

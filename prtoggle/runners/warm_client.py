@@ -6,7 +6,10 @@ interpreter, no interpreter options) whose environment differs from the worker's
 the run-time variables (`warm_eligibility` says which commands qualify) runs in a child
 forked from the server: a new session, the run's env, cwd, argv, stdio and fresh signal
 dispositions, detection state reset, reverts applied after the fork. Any other command
-runs as a plain child (`run_child`). Either way the answer is a
+runs as a plain child (`run_child`). A warm run whose program sets a variable the preload
+may have read at import (a conftest.py's TRITON_INTERPRET=1: `warm_environ`) is killed
+and run again as a plain child, and the worker steps aside: one warning line, and every
+later run is a plain child. Either way the answer is a
 CommandRun with the child's output and exit status, as a fresh process would give it.
 """
 
@@ -25,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from prtoggle.errors import RunnerError
@@ -35,12 +39,14 @@ from prtoggle.runners.child_process import (
     raise_if_interrupted,
     run_child,
 )
+from prtoggle.runners.output_tail import OutputTail, read_until, run_to_exit
 from prtoggle.runners.warm_eligibility import (
     PythonInvocation,
     cold_reason,
     env_without_revert,
     python_invocation,
 )
+from prtoggle.runners.warm_environ import stale_reason
 from prtoggle.runners.warm_server import CUDA_INITIALISED_EXIT_CODE
 
 logger = logging.getLogger(__name__)
@@ -88,6 +94,11 @@ class WarmWorker:
     base_env: dict[str, str] = field(default_factory=lambda: env_without_revert(os.environ))
     warm_runs: int = field(default=0, init=False)
     cold_runs: int = field(default=0, init=False)
+    output_limit: int | None = None
+    """None: a run's whole output, read until its pipes close. N: `output_tail.run_to_exit`'s
+    way (a run ends when its own process exits; the last N bytes of each stream kept)."""
+    stepped_aside: str | None = field(default=None, init=False)
+    """Why every run is a plain child now (a run changed a variable the preload read)."""
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _requests: socket.socket | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -118,13 +129,28 @@ class WarmWorker:
                 self.warm_runs += 1
         if invocation is None or reason is not None:
             logger.debug("plain child for %s: %s", argv[:3], reason)
-            return run_child(argv, env=run_env, timeout=timeout, cwd=cwd)
-        return self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+            return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
+        done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+        if isinstance(done, CommandRun):
+            return done
+        self._step_aside(done)
+        with self._lock:
+            self.cold_runs += 1
+        return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
+
+    def _run_plain(
+        self, argv: Sequence[str], *, env: Mapping[str, str], timeout: float | None, cwd: str | None
+    ) -> CommandRun:
+        if self.output_limit is None:
+            return run_child(argv, env=env, timeout=timeout, cwd=cwd)
+        return run_to_exit(argv, env=env, timeout=timeout, cwd=cwd, limit=self.output_limit)
 
     def cold_reason(
         self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None
     ) -> str | None:
         """Why `argv` with `env` must run as a plain child; None when it can run warm."""
+        if self.stepped_aside is not None:
+            return self.stepped_aside
         return cold_reason(argv, env, base_env=self.base_env, cwd=cwd)
 
     def close(self) -> None:
@@ -184,20 +210,28 @@ class WarmWorker:
         env: dict[str, str],
         timeout: float | None,
         cwd: str,
-    ) -> CommandRun:
+    ) -> CommandRun | str:
+        """The run forked warm; or, when it changed a variable the preload may have read
+        (it is then killed), the one-line reason to run it as a fresh process instead."""
         raise_if_interrupted()
         reply, out_read, err_read = self._send_request(invocation, env, cwd)
         pid: int | None = None
+        notices: list[str] = []
         try:
-            pid = int(self._message(reply, "pid"))
+            pid = int(self._message(reply, "pid", notices))
             started = time.monotonic()  # the run's own time: the server's start-up is not in it
             with self._lock:
                 self._live.add(pid)
             own_group(pid, has_exited=_read_from_proc)
             raise_if_interrupted()
             deadline = None if timeout is None else started + timeout
-            stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
-            status = int(self._message(reply, "status"))
+            if self.output_limit is None:
+                stdout, stderr, timed_out = _drain(out_read, err_read, pid=pid, deadline=deadline)
+            else:
+                stdout, stderr, timed_out = _tail_to_exit(
+                    out_read, err_read, pid=pid, deadline=deadline, limit=self.output_limit
+                )
+            status = int(self._message(reply, "status", notices))
             raise_if_interrupted()
         except BaseException:
             if pid is not None:
@@ -211,6 +245,8 @@ class WarmWorker:
             reply.close()
             os.close(out_read)
             os.close(err_read)
+        if notices:
+            return stale_reason(notices[0], self.preload)
         return CommandRun(
             argv=tuple(argv),
             returncode=None if timed_out else os.waitstatus_to_exitcode(status),
@@ -254,10 +290,25 @@ class WarmWorker:
             theirs.close()
         return reply, out_read, err_read
 
-    def _message(self, reply: socket.socket, key: str) -> int:
-        data = reply.recv(4096)
-        if data:
-            return int(json.loads(data)[key])
+    def _step_aside(self, reason: str) -> None:
+        with self._lock:
+            first, self.stepped_aside = self.stepped_aside is None, reason
+        if first:
+            logger.warning(
+                "prtoggle: the warm worker steps aside: %s; every run is a fresh process from "
+                "now on (export it beforehand to keep the worker; --cold or %s=0 skips it)",
+                reason,
+                WARM_ENV,
+            )
+
+    def _message(self, reply: socket.socket, key: str, notices: list[str]) -> int:
+        """The server's message `key`; a run's `stale_env` notices met on the way are kept."""
+        while data := reply.recv(4096):
+            message = json.loads(data)
+            if "stale_env" in message:
+                notices.append(str(message["stale_env"]))
+                continue
+            return int(message[key])
         code = self._server.wait(timeout=_STOP_GRACE_SECONDS) if self._server else None
         why = f"its exit status: {code}"
         if code == CUDA_INITIALISED_EXIT_CODE:
@@ -273,13 +324,17 @@ class WarmWorker:
 
 @contextlib.contextmanager
 def command_runner(
-    *, warm: bool, preload: Sequence[str] = HEAVY_MODULES
+    *, warm: bool, preload: Sequence[str] = HEAVY_MODULES, output_limit: int | None = None
 ) -> Iterator[CommandRunner]:
-    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_child`."""
+    """A WarmWorker's `run` (the worker closed on exit) when `warm`, else `run_child`.
+
+    `output_limit`: runs end when their own process exits and keep that many bytes of
+    each stream (`output_tail.run_to_exit`), warm or not.
+    """
     if not warm:
-        yield run_child
+        yield run_child if output_limit is None else partial(run_to_exit, limit=output_limit)
         return
-    worker = WarmWorker(preload=tuple(dict.fromkeys(preload)))
+    worker = WarmWorker(preload=tuple(dict.fromkeys(preload)), output_limit=output_limit)
     try:
         yield worker.run
     finally:
@@ -307,6 +362,25 @@ def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tup
                     selector.unregister(key.fd)
     stdout, stderr = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_fd, err_fd))
     return stdout, stderr, timed_out
+
+
+def _tail_to_exit(
+    out_fd: int, err_fd: int, *, pid: int, deadline: float | None, limit: int
+) -> tuple[str, str, bool]:
+    """Read both pipes' tails until the run's process exits (past `deadline`: timed out),
+    then end what it left behind in its group."""
+    out, err = OutputTail(limit), OutputTail(limit)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:  # gone already: an fd readable at once says "exited"
+        pidfd, write_end = os.pipe()
+        os.close(write_end)
+    try:
+        exited = read_until({out_fd: out, err_fd: err}, exit_fd=pidfd, deadline=deadline)
+    finally:
+        os.close(pidfd)
+        _kill_group(pid)
+    return out.text(), err.text(), not exited
 
 
 def _read_from_proc() -> bool:

@@ -7,7 +7,9 @@ to import), records the signal dispositions a fresh interpreter has, then waits.
 request carries a JSON description of the run and four descriptors (the reply socket,
 stdin, stdout, stderr). The server forks; the child becomes a fresh-looking process (see
 `_become_fresh`) and runs the program; the server replies `{"pid": N}`, then
-`{"status": S}` (a wait status) when the child ends. A reply socket that closes early,
+`{"status": S}` (a wait status) when the child ends; before it, the child itself may send
+`{"stale_env": NAME}` and kill its group when its program changes a variable the preload
+may have read (`warm_environ`). A reply socket that closes early,
 or the request socket closing, kills the run's process group. The server never
 initialises CUDA and never reverts a fix itself.
 """
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prtoggle.protocol import REVERT_ENV
+from prtoggle.runners.warm_environ import record_preload_reads, stop_recording, watch_run
 
 MAX_REQUEST_BYTES = 1 << 20
 CUDA_INITIALISED_EXIT_CODE = 3
@@ -79,8 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
+    record_preload_reads()
     for name in args[1:]:
         _preload(name)
+    stop_recording(args[1:])
     _refuse_initialised_cuda()
     server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -219,7 +224,6 @@ def _become_fresh(
     for target_fd, fd in enumerate(stdio):
         os.dup2(fd, target_fd)
         os.close(fd)
-    reply.close()
     server.requests.close()
     for pidfd, other_reply in server.children.values():
         os.close(pidfd)
@@ -239,6 +243,15 @@ def _become_fresh(
     sys.path[:] = [first, *python_path, *server.base_path[1:]]
     _reset_detection_state()
     _maybe_apply_reverts()
+    os.set_inheritable(reply.fileno(), False)  # the run's notices; not its programs'
+    watch_run(lambda name: _stop_stale(reply, name))
+
+
+def _stop_stale(reply: socket.socket, name: str) -> None:
+    """The program changed a variable the preload may have read: tell the client, end the run."""
+    with contextlib.suppress(OSError):
+        reply.send(json.dumps({"stale_env": name}).encode())
+    os.killpg(os.getpid(), signal.SIGKILL)
 
 
 def _run_program(request: RunRequest) -> None:

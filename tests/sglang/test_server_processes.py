@@ -115,7 +115,7 @@ def test_prtoggle_run_all_reverts_every_applicable_recipe_in_each_server_process
         assert reports[role]["differs"] == ([] if role == "main" else targets), role
     left_out = [line for line in result.stderr.splitlines() if "-r all: left out" in line]
     assert len(left_out) == 1, result.stderr[-3000:]
-    assert "sglang-upstream/27338 (stale: " in left_out[0]
+    assert "1 stale (sglang-upstream/27338)" in left_out[0]
     assert {reports[role]["pid"] for role in ROLES} <= set(in_force_lines(result.stderr))
     assert "Traceback" not in result.stderr
 

@@ -547,8 +547,8 @@ def test_run_all_keeps_what_applies_and_names_what_it_left_out_in_one_line(
     result = invoke("run", "-r", "all", "--", *python_command(code))
     assert (result.exit_code, result.stderr) == (
         0,
-        "prtoggle: -r all: left out 1 recipe(s) that do not apply here: registry/90013 "
-        "(out-of-range: installed prtoggle-fake 2.3, range prtoggle-fake>=1.0,<2.0)\n",
+        "prtoggle: -r all: left out 1 recipe(s) that do not apply here: 1 out-of-range "
+        "(registry/90013); `prtoggle list` says why\n",
     )
     assert seen.read_text() == (
         f"registry:{ANSWER_FIX},registry:{FIRST_HALF_FIX},registry:{SECOND_HALF_FIX}"

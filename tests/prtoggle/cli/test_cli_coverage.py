@@ -247,7 +247,9 @@ def test_collection_reverts_exactly_its_recipe_and_credits_no_other_collections_
     assert result.exit_code == 1, result.output
     progress = sorted(line.split(":")[0] for line in result.stderr.splitlines()[:-1])
     assert progress == [f"PR {ANSWER_FIX} (engine2) reverted", "plain"]
-    assert result.stderr.splitlines()[-1] == f"coverage: no test guards PR {ANSWER_FIX} (engine2)"
+    assert result.stderr.splitlines()[-1] == (
+        f"coverage: no test guards PR {ANSWER_FIX} (engine2): the suite never imports its code"
+    )
     both = CliRunner().invoke(
         cli, ["coverage", "-r", str(ANSWER_FIX), "--json", "--cold", "--", *pytest_command(suite)]
     )

@@ -16,7 +16,8 @@ from cli_fakes import (
 )
 from coverage_fakes import pytest_command, write_suite
 
-from prtoggle.commands.coverage import SuiteRun, compare, run_coverage, run_suite
+from prtoggle.commands.coverage import compare, run_coverage
+from prtoggle.commands.coverage_runs import SuiteRun, run_suite
 from prtoggle.errors import RunnerError
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
 from prtoggle.recipes.registry import default_registry

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 
 import pytest
 from cli_fakes import (
@@ -52,10 +54,13 @@ def project(fake_project: FakeProject, pytester: pytest.Pytester) -> FakeProject
     return fake_project
 
 
-def test_header_says_no_pr_is_reverted(project: FakeProject, pytester: pytest.Pytester) -> None:
+def test_a_session_that_asks_for_nothing_has_no_prtoggle_header_line(
+    project: FakeProject, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SGLANG_DEBUG_REVERT_PR", raising=False)
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest_inprocess()
-    result.stdout.fnmatch_lines(["prtoggle: no PR reverted"])
+    assert [line for line in result.outlines if line.startswith("prtoggle")] == []
     assert result.ret == 0
 
 
@@ -71,13 +76,75 @@ def test_revert_pr_option_reverts_for_the_whole_session(
     result.assert_outcomes(passed=1)
 
 
-def test_the_env_var_is_named_in_the_header(
+@pytest.mark.parametrize("exported", ["4242", str(ANSWER_FIX), "all"])
+def test_an_exported_variable_alone_changes_nothing_and_says_so_in_one_header_line(
+    project: FakeProject, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, exported: str
+) -> None:
+    monkeypatch.setenv("SGLANG_DEBUG_REVERT_PR", exported)
+    pytester.makepyfile(
+        f"import {TARGET_MODULE} as target\n\n"
+        "def test_sees_the_fix():\n    assert target.answer() == 42\n"
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert [line for line in result.outlines if line.startswith("prtoggle")] == [
+        f"prtoggle: SGLANG_DEBUG_REVERT_PR='{exported}' not applied by the pytest plugin "
+        "(ask with --revert-pr, `prtoggle run`, or `prtoggle_env_reverts = true` in the ini file)"
+    ]
+    assert result.errlines == []
+
+
+def test_the_ini_setting_applies_the_exported_variable_and_names_it_in_the_header(
     project: FakeProject, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\nprtoggle_env_reverts = true\n")
     monkeypatch.setenv("SGLANG_DEBUG_REVERT_PR", str(ANSWER_FIX))
-    pytester.makepyfile("def test_nothing():\n    pass\n")
+    pytester.makepyfile(
+        f"import {TARGET_MODULE} as target\n\n"
+        "def test_sees_the_revert():\n    assert target.answer() == 41\n"
+    )
     result = pytester.runpytest_subprocess()
     result.stdout.fnmatch_lines([f"prtoggle: reverted PRs: {ANSWER_FIX}"])
+    result.assert_outcomes(passed=1)
+
+
+def test_under_prtoggle_run_the_start_up_hooks_reverts_are_the_sessions(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    pytester.makepyfile(
+        f"import {TARGET_MODULE} as target\n\n"
+        "def test_sees_the_revert():\n    assert target.answer() == 41\n"
+    )
+    env = {
+        **project.env(),
+        "PYTHONPATH": os.pathsep.join([str(pytester.path), project.env()["PYTHONPATH"]]),
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prtoggle",
+            "run",
+            "-r",
+            str(ANSWER_FIX),
+            "--",
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            str(pytester.path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        timeout=120,
+        check=False,
+    )
+    assert f"prtoggle: reverted PRs: {ANSWER_FIX}" in result.stdout.splitlines()
+    assert "1 passed" in result.stdout
+    assert result.returncode == 0
 
 
 def test_revert_pr_with_an_unknown_pr_is_a_usage_error(

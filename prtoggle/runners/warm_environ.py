@@ -1,0 +1,113 @@
+"""Environment variables a warm worker's preload may have read, and a run that changes one.
+
+A fresh process imports torch or triton after its program (a suite's conftest.py) has set
+its variables; a warm run finds them imported already, with the values the server had.
+Triton reads TRITON_INTERPRET when it decorates its own `@jit` functions, torch reads its
+TORCH_* variables at import: a run that sets such a variable would not get what a fresh
+process gets. The server records the variables its preload reads (in Python; reads made
+during a whole-environment copy are left out) and adds the prefixes of the preloaded
+packages (native code reads its variables where Python cannot see it). In a run, setting
+or deleting one of them to a value other than the one the preload saw calls `on_change`
+(the run's notice to the client, which then runs it as a fresh process).
+Process-global: os.environ's class is swapped once, in the server, before the preload.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prtoggle.runners.warm_eligibility import RUNTIME_VARIABLES
+
+NATIVE_PREFIXES: Mapping[str, tuple[str, ...]] = {
+    "torch": ("TORCH", "PYTORCH_", "CUDA_", "NCCL_", "OMP_", "MKL_", "KMP_", "CUBLAS", "CUDNN"),
+    "triton": ("TRITON_",),
+}
+"""Per preloaded package, the prefixes of the variables its native code may read at import
+(any other package: its name upper-cased and `_`)."""
+UNWATCHED_PACKAGES = frozenset({"prtoggle", "pytest", "_pytest"})
+"""Packages that read their variables when used, never at import (prtoggle's, pytest's)."""
+UNWATCHED_VARIABLES = frozenset({*RUNTIME_VARIABLES, "PYTEST_CURRENT_TEST", "PYTEST_VERSION"})
+"""Variables set or read at use only (pytest sets its own in every process, warm or not)."""
+
+
+@dataclass
+class EnvironWatch:
+    """What the preload read; once watching, who to tell about a run's change."""
+
+    before: dict[str, str] = field(default_factory=dict)
+    read: set[str] = field(default_factory=set)
+    prefixes: tuple[str, ...] = ()
+    recording: bool = False
+    bulk_depth: int = 0
+    on_change: Callable[[str], None] | None = None
+
+    def watched(self, name: str) -> bool:
+        if name in UNWATCHED_VARIABLES:
+            return False
+        return name in self.read or name.startswith(self.prefixes)
+
+    def changed(self, name: str, value: str | None) -> None:
+        """A run sets (or, None, deletes) `name`: tell on_change if a preload may have read it."""
+        if self.on_change is None or not self.watched(name) or self.before.get(name) == value:
+            return
+        notify, self.on_change = self.on_change, None  # once
+        notify(name)
+
+
+WATCH = EnvironWatch()
+
+
+def record_preload_reads() -> None:
+    """In the server, before the preload: note each variable read from now on."""
+    WATCH.before = dict(os.environ)
+    WATCH.recording = True
+    os.environ.__class__ = _WatchedEnviron
+
+
+def stop_recording(preloaded: list[str]) -> None:
+    """After the preload: stop noting reads; watch the preloaded packages' prefixes too."""
+    WATCH.recording = False
+    prefixes: list[str] = []
+    for top in dict.fromkeys(name.split(".", 1)[0] for name in preloaded):
+        if top not in UNWATCHED_PACKAGES:
+            prefixes.extend(NATIVE_PREFIXES.get(top, (top.upper() + "_",)))
+    WATCH.prefixes = tuple(prefixes)
+
+
+def watch_run(on_change: Callable[[str], None]) -> None:
+    """In a run, once its environment is in place: `on_change(name)` at the first change."""
+    WATCH.on_change = on_change
+
+
+def stale_reason(name: str, preloaded: list[str] | tuple[str, ...]) -> str:
+    """The one line a client says when a run changed variable `name`."""
+    return (
+        f"the command sets {name}, which the worker's preloaded modules "
+        f"({', '.join(preloaded)}) may read at import"
+    )
+
+
+class _WatchedEnviron(os._Environ):
+    """os.environ that notes reads (while the preload records) and a run's changes."""
+
+    def __getitem__(self, key: str) -> str:
+        if WATCH.recording and not WATCH.bulk_depth:
+            WATCH.read.add(key)
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        WATCH.bulk_depth += 1  # a copy of the whole environment reads no one variable
+        try:
+            yield from super().__iter__()
+        finally:
+            WATCH.bulk_depth -= 1
+
+    def __setitem__(self, key: str, value: str) -> None:
+        WATCH.changed(key, value)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        WATCH.changed(key, None)
+        super().__delitem__(key)

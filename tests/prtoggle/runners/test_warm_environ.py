@@ -1,0 +1,124 @@
+"""A warm run whose program sets a variable the preload read at import gets a fresh answer."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_fakes import ANSWER_FIX, TARGET_MODULE, FakeProject, fake_project
+from test_warm_worker import stable_env
+
+from prtoggle.runners.child_process import run_child
+from prtoggle.runners.warm_client import WarmWorker
+
+__all__ = ["fake_project"]
+
+READER_MODULE = "prtoggle_env_reader"
+READER_SOURCE = """\
+import os
+
+MODE = os.environ.get("READER_MODE", "unset")  # read once, at import, like triton's knobs
+"""
+SETS_THEN_IMPORTS = (
+    "import os; os.environ['READER_MODE'] = 'interpret'; "
+    f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
+)
+
+
+@pytest.fixture
+def worker(fake_project: FakeProject) -> Iterator[WarmWorker]:
+    (fake_project.source_dir / f"{READER_MODULE}.py").write_text(READER_SOURCE)
+    env = {k: v for k, v in stable_env().items() if k != "READER_MODE"}
+    with WarmWorker(preload=(READER_MODULE,), base_env=env) as warm:
+        yield warm
+
+
+def test_a_run_that_sets_a_variable_the_preload_read_is_run_fresh_and_the_worker_steps_aside(
+    worker: WarmWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    argv = [sys.executable, "-c", SETS_THEN_IMPORTS]
+    env = worker.base_env
+    assert run_child(argv, env=env).stdout == "interpret\n"  # what a fresh process says
+    with caplog.at_level(logging.WARNING, logger="prtoggle.runners.warm_client"):
+        first = worker.run(argv, env=env)
+        second = worker.run(argv, env=env)
+    assert (first.returncode, first.stdout, second.stdout) == (0, "interpret\n", "interpret\n")
+    reason = (
+        f"the command sets READER_MODE, which the worker's preloaded modules ({READER_MODULE}) "
+        "may read at import"
+    )
+    assert worker.stepped_aside == reason
+    assert worker.cold_reason(argv, env) == reason
+    assert (worker.warm_runs, worker.cold_runs) == (1, 2)  # the first warm try was killed
+    assert [record.getMessage() for record in caplog.records] == [
+        f"prtoggle: the warm worker steps aside: {reason}; every run is a fresh process from "
+        "now on (export it beforehand to keep the worker; --cold or PRTOGGLE_WARM=0 skips it)"
+    ]
+
+
+def test_a_run_that_sets_other_variables_or_the_same_value_stays_warm(worker: WarmWorker) -> None:
+    code = (
+        "import os; os.environ['UNRELATED'] = '1'; os.environ.pop('READER_MODE', None); "
+        f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
+    )
+    run = worker.run([sys.executable, "-c", code], env=worker.base_env)
+    assert (run.returncode, run.stdout) == (0, "unset\n")
+    assert (worker.warm_runs, worker.cold_runs, worker.stepped_aside) == (1, 0, None)
+
+
+TRITON_CONFTEST = 'import os\nos.environ["TRITON_INTERPRET"] = "1"\n'
+TRITON_TEST = """
+import torch
+import triton
+import triton.language as tl
+import {TARGET} as target
+
+
+@triton.jit
+def _softmax_row(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    row = tl.load(x_ptr + offsets, mask=mask, other=-float("inf"))
+    tl.store(out_ptr + offsets, tl.softmax(row), mask=mask)
+
+
+def test_softmax_kernel_and_the_answer():
+    x = torch.arange(8, dtype=torch.float32)
+    out = torch.empty_like(x)
+    _softmax_row[(1,)](x, out, 8, BLOCK=8)
+    torch.testing.assert_close(out, torch.softmax(x, dim=0))
+    assert target.answer() == 42
+""".replace("{TARGET}", TARGET_MODULE)
+
+
+def test_coverage_warm_gives_the_cold_answer_for_a_suite_whose_conftest_sets_triton_interpret(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    suite = tmp_path / "triton_suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (suite / "conftest.py").write_text(TRITON_CONFTEST)
+    (suite / "test_kernel.py").write_text(TRITON_TEST)
+    env = {k: v for k, v in fake_project.env().items() if k != "TRITON_INTERPRET"}
+    argv = [sys.executable, "-m", "prtoggle", "coverage", "-r", str(ANSWER_FIX), "--json"]
+    command = ["--", sys.executable, "-m", "pytest", "-q", str(suite)]
+    result = subprocess.run(
+        [*argv, *command], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"guarded_by": [\n      "test_kernel.py::test_softmax_kernel_and_the_answer"\n    ]' in (
+        result.stdout
+    )
+    assert '"plain_failing": []' in result.stdout
+    assert [line for line in result.stderr.splitlines() if "steps aside" in line] == [
+        "prtoggle: the warm worker steps aside: the command sets TRITON_INTERPRET, which the "
+        "worker's preloaded modules (torch, triton, prtoggle.revert.toggle, prtoggle.detect, "
+        "pytest) may read at import; every run is a fresh process from now on (export it "
+        "beforehand to keep the worker; --cold or PRTOGGLE_WARM=0 skips it)"
+    ]
+    assert os.environ.get("TRITON_INTERPRET") == "1"  # this session's own, left as it was
