@@ -9,7 +9,13 @@ from pathlib import Path
 from prtoggle.errors import RegistryError
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.recipes.authoring.from_diff import SkippedChange, draft_from_diff
-from prtoggle.recipes.authoring.recipe_file import RecipeHeader, checked_recipe, write_recipe
+from prtoggle.recipes.authoring.recipe_file import (
+    RecipeHeader,
+    checked_recipe,
+    recipe_destination,
+    write_recipe,
+)
+from prtoggle.recipes.schema import MAX_PR, MIN_PR
 
 
 class NothingPlaceable(RegistryError):
@@ -45,12 +51,19 @@ def new_from_diff(
 ) -> NewRecipe:
     """Draft, check and write the recipe of diff `text`; NothingPlaceable when none is left.
 
-    `header.title` empty: the default title naming the changed files.
+    `header.title` empty: the default title naming the changed files. A destination that
+    cannot be written (see recipe_destination) is refused before the diff is read.
     """
+    if not MIN_PR <= header.pr <= MAX_PR:
+        raise RegistryError(
+            f"PR {header.pr} (of {source}): outside the supported range {MIN_PR}..{MAX_PR}; "
+            "expected the fix's PR number"
+        )
+    destination = recipe_destination(out, header.pr)
     draft = draft_from_diff(text, source=source, roots=roots)
     if not header.title:
         header = RecipeHeader(header.pr, default_title(draft.files), header.url, header.merged)
-    recipe, kept, failed = checked_recipe(header, draft.targets)
+    recipe, kept, failed = checked_recipe(header, draft.targets, path=destination)
     skipped = (*draft.skipped, *failed)
     if not kept:
         reasons = sorted({change.reason for change in skipped}) or ["the diff changes nothing"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -12,13 +14,25 @@ from typing import Any
 
 import yaml
 
+from prtoggle.errors import RegistryError
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.from_diff import DraftTarget, SkippedChange
 from prtoggle.recipes.check import TargetCheck, check_fix
-from prtoggle.recipes.schema import Recipe, load_recipe
+from prtoggle.recipes.schema import Recipe, load_recipe_text
 
-_CHECK_PREFIX = re.compile(r"^\S+\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
+_CHECK_PREFIX = re.compile(r"^.*?\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class RecipeWriteError(RegistryError):
+    """A recipe file cannot be written where it was asked for; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -51,14 +65,17 @@ def render_patches(document: dict[str, Any]) -> str:
 
 
 def checked_recipe(
-    header: RecipeHeader, targets: Sequence[DraftTarget]
+    header: RecipeHeader, targets: Sequence[DraftTarget], *, path: Path
 ) -> tuple[str, list[DraftTarget], list[SkippedChange]]:
-    """The recipe text of the targets that check ok; the others become skipped changes."""
+    """The recipe text of the targets that check ok; the others become skipped changes.
+
+    The text is checked as the file `path` it is going to be (messages name that file).
+    """
     kept = list(targets)
     failed: list[SkippedChange] = []
     while kept:
         text = render_recipe(header, [(t.target, t.edits) for t in kept])
-        bad = _failing(text, header.pr, kept)
+        bad = _failing(text, path, kept)
         if not bad:
             return text, kept, failed
         for target, check in bad:
@@ -69,27 +86,56 @@ def checked_recipe(
     return "", [], failed
 
 
-def write_recipe(text: str, *, out: Path, pr: int) -> Path:
-    """Write `text` to OUT/<pr>.yaml (OUT created if missing); the path written."""
-    out.mkdir(parents=True, exist_ok=True)
+def recipe_destination(out: Path, pr: int) -> Path:
+    """OUT/<pr>.yaml, once it is known writable; nothing is created.
+
+    Refused with a RecipeWriteError naming it: OUT that exists and is not a directory, and
+    a destination that is a symbolic link (never written through) or not a regular file
+    (a FIFO is never opened). `new` calls it before its work, write_recipe again to write.
+    """
+    if out.exists() and not out.is_dir():
+        raise RecipeWriteError(f"--out {out}: not a directory; expected a directory for <PR>.yaml")
     path = out / f"{pr}.yaml"
-    path.write_text(text, encoding="utf-8")
+    _refuse_destination(path)
+    return path
+
+
+def write_recipe(text: str, *, out: Path, pr: int) -> Path:
+    """Write `text` as OUT/<pr>.yaml, atomically (OUT created if missing); the path written.
+
+    The text goes to a temporary file in OUT, flushed to disk, then renamed over the
+    destination: a reader sees the old file or the new one, never a part of either, and
+    an error or an interruption leaves the old file as it was (the temporary removed).
+    The mode is the old file's, else what the umask gives a new file. Refusals and write
+    errors are a RecipeWriteError naming the file.
+    """
+    path = recipe_destination(out, pr)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecipeWriteError(
+            f"--out {out}: cannot create the directory: {exc.strerror or exc}"
+        ) from exc
+    try:
+        _replace_atomically(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise RecipeWriteError(
+            f"{path}: cannot write the recipe: {exc.strerror or exc}; nothing written "
+            "(a file already there is unchanged)"
+        ) from exc
     return path
 
 
 def _failing(
-    text: str, pr: int, targets: Sequence[DraftTarget]
+    text: str, path: Path, targets: Sequence[DraftTarget]
 ) -> list[tuple[DraftTarget, TargetCheck]]:
-    with tempfile.TemporaryDirectory(prefix="prtoggle-new-") as scratch:
-        path = Path(scratch) / f"{pr}.yaml"
-        path.write_text(text, encoding="utf-8")
-        recipe = load_recipe(path, collection="new")
-        bad = []
-        for tree in _trees(targets):
-            mine = {t.target for t in targets if t.tree is tree}
-            subset = replace(recipe, patches=tuple(p for p in recipe.patches if p.target in mine))
-            bad.extend(_bad_checks(subset, tree, targets))
-        return bad
+    recipe = load_recipe_text(text, path=path, collection="new")
+    bad = []
+    for tree in _trees(targets):
+        mine = {t.target for t in targets if t.tree is tree}
+        subset = replace(recipe, patches=tuple(p for p in recipe.patches if p.target in mine))
+        bad.extend(_bad_checks(subset, tree, targets))
+    return bad
 
 
 def _bad_checks(
@@ -115,6 +161,58 @@ def _why(message: str) -> str:
 
 def _edit_mapping(edit: Edit) -> dict[str, str]:
     return {"match": edit.match, edit.kind: edit.text}
+
+
+def _refuse_destination(path: Path) -> None:
+    try:
+        info = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # nothing there yet (or OUT to be made)
+        return
+    except OSError as exc:
+        raise RecipeWriteError(f"{path}: cannot write the recipe: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise RecipeWriteError(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); refused: prtoggle never "
+            "writes through a link; remove it or choose another --out"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "special")
+        raise RecipeWriteError(
+            f"{path}: is {kind}, not a regular file; refused (a recipe is written as a "
+            "regular file); remove it or choose another --out"
+        )
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """`data` into a temporary file next to `path`, synced, then renamed over `path`."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    """This process's umask: from /proc where Linux gives it, else set and put back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # process-global for an instant: the CLI writes from one thread
+    os.umask(mask)
+    return mask
 
 
 class _BlockDumper(yaml.SafeDumper):
