@@ -12,6 +12,7 @@ from prtoggle.cli.common import (
     examples_epilog,
     json_option,
     load_default_registry,
+    terminal_safe,
 )
 from prtoggle.errors import PrToggleError
 from prtoggle.recipes.packages import import_free_source_root, refuse_absent_packages
@@ -108,17 +109,19 @@ def _json_record(
 def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
     _print_metadata(fix)
     if error is not None:
-        click.echo(f"  not shown: {error}")
+        click.echo(f"  not shown: {terminal_safe(str(error))}")
     for diff in diffs:
         click.echo("")
-        click.echo(diff.unified_diff().rstrip("\n"))
+        click.echo(terminal_safe(diff.unified_diff().rstrip("\n"), lines=True))
 
 
 def _print_metadata(fix: Recipe) -> None:
-    click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
+    """One line per key; every recipe-given value escaped to stay on its line."""
+    click.echo(f"PR {fix.pr}: {terminal_safe(fix.title or '(untitled)')}")
     for key, value in recipe_metadata(fix).items():
         if key not in ("pr", "title", "acts_at_capture", "targets") and value is not None:
-            click.echo(f"  {(key + ':').ljust(10)} {value}")
-    click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
+            click.echo(f"  {(key + ':').ljust(10)} {terminal_safe(str(value))}")
+    targets = ", ".join(patch.target for patch in fix.patches)
+    click.echo(f"  targets:   {terminal_safe(targets)}")
     if fix.acts_at_capture:
         click.echo(f"  note:      {CAPTURE_NOTE}")
