@@ -55,12 +55,8 @@ def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
         rebased = _rebase_patch(patch, tree=tree, result=result)
         if rebased is not None:
             patches.append(rebased)
-    blocking = [(i, e) for i, e in enumerate(result.edits, start=1) if e.status == "not-found"]
-    if blocking:
-        result.reason = "; ".join(
-            f"no unambiguous place for edit {index} ({edit.old_target}): {edit.reason}"
-            for index, edit in blocking
-        )
+    if any(e.status == "not-found" for e in result.edits):
+        result.reason = _blocking_reasons(result.edits)
         return result
     if all(e.status == "exact" for e in result.edits):
         result.status = "unchanged"
@@ -76,6 +72,23 @@ def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
     result.path = write_recipe(text, out=out, pr=recipe.pr)
     result.status = "rebased"
     return result
+
+
+def _blocking_reasons(edits: list[EditStatus]) -> str:
+    """Each not-found edit's reason once: `no unambiguous place for edits 1 and 2 (T): R`."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for index, edit in enumerate(edits, start=1):
+        if edit.status == "not-found":
+            grouped.setdefault((edit.old_target, edit.reason), []).append(index)
+    parts = []
+    for (target, reason), indices in grouped.items():
+        numbers = [str(i) for i in indices]
+        which = numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}"
+        parts.append(
+            f"no unambiguous place for edit{'s' if len(numbers) > 1 else ''} {which} "
+            f"({target}): {reason}"
+        )
+    return "; ".join(parts)
 
 
 def _rebase_patch(patch: Patch, *, tree: SourceTree, result: Rebase) -> Patch | None:

@@ -18,6 +18,12 @@ MIN_MARGIN = 0.15
 SIZE_SLACK = 2
 """Windows of the match's length, up to this many lines shorter or longer, are compared."""
 
+_NO_CLEAN_MERGE = (
+    "merged onto the most similar window, the edit does not apply cleanly there (its new "
+    "match is not unique in the function, or the result is not the merged text); rewrite "
+    "this edit by hand"
+)
+
 
 @dataclass(frozen=True)
 class Reanchored:
@@ -32,9 +38,10 @@ class Reanchored:
 def reanchor(text: str, edit: Edit) -> Reanchored:
     """The edit moved onto the window of `text` its match drifted to, or declined.
 
-    Declined (edit None) when no window is similar enough, when another window is nearly
-    as similar, when the drift and the edit change the same or adjacent lines of the
-    match, or when the merged edit does not give exactly the merged text.
+    Declined (edit None), with the reason, when no window is similar enough, when the
+    drift and the edit change the same or adjacent lines of the match in the most similar
+    window, when another window is nearly as similar, or when the merged edit does not
+    give exactly the merged text.
     """
     lines = text.splitlines()
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
@@ -46,6 +53,10 @@ def reanchor(text: str, edit: Edit) -> Reanchored:
     rivals = [s for s, w in scored[1:] if w[0] > best[-1] or w[-1] < best[0]]
     if best_score < MIN_SIMILARITY:
         return Reanchored(None, best_score, f"no window as similar as {MIN_SIMILARITY}")
+    window = [lines[i] for i in best]
+    merged = _merge(match, _nonblank(edit.text), window, kind=edit.kind)
+    if merged is None:  # decisive: even a window without rivals could not take the edit
+        return Reanchored(None, best_score, _same_lines_reason(edit, lines, best))
     if rivals and best_score - rivals[0] < MIN_MARGIN:
         return Reanchored(
             None,
@@ -53,16 +64,12 @@ def reanchor(text: str, edit: Edit) -> Reanchored:
             f"two windows about as similar ({best_score:.2f} and {rivals[0]:.2f}, "
             f"margin under {MIN_MARGIN})",
         )
-    window = [lines[i] for i in best]
-    merged = _merge(match, _nonblank(edit.text), window, kind=edit.kind)
-    if merged is None:
-        return Reanchored(None, best_score, _same_lines_reason(edit, lines, best))
     new = Edit(match=_block(window), kind=edit.kind, text=_block(merged), line=edit.line)
     if edit.kind != "replacement":
         new = Edit(match=_block(window), kind=edit.kind, text=edit.text, line=edit.line)
     expected = [*lines[: best[0]], *merged, *lines[best[-1] + 1 :]]
     if not _gives(text, new, expected):
-        return Reanchored(None, best_score, "the merged edit does not give the merged text")
+        return Reanchored(None, best_score, _NO_CLEAN_MERGE)
     return Reanchored(new, best_score)
 
 
