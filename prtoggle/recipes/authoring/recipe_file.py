@@ -200,6 +200,21 @@ def _replace_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    _sync_directory(path.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    """The rename made durable too, where the file system allows a directory fsync."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _umask() -> int:
