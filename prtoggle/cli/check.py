@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,15 +13,21 @@ import click
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
     EXIT_STATUS_HELP,
+    TABLE_WIDTH,
     collection_option,
     echo_json,
     format_table,
     json_option,
     load_default_registry,
     selected_fixes,
+    wide_option,
 )
 
+_RELEASE = re.compile(r"([A-Za-z0-9_.]+?)-(\d[^-]*?)(?:-.*\.whl|\.tar\.gz|\.tgz|\.zip)$")
+"""`dist-version-....whl` or `dist-version.tar.gz`: a release archive's name."""
+
 if TYPE_CHECKING:
+    from prtoggle.cli.output import Cut
     from prtoggle.patching.source_files import SourceTree
     from prtoggle.recipes.check import TargetCheck
 
@@ -59,12 +66,15 @@ Examples:
 )
 @collection_option
 @click.option("--strict", is_flag=True, help="A target whose package is absent is a failure.")
+@wide_option
 @json_option
 @click.argument("prs", nargs=-1, type=int)
 def check_command(
+    *,
     source_roots: tuple[Path, ...],
     collection: str | None,
     strict: bool,
+    wide: bool,
     as_json: bool,
     prs: tuple[int, ...],
 ) -> None:
@@ -96,7 +106,7 @@ def check_command(
     if as_json:
         echo_json([_check_record(check) for check in checks])
     elif len(trees) > 1:
-        _print_matrix(checks, [tree.label for tree in trees if tree is not None])
+        _print_matrix(checks, [tree.label for tree in trees if tree is not None], wide=wide)
     else:
         _print_rows(checks, fix_count=len(fixes))
     if not as_json:
@@ -130,7 +140,8 @@ def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
     click.echo("; ".join(parts))
 
 
-def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str]) -> None:
+def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str], *, wide: bool) -> None:
+    """Lines fit TABLE_WIDTH unless `wide`: a long TARGET or tree label loses its start."""
     labels = _short_labels(sources)
     cells: dict[tuple[int, str, str], dict[str, str]] = {}
     for check in checks:
@@ -140,7 +151,9 @@ def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str]) -> None
         [str(pr), collection or "-", target, *(cells[(pr, collection, target)][s] for s in sources)]
         for pr, collection, target in cells
     ]
-    click.echo(format_table(["PR", "COLLECTION", "TARGET", *labels], rows))
+    cut: dict[int, Cut] = dict.fromkeys(range(2, 3 + len(labels)), "start")
+    width = None if wide else TABLE_WIDTH
+    click.echo(format_table(["PR", "COLLECTION", "TARGET", *labels], rows, width=width, cut=cut))
     for check in checks:
         if not check.ok:
             first = check.message.splitlines()[0] if check.message else ""
@@ -160,8 +173,16 @@ def _print_rebase_hints(checks: Sequence[TargetCheck], source_roots: Sequence[Pa
 
 
 def _short_labels(sources: Sequence[str]) -> list[str]:
+    """File names; the versions alone when each is a release archive of one distribution."""
     names = [Path(source).name for source in sources]
-    return names if len(set(names)) == len(names) else list(sources)
+    if len(set(names)) != len(names):
+        return list(sources)
+    releases = [_RELEASE.match(name) for name in names]
+    if all(releases) and len({r.group(1) for r in releases if r}) == 1:
+        versions = [r.group(2) for r in releases if r]
+        if len(set(versions)) == len(versions):
+            return versions
+    return names
 
 
 def _verdict(check: TargetCheck) -> str:

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from prtoggle.cli.output import (
+    EXIT_BROKEN_PIPE,
+    TABLE_WIDTH,
+    Cut,
+    OutputUnwritable,
+    cut_cell,
+    discard_standard_output,
+    fit_widths,
+    terminal_safe,
+    terminal_safe_output,
+)
 from prtoggle.errors import PrToggleError, RevertSpecError
 from prtoggle.runners.child_process import Interrupted, owning_children
 
@@ -26,8 +38,10 @@ EXIT_INTERRUPTED_BASE = 128
 
 EXIT_STATUS_HELP = """\b
 Exit status: 0 yes/success; 1 the command ran and its answer is no; 2 bad input
-or a prtoggle error (one `error: ...` line); 130/143 interrupted (SIGINT/SIGTERM).
+or a prtoggle error (one `error: ...` line); 130/143 interrupted (SIGINT/SIGTERM);
+141 the reader of its output went away (`| head`).
 """
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +52,7 @@ class CliError(click.ClickException):
     exit_code = EXIT_ERROR
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        click.echo(f"error: {terminal_safe(self.format_message())}", err=True)
 
 
 class PrToggleGroup(click.Group):
@@ -46,13 +60,17 @@ class PrToggleGroup(click.Group):
 
     Every command runs under `owning_children()`: SIGINT/SIGTERM end the child process
     groups it started and exit 130/143. A PrToggleError or a usage error prints one
-    `error: ...` line and exits 2, never a traceback.
+    `error: ...` line and exits 2, never a traceback. In standalone mode all output is
+    terminal-safe (control characters escaped); an output that cannot be written is one
+    line and 2, or silence and 141 when its reader went away.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with owning_children():
                 return super().invoke(ctx)
+        except OutputUnwritable:
+            raise
         except PrToggleError as exc:
             raise CliError(str(exc)) from exc
 
@@ -71,8 +89,20 @@ class PrToggleGroup(click.Group):
         """click's main; in standalone mode every way out becomes a status of the scheme."""
         if not standalone_mode:
             return super().main(args, standalone_mode=False, **extra)
+        with terminal_safe_output():
+            try:
+                status = self._main_statuses(args, **extra)
+                sys.stdout.flush()
+            except OutputUnwritable as exc:
+                _output_failed(exc)
+        sys.exit(status)
+
+    def _main_statuses(self, args: Sequence[str] | None, **extra: Any) -> int:
+        """click's main with every way out but output errors turned into a status."""
         try:
             status = super().main(args, standalone_mode=False, **extra)
+        except OutputUnwritable:
+            raise
         except click.exceptions.NoArgsIsHelpError as exc:  # bare `prtoggle`: its usage, in full
             exc.show()
             sys.exit(EXIT_ERROR)
@@ -87,7 +117,7 @@ class PrToggleGroup(click.Group):
             _exit_with_error(str(exc), exc.exit_status)
         except click.Abort:  # KeyboardInterrupt (or EOF) outside owning_children
             _exit_with_error("interrupted by SIGINT", Interrupted(2).exit_status)
-        sys.exit(status if isinstance(status, int) else 0)
+        return status if isinstance(status, int) else 0
 
 
 def examples_epilog(*examples: str, exit_status: str = EXIT_STATUS_HELP) -> str:
@@ -109,6 +139,17 @@ def collection_option(function: F) -> F:
         default=None,
         metavar="NAME",
         help="Only the fixes of this recipe collection (a recipe directory's name).",
+    )
+    return option(function)
+
+
+def wide_option(function: F) -> F:
+    """The `--wide` flag of commands whose tables fit TABLE_WIDTH columns by default."""
+    option = click.option(
+        "--wide",
+        is_flag=True,
+        help=f"Print every cell whole (default: lines fit {TABLE_WIDTH} columns, long cells "
+        "cut with an ellipsis; --json is always whole).",
     )
     return option(function)
 
@@ -233,20 +274,49 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
-    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+def format_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    width: int | None = None,
+    cut: Mapping[int, Cut] | None = None,
+) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded.
+
+    Every cell is made terminal-safe on one line. `width`: the columns of `cut` (index ->
+    where a long cell loses text, marked by an ellipsis) are narrowed, widest first, until
+    a line fits `width` or each is as narrow as its header.
+    """
+    table = [[terminal_safe(str(cell)) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
+    cut = cut or {}
+    if width is not None:
+        widths = fit_widths(widths, [len(h) for h in table[0]], width=width, cuttable=cut)
     lines = []
-    for row in [headers, *rows]:
-        cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)]
+    for row in table:
+        cells = [
+            cut_cell(cell, size, cut.get(index)).ljust(size)
+            for index, (cell, size) in enumerate(zip(row, widths, strict=True))
+        ]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
 
 
 def _exit_with_error(line: str, status: int) -> NoReturn:
     sys.stdout.flush()
-    click.echo(line, err=True)
+    click.echo(terminal_safe(line), err=True)
     sys.exit(status)
+
+
+def _output_failed(exc: OutputUnwritable) -> NoReturn:
+    """A reader gone: silence and 141; a full disk, ...: one `error:` line (if stderr can
+    take it) and 2. What is still buffered for standard output is dropped."""
+    discard_standard_output()
+    if exc.broken_pipe:
+        sys.exit(EXIT_BROKEN_PIPE)
+    with contextlib.suppress(OutputUnwritable, OSError):
+        click.echo(f"error: {exc}", err=True)
+    sys.exit(EXIT_ERROR)
 
 
 def _usage_line(exc: click.UsageError) -> str:

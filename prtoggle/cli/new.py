@@ -72,9 +72,9 @@ Examples:
 )
 @click.option(
     "--pr",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=10_000_000),
     default=None,
-    help="The fix's PR number (default: the (#123) of the commit's subject).",
+    help="The fix's PR number, 1..10000000 (default: the (#123) of the commit's subject).",
 )
 @click.option(
     "--title",

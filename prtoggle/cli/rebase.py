@@ -78,7 +78,7 @@ def _report(result: Rebase, *, as_json: bool) -> None:
     if as_json:
         edits = [
             {"target": e.target, "old_target": e.old_target, "status": e.status}
-            | {"similarity": e.similarity}
+            | {"similarity": e.similarity, "reason": e.reason}
             for e in result.edits
         ]
         echo_json(

@@ -12,6 +12,7 @@ from prtoggle.cli.common import (
     examples_epilog,
     json_option,
     load_default_registry,
+    terminal_safe,
 )
 from prtoggle.errors import PrToggleError
 from prtoggle.recipes.resolution import (
@@ -130,23 +131,26 @@ def _json_record(
 def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
     _print_metadata(fix)
     if error is not None:
-        click.echo(f"  not shown: {error}")
+        click.echo(f"  not shown: {terminal_safe(str(error))}")
     for diff in diffs:
         click.echo("")
-        click.echo(diff.unified_diff().rstrip("\n"))
+        click.echo(terminal_safe(diff.unified_diff().rstrip("\n"), lines=True))
     for change in fix.names if error is None else ():
         click.echo("")
-        click.echo(f"names of {change.scope}, reverted:")
+        click.echo(f"names of {terminal_safe(change.scope)}, reverted:")
         lines = [f"+ {line}" for line in change.define.splitlines()]
-        click.echo("\n".join([*lines, *(f"- {name} (removed)" for name in change.remove)]))
+        text = "\n".join([*lines, *(f"- {name} (removed)" for name in change.remove)])
+        click.echo(terminal_safe(text, lines=True))
 
 
 def _print_metadata(fix: Recipe) -> None:
-    click.echo(f"PR {fix.pr}: {fix.title or '(untitled)'}")
+    """One line per key; every recipe-given value escaped to stay on its line."""
+    click.echo(f"PR {fix.pr}: {terminal_safe(fix.title or '(untitled)')}")
     for key, value in recipe_metadata(fix).items():
         if key not in ("pr", "title", "acts_at_capture", "targets", *_WHOLE) and value is not None:
-            click.echo(f"  {(key + ':').ljust(10)} {value}")
-    click.echo(f"  targets:   {', '.join(patch.target for patch in fix.patches)}")
+            click.echo(f"  {(key + ':').ljust(10)} {terminal_safe(str(value))}")
+    targets = ", ".join(patch.target for patch in fix.patches)
+    click.echo(f"  targets:   {terminal_safe(targets)}")
     if fix.acts_at_capture:
         click.echo(f"  note:      {CAPTURE_NOTE}")
     _print_whole_fix(fix)
@@ -157,9 +161,9 @@ def _print_whole_fix(fix: Recipe) -> None:
     for change in fix.names:
         parts = [f"define {', '.join(change.defined)}"] if change.defined else []
         parts += [f"remove {', '.join(change.remove)}"] if change.remove else []
-        click.echo(f"  names:     {change.scope}: {'; '.join(parts)}")
+        click.echo(f"  names:     {terminal_safe(change.scope)}: {terminal_safe('; '.join(parts))}")
     if fix.partial:
         count = len(fix.not_reverted)
         click.echo(f"  partial:   {count} change{'s' if count != 1 else ''} not reverted:")
         for item in fix.not_reverted:
-            click.echo(f"             {item.text()}")
+            click.echo(f"             {terminal_safe(item.text())}")

@@ -14,7 +14,13 @@ from prtoggle.recipes.authoring.from_diff import (
     SkippedChange,
     draft_from_diff,
 )
-from prtoggle.recipes.authoring.recipe_file import RecipeHeader, checked_recipe, write_recipe
+from prtoggle.recipes.authoring.recipe_file import (
+    RecipeHeader,
+    checked_recipe,
+    recipe_destination,
+    write_recipe,
+)
+from prtoggle.recipes.schema import MAX_PR, MIN_PR
 
 
 class NothingPlaceable(RegistryError):
@@ -60,12 +66,19 @@ def new_from_diff(
     changes nothing of the Python code under the source root. A recipe that reverts
     nothing but lists what it cannot revert is written (it says the fix is not revertible).
 
-    `header.title` empty: the default title naming the changed files.
+    `header.title` empty: the default title naming the changed files. A destination that
+    cannot be written (see recipe_destination) is refused before the diff is read.
     """
+    if not MIN_PR <= header.pr <= MAX_PR:
+        raise RegistryError(
+            f"PR {header.pr} (of {source}): outside the supported range {MIN_PR}..{MAX_PR}; "
+            "expected the fix's PR number"
+        )
+    destination = recipe_destination(out, header.pr)
     draft = draft_from_diff(text, source=source, roots=roots)
     if not header.title:
         header = RecipeHeader(header.pr, default_title(draft.files), header.url, header.merged)
-    checked = checked_recipe(header, draft)
+    checked = checked_recipe(header, draft, path=destination, roots=roots)
     if not checked.targets and not checked.names and not checked.not_reverted:
         left = draft.skipped
         reasons = sorted({change.reason for change in left}) or ["the diff changes nothing"]

@@ -2,33 +2,38 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from prtoggle.errors import TargetResolutionError
+from prtoggle.errors import RegistryError, TargetResolutionError
 from prtoggle.patching.editor import edit_text, edits_apply
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.types import Edit, Patch
 from prtoggle.recipes.authoring.moved import find_moved
 from prtoggle.recipes.authoring.reanchor import reanchor
-from prtoggle.recipes.authoring.recipe_file import render_patches, write_recipe
+from prtoggle.recipes.authoring.recipe_file import write_recipe
+from prtoggle.recipes.authoring.yaml_edits import rewrite_patches
 from prtoggle.recipes.check import check_fix
-from prtoggle.recipes.schema import Recipe, load_recipe
+from prtoggle.recipes.schema import Recipe, load_recipe_text
+from prtoggle.recipes.yaml_reading import read_recipe_text
+
+_GONE = (
+    "the target is gone and no function of its package holds its edits closely enough "
+    "to be the one it moved to"
+)
 
 
 @dataclass(frozen=True)
 class EditStatus:
-    """One edit's outcome: exact, re-anchored, moved or not-found, and a similarity in 0..1."""
+    """One edit's outcome: exact, re-anchored, moved or not-found, a similarity in 0..1 and,
+    for not-found, why."""
 
     target: str
     old_target: str
     status: str
     similarity: float
+    reason: str = ""
 
 
 @dataclass
@@ -40,7 +45,6 @@ class Rebase:
     edits: list[EditStatus] = field(default_factory=list)
     path: Path | None = None
     reason: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
@@ -51,27 +55,40 @@ def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
         rebased = _rebase_patch(patch, tree=tree, result=result)
         if rebased is not None:
             patches.append(rebased)
-    blocking = [e for e in result.edits if e.status == "not-found"]
-    if blocking:
-        result.reason = "; ".join(
-            [
-                "no unambiguous place for "
-                + ", ".join(f"an edit of {e.old_target}" for e in blocking),
-                *result.notes,
-            ]
-        )
+    if any(e.status == "not-found" for e in result.edits):
+        result.reason = _blocking_reasons(result.edits)
         return result
     if all(e.status == "exact" for e in result.edits):
         result.status = "unchanged"
         return result
-    text = _rewritten(recipe, patches)
-    problem = _check_problem(text, recipe, tree)
+    destination = out / f"{recipe.pr}.yaml"
+    text = rewrite_patches(
+        _recipe_text(recipe), old=recipe.patches, new=patches, name=str(recipe.path)
+    )
+    problem = _check_problem(text, recipe, tree, destination=destination, patches=patches)
     if problem:
-        result.reason = f"the rebased recipe does not check: {problem}"
+        result.reason = f"the rebased recipe for {destination} (not written) {problem}"
         return result
     result.path = write_recipe(text, out=out, pr=recipe.pr)
     result.status = "rebased"
     return result
+
+
+def _blocking_reasons(edits: list[EditStatus]) -> str:
+    """Each not-found edit's reason once: `no unambiguous place for edits 1 and 2 (T): R`."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for index, edit in enumerate(edits, start=1):
+        if edit.status == "not-found":
+            grouped.setdefault((edit.old_target, edit.reason), []).append(index)
+    parts = []
+    for (target, reason), indices in grouped.items():
+        numbers = [str(i) for i in indices]
+        which = numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} and {numbers[-1]}"
+        parts.append(
+            f"no unambiguous place for edit{'s' if len(numbers) > 1 else ''} {which} "
+            f"({target}): {reason}"
+        )
+    return "; ".join(parts)
 
 
 def _rebase_patch(patch: Patch, *, tree: SourceTree, result: Rebase) -> Patch | None:
@@ -82,19 +99,18 @@ def _rebase_patch(patch: Patch, *, tree: SourceTree, result: Rebase) -> Patch | 
     except TargetResolutionError:
         found = find_moved(patch, tree)
         if found.found is None:
-            missing = EditStatus(target, target, "not-found", round(found.similarity, 3))
+            why = found.reason or _GONE
+            missing = EditStatus(target, target, "not-found", round(found.similarity, 3), why)
             statuses.extend(missing for _ in patch.edits)
-            if found.reason:
-                result.notes.append(f"{target}: {found.reason}")
             return None
         target, text = found.found.target, found.found.text
         moved = True
     edits = []
     for edit in patch.edits:
-        status, similarity, new = _rebase_edit(text, edit)
+        status, similarity, new, reason = _rebase_edit(text, edit)
         if moved and status != "not-found":
             status = "moved"
-        statuses.append(EditStatus(target, patch.target, status, round(similarity, 3)))
+        statuses.append(EditStatus(target, patch.target, status, round(similarity, 3), reason))
         if new is None:
             return None
         edits.append(new)
@@ -102,34 +118,39 @@ def _rebase_patch(patch: Patch, *, tree: SourceTree, result: Rebase) -> Patch | 
     return Patch(target=target, edits=tuple(edits), line=patch.line, preamble=patch.preamble)
 
 
-def _rebase_edit(text: str, edit: Edit) -> tuple[str, float, Edit | None]:
+def _rebase_edit(text: str, edit: Edit) -> tuple[str, float, Edit | None, str]:
     if edits_apply(source=text, edits=[edit]):
-        return "exact", 1.0, edit
+        return "exact", 1.0, edit, ""
     anchored = reanchor(text, edit)
     if anchored.edit is None:
-        return "not-found", anchored.similarity, None
-    return "re-anchored", anchored.similarity, anchored.edit
+        return "not-found", anchored.similarity, None, anchored.reason
+    return "re-anchored", anchored.similarity, anchored.edit, ""
 
 
-def _rewritten(recipe: Recipe, patches: list[Patch]) -> str:
-    """The recipe file with its `patches` replaced (other keys kept, in their order)."""
-    document: dict[str, Any] = yaml.safe_load(Path(recipe.path).read_text(encoding="utf-8"))
-    document.setdefault("pr", recipe.pr)
-    document["patches"] = [
-        {
-            "target": patch.target,
-            **({"preamble": patch.preamble} if patch.preamble else {}),
-            "edits": [{"match": e.match, e.kind: e.text} for e in patch.edits],
-        }
-        for patch in patches
-    ]
-    return render_patches(document)
+def _recipe_text(recipe: Recipe) -> str:
+    """The text of the recipe's file, read as the registry reads it; sglang's built-in
+    recipes (held in a Python module) as `import-sglang` writes them."""
+    if recipe.path.suffix in (".yaml", ".yml"):
+        return read_recipe_text(recipe.path)
+    from prtoggle.recipes.from_sglang import read_recipes, recipe_file_text
+
+    for found in read_recipes(recipe.path):
+        if found.pr == recipe.pr:
+            return recipe_file_text(found)
+    raise RegistryError(f"{recipe.path}: no recipe of PR {recipe.pr} to rebase")
 
 
-def _check_problem(text: str, recipe: Recipe, tree: SourceTree) -> str:
-    with tempfile.TemporaryDirectory(prefix="prtoggle-rebase-") as scratch:
-        path = Path(scratch) / f"{recipe.pr}.yaml"
-        path.write_text(text, encoding="utf-8")
-        candidate = load_recipe(path, collection=recipe.collection)
-        bad = [c for c in check_fix(candidate, tree=tree) if c.status not in ("ok",)]
-    return "; ".join(f"{c.target}: {c.status}" for c in bad)
+def _check_problem(
+    text: str, recipe: Recipe, tree: SourceTree, *, destination: Path, patches: list[Patch]
+) -> str:
+    """Why the rebased text is not the recipe wanted (read as `destination`), or ''."""
+    try:
+        candidate = load_recipe_text(text, path=destination, collection=recipe.collection)
+    except RegistryError as exc:
+        return f"does not load: {exc}"
+    wanted = [(p.target, [(e.match, e.kind, e.text) for e in p.edits]) for p in patches]
+    got = [(p.target, [(e.match, e.kind, e.text) for e in p.edits]) for p in candidate.patches]
+    if got != wanted:
+        return f"does not read back as rebased (rewriting {recipe.path} in place went wrong)"
+    bad = [c for c in check_fix(candidate, tree=tree) if c.status not in ("ok",)]
+    return "does not check: " + "; ".join(f"{c.target}: {c.status}" for c in bad) if bad else ""

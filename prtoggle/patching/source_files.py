@@ -10,12 +10,22 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from prtoggle.errors import TargetResolutionError
+from prtoggle.errors import PatchApplicationError, TargetResolutionError
 from prtoggle.patching.lines import decode_python_source
 
 T = TypeVar("T")
 WHEEL_SUFFIXES = (".whl", ".zip")
 SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+MAX_MEMBER_BYTES = 16 * 1024 * 1024
+"""An archive member larger than this (16 MiB, uncompressed) is refused unread; sglang's
+largest source file is under 300 KB."""
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
+"""At most this much (256 MiB, uncompressed) is read from one archive; all of sglang's
+source files together are about 70 MB."""
+
+
+class ArchiveTooLarge(PatchApplicationError):
+    """An archive member past the read bounds: refused unread (a damaged archive, a bomb)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class SourceTree:
     _members: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _archive: zipfile.ZipFile | tarfile.TarFile | None = field(default=None, repr=False)
     _memo: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
+    _bytes_read: int = field(default=0, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -120,11 +131,31 @@ class SourceTree:
 
     def _read_bytes(self, member: str) -> bytes:
         if isinstance(self._archive, zipfile.ZipFile):
-            return self._archive.read(member)
-        extracted = self._archive.extractfile(member) if self._archive else None
-        if extracted is None:
+            self._count(member, self._archive.getinfo(member).file_size)
+            with self._archive.open(member) as handle:
+                return handle.read(MAX_MEMBER_BYTES + 1)
+        info = self._archive.getmember(member) if self._archive else None
+        extracted = self._archive.extractfile(info) if self._archive and info else None
+        if info is None or extracted is None:
             raise TargetResolutionError(f"{self.path}: {member} is not a regular file")
-        return extracted.read()
+        self._count(member, info.size)
+        return extracted.read(MAX_MEMBER_BYTES + 1)
+
+    def _count(self, member: str, size: int) -> None:
+        """Refuse `member` of `size` bytes past the bounds; else count it as read."""
+        where = f"{self.path}!{member}"
+        if size > MAX_MEMBER_BYTES:
+            raise ArchiveTooLarge(
+                f"{where}: {size} bytes uncompressed, over the limit of {MAX_MEMBER_BYTES} "
+                "bytes for one file of an archive; refused unread (a source file is far "
+                "smaller: a damaged archive or a zip bomb?)"
+            )
+        if self._bytes_read + size > MAX_ARCHIVE_BYTES:
+            raise ArchiveTooLarge(
+                f"{where}: reading it would take {self.path} past {MAX_ARCHIVE_BYTES} bytes "
+                "read uncompressed; refused unread (a damaged archive or a zip bomb?)"
+            )
+        self._bytes_read += size
 
 
 def open_source_tree(path: Path) -> SourceTree:

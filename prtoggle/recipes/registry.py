@@ -36,6 +36,7 @@ __all__ = [
     "UPSTREAM_COLLECTION",
     "UPSTREAM_ENV",
     "YAML_PATH_ENV",
+    "BadRecipe",
     "Edit",
     "Patch",
     "Recipe",
@@ -43,6 +44,7 @@ __all__ = [
     "default_registry",
     "load_recipe",
     "load_registry",
+    "registry_with_errors",
     "shipped_collection_dirs",
     "shipped_yaml_dir",
     "yaml_dirs_from_env",
@@ -55,6 +57,21 @@ UPSTREAM_ENV = "PRTOGGLE_SGLANG_UPSTREAM"
 """`0` leaves the built-in collection out (default: in, when sglang is installed)."""
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BadRecipe:
+    """A recipe file that cannot be read as a recipe: where, and the one-line error."""
+
+    path: Path
+    collection: str
+    error: str
+
+    @property
+    def pr(self) -> int | None:
+        """The PR its file is named after, if it is."""
+        stem = self.path.stem
+        return int(stem) if stem.isascii() and stem.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -188,12 +205,18 @@ def yaml_dirs_from_env(value: str | None) -> tuple[Path, ...]:
     return (*shipped_collection_dirs(), *extra)
 
 
-def load_registry(*, dirs: Sequence[Path] | None = None, upstream: Path | None = None) -> Registry:
+def load_registry(
+    *,
+    dirs: Sequence[Path] | None = None,
+    upstream: Path | None = None,
+    bad: list[BadRecipe] | None = None,
+) -> Registry:
     """Load every `*.yaml` / `*.yml` of `dirs` (None: shipped + env), one collection each.
 
     `upstream`: an sglang `pr_fix_toggle.py` whose registered recipes become the built-in
     collection `sglang-upstream` (after the directories), unless a directory of that name
-    (an `import-sglang --out sglang-upstream`) is the collection already.
+    (an `import-sglang --out sglang-upstream`) is the collection already. `bad`: a file
+    that cannot be read as a recipe is left out and added there instead of raising.
     """
     chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
     fixes: list[Recipe] = []
@@ -215,7 +238,7 @@ def load_registry(*, dirs: Sequence[Path] | None = None, upstream: Path | None =
             )
         named[directory.name] = directory
         kept.append(directory)
-        fixes.extend(_load_collection(directory))
+        fixes.extend(_load_collection(directory, bad=bad))
     if upstream is None:
         return Registry(fixes=tuple(fixes), dirs=tuple(kept))
     if UPSTREAM_COLLECTION in named:
@@ -243,6 +266,26 @@ def default_registry() -> Registry:
     as a recipe registry leaves the built-in collection out, with a warning naming why.
     """
     return _cached_registry(os.environ.get(YAML_PATH_ENV, ""), _upstream_file())
+
+
+def registry_with_errors() -> tuple[Registry, tuple[BadRecipe, ...]]:
+    """default_registry(); where recipe files cannot be read, the registry without them and
+    their errors (what `list` shows), instead of the first error."""
+    try:
+        return default_registry(), ()
+    except RegistryError:
+        pass
+    from prtoggle.recipes.from_sglang import SglangImportError
+
+    dirs, upstream = yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV)), _upstream_file()
+    bad: list[BadRecipe] = []
+    try:
+        return load_registry(dirs=dirs, upstream=upstream, bad=bad), tuple(bad)
+    except (SglangImportError, RegistryError) as exc:
+        if upstream is None or not _from_upstream(exc, upstream):
+            raise
+    bad.clear()  # sglang's own file unreadable: left out, as default_registry() does
+    return load_registry(dirs=dirs, bad=bad), tuple(bad)
 
 
 def clear_registry_cache() -> None:
@@ -276,11 +319,17 @@ def _from_upstream(exc: Exception, upstream: Path) -> bool:
     return str(exc).startswith(str(upstream))
 
 
-def _load_collection(directory: Path) -> list[Recipe]:
+def _load_collection(directory: Path, *, bad: list[BadRecipe] | None = None) -> list[Recipe]:
     by_pr: dict[int, Recipe] = {}
     for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
-        _refuse_link_out(path, directory)
-        fix = load_recipe(path, collection=directory.name)
+        try:
+            _refuse_link_out(path, directory)
+            fix = load_recipe(path, collection=directory.name)
+        except RegistryError as exc:
+            if bad is None:
+                raise
+            bad.append(BadRecipe(path, directory.name, str(exc)))
+            continue
         if fix.pr in by_pr:
             other = by_pr[fix.pr].path
             raise RegistryError(

@@ -81,6 +81,12 @@ def prtoggle(
     )
 
 
+def listed_as_error(result: subprocess.CompletedProcess[str]) -> tuple[int, str]:
+    """`list`'s status and stderr, once its last row is the bad recipe, listed as ERROR."""
+    assert result.stdout.splitlines()[-1].split()[4] == "ERROR", result.stdout
+    return result.returncode, result.stderr
+
+
 def project(tmp_path: Path, recipe: str = "", *, name: str = "905.yaml") -> Path:
     """A target module under src/ and a collection `hostile` holding one recipe."""
     (tmp_path / "src").mkdir()
@@ -95,9 +101,8 @@ def project(tmp_path: Path, recipe: str = "", *, name: str = "905.yaml") -> Path
 def test_a_yaml_alias_bomb_is_refused_at_once_by_list(tmp_path: Path) -> None:
     collection = project(tmp_path, "pr: 905\n" + BOMB + PATCHES)
     result = prtoggle(["-m", "prtoggle", "list"], tmp_path, collection=collection, timeout=20)
-    assert (result.returncode, result.stdout, result.stderr) == (
+    assert listed_as_error(result) == (
         2,
-        "",
         f"error: {collection / '905.yaml'}:2: the YAML document expands to more than 50000 "
         "nodes (aliases counted at every use); a recipe is a few hundred\n",
     )
@@ -141,9 +146,8 @@ def test_a_fifo_in_a_collection_is_refused_without_hanging(tmp_path: Path) -> No
     collection = project(tmp_path)
     os.mkfifo(collection / "905.yaml")
     result = prtoggle(["-m", "prtoggle", "list"], tmp_path, collection=collection, timeout=20)
-    assert (result.returncode, result.stdout, result.stderr) == (
+    assert listed_as_error(result) == (
         2,
-        "",
         f"error: {collection / '905.yaml'}: not a regular file (a FIFO); a recipe is a "
         "regular .yaml file\n",
     )
@@ -159,9 +163,8 @@ def test_a_recipe_symlinked_out_of_its_collection_is_refused_unread(
         target.write_text("password: hunter2\n")
     (collection / "905.yaml").symlink_to(target)
     result = prtoggle(["-m", "prtoggle", "list"], tmp_path, collection=collection, timeout=20)
-    assert (result.returncode, result.stdout, result.stderr) == (
+    assert listed_as_error(result) == (
         2,
-        "",
         f"error: {collection / '905.yaml'}: is a symlink to {target}, outside its collection "
         f"{collection}; refused without reading it (recipes are code prtoggle compiles: keep "
         "each one inside its collection directory)\n",
@@ -175,7 +178,7 @@ def test_every_loader_error_is_one_error_line_naming_the_file(tmp_path: Path, ki
     collection = project(tmp_path, f"pr: {pr}\n{PATCHES}{extra}", name="hostile.yaml")
     result = prtoggle(["-m", "prtoggle", "list"], tmp_path, collection=collection)
     expected = f"error: {collection / 'hostile.yaml'}{message}\n"
-    assert (result.returncode, result.stdout, result.stderr) == (2, "", expected)
+    assert listed_as_error(result) == (2, expected)
 
 
 @pytest.mark.parametrize("number", ["²", "١٢"])
@@ -191,9 +194,8 @@ def test_a_pr_number_in_other_digits_is_one_error_line(tmp_path: Path, number: s
 def test_a_recipe_file_named_in_other_digits_is_not_a_pr_number(tmp_path: Path) -> None:
     collection = project(tmp_path, PATCHES, name="١٢.yaml")
     result = prtoggle(["-m", "prtoggle", "list"], tmp_path, collection=collection)
-    assert (result.returncode, result.stdout, result.stderr) == (
+    assert listed_as_error(result) == (
         2,
-        "",
         f"error: {collection / '١٢.yaml'}:1: fix file has no 'pr' key and its name is not "
         "<PR>.yaml; add `pr: <number>` or name the file after the PR number\n",
     )

@@ -92,7 +92,8 @@ def test_show_splits_lines_as_python_does(tmp_path: Path) -> None:
     )
     result = python(tmp_path, collection, ["-m", "prtoggle", "show", "905"])
     assert result.returncode == 0, result.stderr
-    assert '     return """a\u2028b\x85c""", value\n' in result.stdout
+    # U+2028 and NEL stay in their line, printed escaped (terminal-safe output)
+    assert '     return """a\\u2028b\\x85c""", value\n' in result.stdout
     assert "-    value = 1\n+    value = 2\n" in result.stdout
 
 

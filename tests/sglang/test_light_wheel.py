@@ -39,7 +39,7 @@ def test_list_and_check_of_the_sglang_wheel_work_without_torch(
     listed = _run(fresh_venv / "prtoggle", "list", "--collection", "fixes")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines()[0].split() == [
-        *("PR", "COLLECTION", "MERGED", "COMPONENT", "SYMPTOM", "APPLIES", "TITLE")
+        *("PR", "COLLECTION", "MERGED", "SYMPTOM", "APPLIES", "TITLE")
     ]
     checked = _run(
         fresh_venv / "prtoggle", "check", "--collection", "sglang", "--source-root", sglang_wheel

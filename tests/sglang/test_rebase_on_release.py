@@ -14,6 +14,11 @@ from prtoggle.recipes.check import check_fix
 from prtoggle.recipes.schema import load_recipe
 
 pytestmark = pytest.mark.sglang
+MOONCAKE_REASON = (
+    "merged onto the most similar window, the edit does not apply cleanly there (its new "
+    "match is not unique in the function, or the result is not the merged text); rewrite "
+    "this edit by hand"
+)
 
 RECIPE_26972_BEFORE_THE_MOVE = """\
 pr: 26972
@@ -147,6 +152,7 @@ def test_a_target_that_moved_module_is_found_by_its_body(
                     "old_target": "sglang.srt.mem_cache.common.get_req_to_token_extra_context_len",
                     "status": "moved",
                     "similarity": 1.0,
+                    "reason": "",
                 }
             ],
         },
@@ -186,7 +192,16 @@ def test_27338_restructured_on_0_5_23_is_declined_and_nothing_is_written(
     target = TARGET_27338
     assert (code, record["status"]) == (1, "failed")
     assert record["edits"] == [
-        {"target": target, "old_target": target, "status": "not-found", "similarity": 0.673}
+        {
+            "target": target,
+            "old_target": target,
+            "status": "not-found",
+            "similarity": 0.673,
+            "reason": "the code changed the same or an adjacent line the edit changes, so the "
+            "two changes cannot be merged: the match's '(self.speculative_num_steps, max_bs * "
+            "self.topk * self.max_context_len),' now reads 'max_bs, self.topk, "
+            "self.max_context_len' (line 6 of the function); rewrite this edit by hand",
+        }
     ]
     assert not (tmp_path / "out").exists()
 
@@ -201,10 +216,10 @@ def test_a_sender_folded_into_two_as_similar_base_classes_is_a_tie_declined_nami
     old = "sglang.srt.disaggregation.nixl.conn.NixlKVSender.__init__"
     assert result.exit_code == 1
     assert result.output.splitlines()[-1] == (
-        f"could not rebase older/12: no unambiguous place for an edit of {old}, an edit of "
-        f"{old}; {old}: moved candidates sglang.srt.disaggregation.base.conn.BaseKVSender."
-        "__init__ (similarity 0.908) and sglang.srt.disaggregation.common.conn.CommonKVSender."
-        "__init__ (0.908) are too close to tell apart (margin 0.1); nothing written"
+        f"could not rebase older/12: no unambiguous place for edits 1 and 2 ({old}): moved "
+        "candidates sglang.srt.disaggregation.base.conn.BaseKVSender.__init__ (similarity "
+        "0.908) and sglang.srt.disaggregation.common.conn.CommonKVSender.__init__ (0.908) are "
+        "too close to tell apart (margin 0.1); nothing written"
     )
     assert not (tmp_path / "out").exists()
 
@@ -218,10 +233,13 @@ def test_a_moved_target_found_by_similarity_still_declines_an_edit_that_cannot_b
     old = "sglang.srt.disaggregation.mooncake.conn.MooncakeKVSender.__init__"
     new = "sglang.srt.disaggregation.common.conn.CommonKVSender.__init__"
     assert (code, record["status"]) == (1, "failed")
-    assert record["edits"] == [
+    edits = record["edits"]
+    assert isinstance(edits, list)
+    assert [{k: v for k, v in e.items() if k != "reason"} for e in edits] == [
         {"target": new, "old_target": old, "status": "moved", "similarity": 1.0},
         {"target": new, "old_target": old, "status": "not-found", "similarity": 0.816},
     ]
+    assert [e["reason"] for e in edits] == ["", MOONCAKE_REASON]
     assert not (tmp_path / "out").exists()
 
 

@@ -18,42 +18,58 @@ MIN_MARGIN = 0.15
 SIZE_SLACK = 2
 """Windows of the match's length, up to this many lines shorter or longer, are compared."""
 
+_NO_CLEAN_MERGE = (
+    "merged onto the most similar window, the edit does not apply cleanly there (its new "
+    "match is not unique in the function, or the result is not the merged text); rewrite "
+    "this edit by hand"
+)
+
 
 @dataclass(frozen=True)
 class Reanchored:
-    """The outcome: the new edit (None when declined) and the best window's similarity."""
+    """The outcome: the new edit (None when declined), the best window's similarity and,
+    when declined, why."""
 
     edit: Edit | None
     similarity: float
+    reason: str = ""
 
 
 def reanchor(text: str, edit: Edit) -> Reanchored:
     """The edit moved onto the window of `text` its match drifted to, or declined.
 
-    Declined (edit None) when no window is similar enough, when another window is nearly
-    as similar, when the drift and the edit change the same or adjacent lines of the
-    match, or when the merged edit does not give exactly the merged text.
+    Declined (edit None), with the reason, when no window is similar enough, when the
+    drift and the edit change the same or adjacent lines of the match in the most similar
+    window, when another window is nearly as similar, or when the merged edit does not
+    give exactly the merged text.
     """
     lines = text.splitlines()
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     match = _nonblank(edit.match)
     if not match or not nonblank:
-        return Reanchored(None, 0.0)
+        return Reanchored(None, 0.0, "nothing to compare (an empty match or function)")
     scored = _windows(lines, nonblank, match)
     best_score, best = scored[0]
     rivals = [s for s, w in scored[1:] if w[0] > best[-1] or w[-1] < best[0]]
-    if best_score < MIN_SIMILARITY or (rivals and best_score - rivals[0] < MIN_MARGIN):
-        return Reanchored(None, best_score)
+    if best_score < MIN_SIMILARITY:
+        return Reanchored(None, best_score, f"no window as similar as {MIN_SIMILARITY}")
     window = [lines[i] for i in best]
     merged = _merge(match, _nonblank(edit.text), window, kind=edit.kind)
-    if merged is None:
-        return Reanchored(None, best_score)
+    if merged is None:  # decisive: even a window without rivals could not take the edit
+        return Reanchored(None, best_score, _same_lines_reason(edit, lines, best))
+    if rivals and best_score - rivals[0] < MIN_MARGIN:
+        return Reanchored(
+            None,
+            best_score,
+            f"two windows about as similar ({best_score:.2f} and {rivals[0]:.2f}, "
+            f"margin under {MIN_MARGIN})",
+        )
     new = Edit(match=_block(window), kind=edit.kind, text=_block(merged), line=edit.line)
     if edit.kind != "replacement":
         new = Edit(match=_block(window), kind=edit.kind, text=edit.text, line=edit.line)
     expected = [*lines[: best[0]], *merged, *lines[best[-1] + 1 :]]
     if not _gives(text, new, expected):
-        return Reanchored(None, best_score)
+        return Reanchored(None, best_score, _NO_CLEAN_MERGE)
     return Reanchored(new, best_score)
 
 
@@ -158,6 +174,35 @@ def _changes(
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
         if tag != "equal"
     ]
+
+
+def _same_lines_reason(edit: Edit, lines: Sequence[str], best: Sequence[int]) -> str:
+    """The drift and the edit change the same (or adjacent) lines: which line, and how."""
+    keys = [line.strip() for line in _nonblank(edit.match)]
+    window = [lines[i] for i in best]
+    drift = _changes(keys, [line.strip() for line in window])
+    ours = _changes(keys, [line.strip() for line in _nonblank(edit.text)])
+    clash = [a for a in drift if any(a[0] <= b[1] and b[0] <= a[1] for b in ours)]
+    where = f": {_drift_text(clash[0], keys, window, best)}" if clash else ""
+    return (
+        "the code changed the same or an adjacent line the edit changes, so the two "
+        f"changes cannot be merged{where}; rewrite this edit by hand"
+    )
+
+
+def _drift_text(
+    change: tuple[int, int, int, int, int, int],
+    keys: Sequence[str],
+    window: Sequence[str],
+    best: Sequence[int],
+) -> str:
+    _, _, i1, i2, j1, j2 = change
+    line = f"line {best[j1] + 1} of the function" if j1 < j2 else "the function"
+    if i1 < i2 and j1 < j2:
+        return f"the match's {keys[i1]!r} now reads {window[j1].strip()!r} ({line})"
+    if j1 < j2:
+        return f"{window[j1].strip()!r} was added inside the match ({line})"
+    return f"the match's {keys[i1]!r} was removed"
 
 
 def _theirs_for(base: Sequence[str], theirs: Sequence[str], start: int, stop: int) -> list[str]:

@@ -1,9 +1,11 @@
-"""Render a drafted recipe as YAML, keeping only what checks ok on the trees its targets are in."""
+"""Render a drafted recipe as YAML, keeping what checks ok on its trees, and write it atomically."""
 
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -12,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from prtoggle.errors import RegistryError
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.from_diff import (
@@ -22,9 +25,21 @@ from prtoggle.recipes.authoring.from_diff import (
     add_define,
 )
 from prtoggle.recipes.check import TargetCheck, check_fix
-from prtoggle.recipes.schema import Recipe, load_recipe
+from prtoggle.recipes.names_check import check_whole_fix
+from prtoggle.recipes.schema import Recipe, load_recipe_text
 
-_CHECK_PREFIX = re.compile(r"^\S+\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
+_CHECK_PREFIX = re.compile(r"^.*?\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class RecipeWriteError(RegistryError):
+    """A recipe file cannot be written where it was asked for; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +93,17 @@ def render_patches(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True)
 
 
-def checked_recipe(header: RecipeHeader, draft: Draft) -> CheckedRecipe:
+def checked_recipe(
+    header: RecipeHeader, draft: Draft, *, path: Path, roots: Sequence[SourceTree]
+) -> CheckedRecipe:
     """The recipe of a draft, its targets checked first (as `check` does, on the tree each
     is in). A target that does not check is defined whole instead when its pre-fix def
-    can be (`fallback`), else listed as not reverted; then the `names` hook."""
-    kept, failed = _checked_targets(header, draft.targets)
+    can be (`fallback`), else listed as not reverted; then each `names` entry is checked
+    on the trees of `roots`, and one that does not check is listed as not reverted.
+
+    The text is checked as the file `path` it is going to be (messages name that file).
+    """
+    kept, failed = _checked_targets(header, draft.targets, path=path)
     names = list(draft.names)
     not_reverted = list(draft.not_reverted)
     for target, reason in failed:
@@ -90,30 +111,64 @@ def checked_recipe(header: RecipeHeader, draft: Draft) -> CheckedRecipe:
             add_define(names, target.scope, target.fallback, file=target.file, line=target.line)
         else:
             not_reverted.append(NotRevertedChange(target.file, target.line, reason))
-    names, not_reverted = _checked_names(names, not_reverted, draft)
+    names, not_reverted = _checked_names(
+        header, names, not_reverted, path=path, roots=[*roots, *_trees(kept)]
+    )
     text = render_recipe(
         header, [(t.target, t.edits) for t in kept], names=names, not_reverted=not_reverted
     )
     return CheckedRecipe(text, tuple(kept), tuple(names), tuple(not_reverted))
 
 
-def write_recipe(text: str, *, out: Path, pr: int) -> Path:
-    """Write `text` to OUT/<pr>.yaml (OUT created if missing); the path written."""
-    out.mkdir(parents=True, exist_ok=True)
+def recipe_destination(out: Path, pr: int) -> Path:
+    """OUT/<pr>.yaml, once it is known writable; nothing is created.
+
+    Refused with a RecipeWriteError naming it: OUT that exists and is not a directory, and
+    a destination that is a symbolic link (never written through) or not a regular file
+    (a FIFO is never opened). `new` calls it before its work, write_recipe again to write.
+    """
+    if out.exists() and not out.is_dir():
+        raise RecipeWriteError(f"--out {out}: not a directory; expected a directory for <PR>.yaml")
     path = out / f"{pr}.yaml"
-    path.write_text(text, encoding="utf-8")
+    _refuse_destination(path)
+    return path
+
+
+def write_recipe(text: str, *, out: Path, pr: int) -> Path:
+    """Write `text` as OUT/<pr>.yaml, atomically (OUT created if missing); the path written.
+
+    The text goes to a temporary file in OUT, flushed to disk, then renamed over the
+    destination: a reader sees the old file or the new one, never a part of either, and
+    an error or an interruption leaves the old file as it was (the temporary removed).
+    The mode is the old file's, else what the umask gives a new file. Refusals and write
+    errors are a RecipeWriteError naming the file.
+    """
+    path = recipe_destination(out, pr)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecipeWriteError(
+            f"--out {out}: cannot create the directory: {exc.strerror or exc}"
+        ) from exc
+    try:
+        _replace_atomically(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise RecipeWriteError(
+            f"{path}: cannot write the recipe: {exc.strerror or exc}; nothing written "
+            "(a file already there is unchanged)"
+        ) from exc
     return path
 
 
 def _checked_targets(
-    header: RecipeHeader, targets: Sequence[DraftTarget]
+    header: RecipeHeader, targets: Sequence[DraftTarget], *, path: Path
 ) -> tuple[list[DraftTarget], list[tuple[DraftTarget, str]]]:
     """The targets that check ok, and each other one with the reason it does not."""
     kept = list(targets)
     failed: list[tuple[DraftTarget, str]] = []
     while kept:
         text = render_recipe(header, [(t.target, t.edits) for t in kept])
-        bad = _failing(text, header.pr, kept)
+        bad = _failing(text, path, kept)
         if not bad:
             break
         for target, check in bad:
@@ -125,33 +180,49 @@ def _checked_targets(
 
 
 def _checked_names(
-    names: list[DraftNames], not_reverted: list[NotRevertedChange], draft: Draft
+    header: RecipeHeader,
+    names: list[DraftNames],
+    not_reverted: list[NotRevertedChange],
+    *,
+    path: Path,
+    roots: Sequence[SourceTree],
 ) -> tuple[list[DraftNames], list[NotRevertedChange]]:
-    """HOOK (issue 27, the runtime half): the static check of `names` and `not_reverted`.
+    """The `names` entries that check on the trees of `roots` (as `check --source-root`
+    does); each other one is listed as not reverted, at its file and line, with the reason.
 
-    At the merge with the runtime's `check` of these keys, check each names entry on the
-    tree its scope is in, and move an entry that does not check to `not_reverted` (its
-    file and line, reason "the revert does not check (...)"), as `_checked_targets` does
-    for patches. Until then the loader of this branch does not know the keys, so the
-    entries are written as drafted (their statements are those the spec allows).
+    An entry checks when some tree holds its scope's package and no such tree refuses it.
     """
-    del draft
-    return names, not_reverted
+    if not names:
+        return names, not_reverted
+    text = render_recipe(header, [], names=names)
+    recipe = load_recipe_text(text, path=path, collection="new")
+    verdicts: list[list[tuple[str, str]]] = [[] for _ in names]
+    for tree in _unique(roots):
+        for index, found in enumerate(check_whole_fix(recipe, tree=tree)[: len(names)]):
+            if found.status != "absent":
+                verdicts[index].append((found.status, found.message))
+    kept: list[DraftNames] = []
+    for entry, verdict in zip(names, verdicts, strict=True):
+        refused = [(status, message) for status, message in verdict if status != "ok"]
+        if verdict and not refused:
+            kept.append(entry)
+            continue
+        status, message = refused[0] if refused else ("absent", f"no tree holds {entry.scope}")
+        reason = f"the revert does not check ({status}: {_why(message)})"
+        not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
+    return kept, not_reverted
 
 
 def _failing(
-    text: str, pr: int, targets: Sequence[DraftTarget]
+    text: str, path: Path, targets: Sequence[DraftTarget]
 ) -> list[tuple[DraftTarget, TargetCheck]]:
-    with tempfile.TemporaryDirectory(prefix="prtoggle-new-") as scratch:
-        path = Path(scratch) / f"{pr}.yaml"
-        path.write_text(text, encoding="utf-8")
-        recipe = load_recipe(path, collection="new")
-        bad = []
-        for tree in _trees(targets):
-            mine = {t.target for t in targets if t.tree is tree}
-            subset = replace(recipe, patches=tuple(p for p in recipe.patches if p.target in mine))
-            bad.extend(_bad_checks(subset, tree, targets))
-        return bad
+    recipe = load_recipe_text(text, path=path, collection="new")
+    bad = []
+    for tree in _trees(targets):
+        mine = {t.target for t in targets if t.tree is tree}
+        subset = replace(recipe, patches=tuple(p for p in recipe.patches if p.target in mine))
+        bad.extend(_bad_checks(subset, tree, targets))
+    return bad
 
 
 def _bad_checks(
@@ -162,11 +233,16 @@ def _bad_checks(
 
 
 def _trees(targets: Sequence[DraftTarget]) -> list[SourceTree]:
-    trees: list[SourceTree] = []
-    for target in targets:
-        if all(target.tree is not tree for tree in trees):
-            trees.append(target.tree)
-    return trees
+    return _unique([target.tree for target in targets])
+
+
+def _unique(trees: Sequence[SourceTree]) -> list[SourceTree]:
+    """`trees` without repeats (by identity), in order."""
+    seen: list[SourceTree] = []
+    for tree in trees:
+        if all(tree is not other for other in seen):
+            seen.append(tree)
+    return seen
 
 
 def _why(message: str) -> str:
@@ -194,6 +270,73 @@ def _not_reverted_mapping(change: NotRevertedChange) -> dict[str, Any]:
         mapping["code"] = change.code
     mapping["reason"] = change.reason
     return mapping
+
+
+def _refuse_destination(path: Path) -> None:
+    try:
+        info = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # nothing there yet (or OUT to be made)
+        return
+    except OSError as exc:
+        raise RecipeWriteError(f"{path}: cannot write the recipe: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise RecipeWriteError(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); refused: prtoggle never "
+            "writes through a link; remove it or choose another --out"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "special")
+        raise RecipeWriteError(
+            f"{path}: is {kind}, not a regular file; refused (a recipe is written as a "
+            "regular file); remove it or choose another --out"
+        )
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """`data` into a temporary file next to `path`, synced, then renamed over `path`."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    _sync_directory(path.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    """The rename made durable too, where the file system allows a directory fsync."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _umask() -> int:
+    """This process's umask: from /proc where Linux gives it, else set and put back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # process-global for an instant: the CLI writes from one thread
+    os.umask(mask)
+    return mask
 
 
 class _BlockDumper(yaml.SafeDumper):

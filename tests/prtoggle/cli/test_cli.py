@@ -35,7 +35,7 @@ def invoke(*args: str) -> Result:
 
 
 def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeProject) -> None:
-    result = invoke("list")
+    result = invoke("list", "--wide")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].split() == [
@@ -213,7 +213,6 @@ def test_list_shows_each_collection_and_absent_packages(
     assert text.stdout.splitlines()[1].split() == [
         str(ANSWER_FIX),
         "sglang",
-        "-",
         "-",
         "-",
         "absent",

@@ -240,11 +240,11 @@ def test_a_tree_outside_a_recipes_applies_to_is_not_applicable_and_never_a_failu
     result = invoke(*args, str(RANGED_FIX))
     assert result.exit_code == 0, result.output
     assert [line.split() for line in result.output.splitlines()[:2]] == [
-        ["PR", "COLLECTION", "TARGET", old.name, new.name],
+        ["PR", "COLLECTION", "TARGET", "1.5", "2.0"],
         [str(RANGED_FIX), "registry", f"{TARGET_MODULE}.answer", "ok", "not-applicable"],
     ]
     assert result.output.splitlines()[2:] == [
-        f"{new.name}: {RANGED_FIX}  {TARGET_MODULE}.answer: not-applicable: prtoggle-fake 2.0 "
+        f"2.0: {RANGED_FIX}  {TARGET_MODULE}.answer: not-applicable: prtoggle-fake 2.0 "
         f"(in {new}) is outside the recipe's range prtoggle-fake>=1.0,<2.0 (applies_to)"
     ]
     rows = json.loads(invoke(*args, "--json", str(RANGED_FIX)).output)

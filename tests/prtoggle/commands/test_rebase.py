@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +18,8 @@ from prtoggle.commands.rebase import rebase_recipe
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
 from prtoggle.recipes.check import check_fix
 from prtoggle.recipes.schema import load_recipe
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 RECIPE = """\
 pr: 7
@@ -101,6 +106,7 @@ def test_a_target_that_moved_and_drifted_is_found_by_similarity_and_re_anchored(
                     "old_target": "shop.billing.total",
                     "status": "moved",
                     "similarity": 0.988,
+                    "reason": "",
                 }
             ],
         },
@@ -125,9 +131,9 @@ def test_two_functions_as_similar_are_a_tie_declined_naming_both(
     assert result.exit_code == 1
     assert result.output.splitlines() == [
         "edit 1: shop.billing.total: not-found (similarity 0.99)",
-        "could not rebase older/7: no unambiguous place for an edit of shop.billing.total; "
-        "shop.billing.total: moved candidates shop.archive.sum_archived_prices (similarity "
-        "0.988) and shop.ledger.sum_prices (0.988) are too close to tell apart (margin 0.1); "
+        "could not rebase older/7: no unambiguous place for edit 1 (shop.billing.total): "
+        "moved candidates shop.archive.sum_archived_prices (similarity 0.988) and "
+        "shop.ledger.sum_prices (0.988) are too close to tell apart (margin 0.1); "
         "nothing written",
     ]
     assert not (tmp_path / "out").exists()
@@ -179,3 +185,109 @@ def test_the_targets_of_one_recipe_that_moved_search_the_package_files_once(
         "shop/__init__.py": 1,  # the search
         "shop/ledger.py": 3,  # the search, then each rebased target's check
     }
+
+
+COMMENTED = """\
+# The billing fix, kept by hand: this header stays.
+pr: 8
+title: 1:30
+
+patches:
+  # the one target, in the old module
+  - target: shop.billing.total
+    edits:
+      - match: |   # the fixed lines
+          subtotal = 0
+          for item in items:
+              subtotal += item.price * item.quantity
+        replacement: |
+          subtotal = 0
+          for item in items:
+              subtotal += item.price
+
+      # a second edit, untouched by the drift
+      - match: "return subtotal - discount"
+        append: "    # reverted"
+"""
+DRIFTED = """\
+def total(items):
+    subtotal = 0.0
+    for item in items:
+        subtotal += item.price * item.quantity
+    discount = subtotal // 20
+    return subtotal - discount
+"""
+
+
+def prtoggle_process(*args: str, yaml_path: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m prtoggle ARGS` as a real process, PRTOGGLE_YAML_PATH set."""
+    env = {**os.environ, "PRTOGGLE_YAML_PATH": str(yaml_path)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    argv = [sys.executable, "-m", "prtoggle", *args]
+    return subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def commented(tmp_path: Path) -> tuple[Path, Path]:
+    """A collection `kept` holding COMMENTED, and a source root where its match drifted."""
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    (folder / "8.yaml").write_text(COMMENTED)
+    root = tmp_path / "src"
+    (root / "shop").mkdir(parents=True)
+    (root / "shop" / "__init__.py").write_text("")
+    (root / "shop" / "billing.py").write_text(DRIFTED)
+    return folder, root
+
+
+def test_a_rebased_recipe_keeps_every_comment_and_the_layout_of_what_did_not_change(
+    commented: tuple[Path, Path], tmp_path: Path
+) -> None:
+    folder, root = commented
+    out = tmp_path / "out"
+    args = ["rebase", "8", "--collection", "kept", "--source-root", str(root), "--out", str(out)]
+    result = prtoggle_process(*args, yaml_path=folder)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        "edit 1: shop.billing.total: re-anchored (similarity 0.99)",
+        "edit 2: shop.billing.total: exact (similarity 1.00)",
+        f"rebased: wrote {out / '8.yaml'}",
+    ]
+    assert (out / "8.yaml").read_text() == COMMENTED.replace(
+        "          subtotal = 0\n", "          subtotal = 0.0\n"
+    )
+
+
+def test_a_rebased_recipe_is_read_back_as_prtoggle_reads_recipes_title_1_30_stays_text(
+    commented: tuple[Path, Path], tmp_path: Path
+) -> None:
+    folder, root = commented
+    out = tmp_path / "out"
+    args = ["rebase", "8", "--collection", "kept", "--source-root", str(root), "--out", str(out)]
+    assert prtoggle_process(*args, yaml_path=folder).returncode == 0
+    written = load_recipe(out / "8.yaml")
+    assert (written.title, written.pr) == ("1:30", 8)
+
+
+def test_an_edit_whose_lines_the_code_changed_too_says_so_not_only_a_similarity(
+    commented: tuple[Path, Path], tmp_path: Path
+) -> None:
+    folder, root = commented
+    (folder / "8.yaml").write_text(
+        COMMENTED.replace("subtotal += item.price\n", "subtotal += item.price * 2\n").replace(
+            "subtotal += item.price * item.quantity\n", "subtotal += item.price * item.qty\n"
+        )
+    )
+    out = tmp_path / "out"
+    args = ["rebase", "8", "--collection", "kept", "--source-root", str(root), "--out", str(out)]
+    result = prtoggle_process(*args, "--json", yaml_path=folder)
+    assert result.returncode == 1
+    first = json.loads(result.stdout)["edits"][0]
+    assert (first["status"], first["reason"]) == (
+        "not-found",
+        "the code changed the same or an adjacent line the edit changes, so the two changes "
+        "cannot be merged: the match's 'subtotal += item.price * item.qty' now reads "
+        "'subtotal += item.price * item.quantity' (line 4 of the function); rewrite this "
+        "edit by hand",
+    )
+    assert not out.exists()
