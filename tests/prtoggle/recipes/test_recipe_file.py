@@ -1,0 +1,65 @@
+"""Tests of recipes.authoring.recipe_file: a draft's `names` checked before the recipe is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from prtoggle.patching.source_files import open_source_tree
+from prtoggle.recipes.authoring.from_diff import Draft, DraftNames, NotRevertedChange
+from prtoggle.recipes.authoring.recipe_file import RecipeHeader, checked_recipe
+
+
+def tree_with_module(tmp_path: Path, text: str) -> Path:
+    package = tmp_path / "python" / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text(text)
+    return tmp_path / "python"
+
+
+def test_a_names_entry_that_checks_is_kept_and_one_that_does_not_is_listed_as_not_reverted(
+    tmp_path: Path,
+) -> None:
+    root = tree_with_module(tmp_path, "LIMIT = 2\n\ndef total(x):\n    return x\n")
+    good = DraftNames("pkg.mod", "LIMIT = 1\n", (), "pkg/mod.py", 1)
+    reads_nothing_defined = DraftNames(
+        "pkg.mod", "def helper(x):\n    return missing_name(x)\n", (), "pkg/mod.py", 3
+    )
+    draft = Draft(files=["pkg/mod.py"], names=[good, reads_nothing_defined])
+    checked = checked_recipe(
+        RecipeHeader(7, "t"),
+        draft,
+        path=tmp_path / "out" / "7.yaml",
+        roots=[open_source_tree(root)],
+    )
+    assert checked.names == (good,)
+    assert [(c.file, c.line) for c in checked.not_reverted] == [("pkg/mod.py", 3)]
+    (reason,) = [c.reason for c in checked.not_reverted]
+    assert reason.startswith("the revert does not check (")
+    assert "missing_name" in reason
+    document = yaml.safe_load(checked.text)
+    assert document["names"] == [{"scope": "pkg.mod", "define": "LIMIT = 1\n"}]
+    assert document["not_reverted"] == [
+        {"file": "pkg/mod.py", "line": 3, "reason": reason},
+    ]
+
+
+def test_a_names_entry_whose_scope_no_tree_holds_is_listed_as_not_reverted(
+    tmp_path: Path,
+) -> None:
+    root = tree_with_module(tmp_path, "LIMIT = 2\n")
+    elsewhere = DraftNames("other.mod", "LIMIT = 1\n", (), "other/mod.py", 1)
+    checked = checked_recipe(
+        RecipeHeader(8, "t"),
+        Draft(files=["other/mod.py"], names=[elsewhere]),
+        path=tmp_path / "out" / "8.yaml",
+        roots=[open_source_tree(root)],
+    )
+    assert checked.names == ()
+    assert checked.not_reverted == (
+        NotRevertedChange(
+            "other/mod.py", 1, "the revert does not check (absent: no tree holds other.mod)"
+        ),
+    )
