@@ -1,4 +1,4 @@
-"""Tests of recipes.authoring.recipe_file: a draft's `names` checked before the recipe is written."""
+"""Tests of recipes.authoring.recipe_file: drafted `names` checked before the recipe is written."""
 
 from __future__ import annotations
 
