@@ -32,7 +32,8 @@ program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a requested revert did not land: a 
 start-up hook refused it, a target was imported and never patched, or no
 Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
 that sets its own PYTHONPATH); one `prtoggle run:` line says which;
-130/143 when prtoggle itself is interrupted (COMMAND's group is ended).
+129/130/143 when prtoggle itself gets SIGHUP/SIGINT/SIGTERM (COMMAND's group
+is ended).
 
 """
 
