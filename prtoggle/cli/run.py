@@ -16,7 +16,7 @@ from prtoggle.cli.common import (
     revert_selections,
 )
 from prtoggle.errors import PatchApplicationError
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, shell_status
+from prtoggle.protocol import RUN_NOT_REVERTED_EXIT_CODE, shell_status
 from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
 from prtoggle.runners.script_targets import script_targets
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 _RUN_EXIT_HELP = f"""\b
 Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
 before starting it (unknown PR, a revert that does not apply, no such
-program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a requested revert did not land: a child Python's
+program); {RUN_NOT_REVERTED_EXIT_CODE} when a requested revert did not land: a child Python's
 start-up hook refused it, a target was imported and never patched, or no
 Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
 that sets its own PYTHONPATH); one `prtoggle run:` line says which;

@@ -1,41 +1,31 @@
-"""What the Python processes of a `prtoggle run` command report, and the parent's verdict on it.
+"""The parent's side of the run reports: collect what a command's processes report, judge it.
 
-`prtoggle run` names a fresh directory in RUN_REPORT_ENV. Every Python process of the command
-whose requested reverts are put in force (by the start-up hook, or by its own
-`maybe_revert_pr_fix()`) writes `<pid>.json` there: `in-force` at once, `exited` with the
-imported targets it could not patch at exit; a start-up hook that refuses (at start-up or
-when a module is imported) writes `refused`. After the command ends the parent reads them
-all: a run in which no process reported (the hook never ran: `python -I`/`-E`/`-S`, a wrapper
-that sets its own PYTHONPATH, an interpreter the hook cannot run in), a refusal, or a target
-imported and left unpatched is one line and status BOOTSTRAP_FAILURE_EXIT_CODE instead of
-the command's (`bisect`: a skip; `coverage`: a run that does not count).
+`prtoggle run` (and `bisect`, `coverage`) names a fresh directory in RUN_REPORT_ENV. Every
+Python process of the command whose requested reverts are put in force writes `<pid>.json`
+there (what it writes and when: prtoggle.revert.child). After the command ends the parent
+reads them all: a run in which no process reported (the hook never ran: `python -I`/`-E`/
+`-S`, a wrapper that sets its own PYTHONPATH, an interpreter the hook cannot run in), a
+refusal, or a target imported and left unpatched is one line and status
+RUN_NOT_REVERTED_EXIT_CODE instead of the command's (`bisect`: a skip; `coverage`: a run
+that does not count).
 """
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, RUN_REPORT_ENV, write_run_report
-from prtoggle.revert import state as revert_state
+from prtoggle.protocol import (
+    BOOTSTRAP_FAILURE_EXIT_CODE,
+    RUN_NOT_REVERTED_EXIT_CODE,
+    RUN_REPORT_ENV,
+)
 
 _ISOLATING_FLAGS = {"I": "-I", "E": "-E", "S": "-S"}
-
-
-@dataclass
-class _Reporting:
-    """This process's side: whether the at-exit report is registered."""
-
-    at_exit: bool = False
-
-
-_REPORTING = _Reporting()
 
 
 @dataclass(frozen=True)
@@ -55,16 +45,6 @@ class Verdict:
 
     status: int
     line: str | None = None
-
-
-def report_in_force(prs: Sequence[int]) -> None:
-    """Tell a `prtoggle run` parent that `prs` are in force here; report again at exit."""
-    if not os.environ.get(RUN_REPORT_ENV) or not prs:
-        return
-    write_run_report({"state": "in-force", "prs": list(prs)})
-    if not _REPORTING.at_exit:
-        _REPORTING.at_exit = True
-        atexit.register(_report_at_exit)
 
 
 @contextmanager
@@ -102,7 +82,7 @@ def verdict(
 
     The command's own status when they did (or nothing was requested, or the command
     passed on its start-up hook's refusal, status and line); otherwise
-    BOOTSTRAP_FAILURE_EXIT_CODE and one line saying what did not land, and where.
+    RUN_NOT_REVERTED_EXIT_CODE and one line saying what did not land, and where.
     """
     reason = not_landed(prs, reports, command=command)
     passed_on = status == BOOTSTRAP_FAILURE_EXIT_CODE and any(
@@ -111,9 +91,9 @@ def verdict(
     if reason is None or passed_on:
         return Verdict(status=status)
     return Verdict(
-        status=BOOTSTRAP_FAILURE_EXIT_CODE,
+        status=RUN_NOT_REVERTED_EXIT_CODE,
         line=f"prtoggle run: {reason}; the command exited {status}, prtoggle run exits "
-        f"{BOOTSTRAP_FAILURE_EXIT_CODE}",
+        f"{RUN_NOT_REVERTED_EXIT_CODE}",
     )
 
 
@@ -140,18 +120,6 @@ def not_landed(
                 "and not patched"
             )
     return None
-
-
-def _report_at_exit() -> None:
-    prs = revert_state.held_prs()
-    unapplied = revert_state.unapplied_imported_targets()
-    write_run_report(
-        {
-            "state": "exited",
-            "prs": list(prs),
-            "unapplied": {str(pr): list(targets) for pr, targets in unapplied.items()},
-        }
-    )
 
 
 def _why_silent(command: Sequence[str]) -> str:

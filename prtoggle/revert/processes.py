@@ -1,4 +1,4 @@
-"""Reverts in every process of a program: children's start-up hook, in-force line, exit report.
+"""Reverts in every process of a program: children's start-up hook on PYTHONPATH, in-force log.
 
 A program with reverts in force (through `prtoggle run`'s start-up hook or its own
 `maybe_revert_pr_fix()`) passes them on: the start-up hook's directory goes first on
@@ -6,13 +6,11 @@ A program with reverts in force (through `prtoggle run`'s start-up hook or its o
 subprocess) reverts SGLANG_DEBUG_REVERT_PR at start-up too, strictly, as under `prtoggle
 run`; a forked child inherits the patched code. Each process logs one line when reverts are
 put in force in it (pid, PRs, each fix as `collection/PR`; a forked child that asks again logs
-its own) and reports at exit, once, the requested reverts whose module was imported but never
-patched (registered once: a forked child inherits the handler and the record of it).
+its own). What a process reports, and when it refuses: prtoggle.revert.child.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import sys
@@ -29,7 +27,6 @@ __all__ = [
     "announce_in_force",
     "log_to_stderr",
     "pass_on_to_children",
-    "report_unapplied_at_exit",
 ]
 
 logger = logging.getLogger(__name__)
@@ -40,7 +37,6 @@ class _ProcessRecord:
     """What this process has said already, by pid (a forked child starts from its parent's)."""
 
     announced: dict[int, set[int]] = field(default_factory=dict)  # pid -> PRs logged in force
-    exit_report_registered: bool = False
     stderr_handler: logging.Handler | None = None
 
 
@@ -73,13 +69,6 @@ def announce_in_force(prs: Sequence[int]) -> None:
     logger.info("pid %d: %s in force (%s)", pid, named, ", ".join(labels))
 
 
-def report_unapplied_at_exit() -> None:
-    """At exit, one stderr line per requested PR imported and never patched; once a process."""
-    if not _RECORD.exit_report_registered:
-        _RECORD.exit_report_registered = True
-        atexit.register(_report_unapplied)
-
-
 def log_to_stderr() -> None:
     """prtoggle's log lines (INFO and up) on stderr as `prtoggle: ...`, and only there.
 
@@ -96,12 +85,3 @@ def log_to_stderr() -> None:
     root.setLevel(logging.INFO)
     root.propagate = False
     _RECORD.stderr_handler = handler
-
-
-def _report_unapplied() -> None:
-    for pr, targets in sorted(revert_state.unapplied_imported_targets().items()):
-        sys.stderr.write(
-            f"prtoggle: PR {pr} was requested but never reverted: {', '.join(targets)} "
-            "imported and not patched\n"
-        )
-    sys.stderr.flush()
