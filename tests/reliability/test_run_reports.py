@@ -1,0 +1,74 @@
+"""What `prtoggle run` hears from its command's processes (issues 25.3, 26.4, 26.10).
+
+Real `prtoggle run` processes on real files: a package whose `__init__` fails after importing
+a namespace subpackage, processes that outlive the command and write their report late,
+report files that are not reports, children that stay quiet while the parent says once
+what landed where.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+WORKTREE = Path(__file__).resolve().parents[2]
+PR = 99401
+RECIPE = f"""\
+pr: {PR}
+title: answer 41
+patches:
+  - target: {{target}}
+    edits:
+      - match: return 42
+        replacement: return 41
+"""
+
+
+def write_recipe(project: Path, target: str) -> None:
+    recipes = project / "recipes"
+    recipes.mkdir(exist_ok=True)
+    (recipes / f"{PR}.yaml").write_text(RECIPE.format(target=target))
+
+
+def prtoggle_run(
+    project: Path, *command: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    base = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(WORKTREE), str(project)]),
+        "PRTOGGLE_YAML_PATH": str(project / "recipes"),
+        "TMPDIR": str(project / "tmp"),
+    }
+    base.pop("SGLANG_DEBUG_REVERT_PR", None)
+    (project / "tmp").mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "prtoggle", "run", "-r", str(PR), "--", *command],
+        env={**base, **(env or {})},
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_a_package_that_fails_after_importing_a_namespace_subpackage_gets_no_atexit_noise(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pkg" / "ns").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        "import pkg.ns.mod\nraise RuntimeError('No supported accelerator')\n"
+    )
+    (tmp_path / "pkg" / "ns" / "mod.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "pkg" / "ns" / "other.py").write_text("def answer():\n    return 42\n")
+    write_recipe(tmp_path, "pkg.ns.other.answer")
+    result = prtoggle_run(tmp_path, sys.executable, "-c", "import pkg.ns.mod")
+    assert result.returncode == 1
+    assert result.stderr.endswith("RuntimeError: No supported accelerator\n")  # the program's
+    assert "Exception ignored" not in result.stderr
+    assert "KeyError" not in result.stderr
