@@ -13,6 +13,8 @@ that does not count).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,13 +32,16 @@ _ISOLATING_FLAGS = {"I": "-I", "E": "-E", "S": "-S"}
 
 @dataclass(frozen=True)
 class ProcessReport:
-    """One process's last report: its state, its refusal, per PR the targets left unpatched."""
+    """One process's last report: its state, its refusal, per PR its recipes (`recipes`),
+    those with code patched (`landed`) and the targets imported but left unpatched."""
 
     pid: int
     argv: tuple[str, ...]
     state: str
     error: str = ""
     unapplied: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    recipes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    landed: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -49,29 +54,29 @@ class Verdict:
 
 @contextmanager
 def collecting_reports(env: Mapping[str, str]) -> Iterator[tuple[dict[str, str], Path]]:
-    """A copy of `env` naming a fresh report directory, and that directory (removed after)."""
-    with tempfile.TemporaryDirectory(prefix="prtoggle-run-") as directory:
-        yield {**env, RUN_REPORT_ENV: directory}, Path(directory)
+    """A copy of `env` naming a fresh report directory, and that directory (removed after).
+
+    Processes that outlive the command (multiprocessing's resource tracker, a daemon) may
+    still write when it is removed: the directory is first renamed out of their reach (a
+    late write then fails, quietly), then deleted; whatever they do, it never stays.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="prtoggle-run-"))
+    try:
+        yield {**env, RUN_REPORT_ENV: str(directory)}, directory
+    finally:
+        _remove_late_written(directory)
 
 
 def read_reports(directory: Path) -> list[ProcessReport]:
-    """Every complete report in `directory`, by pid."""
+    """Every complete, well-formed report in `directory`, by pid (anything else is ignored)."""
     reports = []
     for path in sorted(directory.glob("*.json")):
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            report = _parsed(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue
-        unapplied = {int(pr): tuple(t) for pr, t in (raw.get("unapplied") or {}).items()}
-        reports.append(
-            ProcessReport(
-                pid=int(raw.get("pid", 0)),
-                argv=tuple(str(arg) for arg in raw.get("argv") or ()),
-                state=str(raw.get("state", "")),
-                error=str(raw.get("error", "")),
-                unapplied=unapplied,
-            )
-        )
+        if report is not None:
+            reports.append(report)
     return sorted(reports, key=lambda report: report.pid)
 
 
@@ -162,3 +167,50 @@ def _process(report: ProcessReport) -> str:
     if len(shown) > 80:
         shown = shown[:77] + "..."
     return f"process {report.pid} ({shown})"
+
+
+def _remove_late_written(directory: Path) -> None:
+    """Delete the report directory although late processes may still write into it.
+
+    Writers only ever reach it by its name (write_run_report: a temporary file, then a
+    rename into place); after the rename here no new entry can appear in it.
+    """
+    out_of_reach = directory.with_name(f"{directory.name}.done")
+    try:
+        os.rename(directory, out_of_reach)
+    except OSError:
+        out_of_reach = directory
+    for _attempt in range(5):
+        shutil.rmtree(out_of_reach, ignore_errors=True)
+        if not out_of_reach.exists():
+            return
+
+
+def _parsed(raw: object) -> ProcessReport | None:
+    """A report as `prtoggle.revert.child` writes it, or None for anything else."""
+    if not isinstance(raw, dict):
+        return None
+    pid, state = raw.get("pid"), raw.get("state")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(state, str):
+        return None
+    argv = raw.get("argv")
+    return ProcessReport(
+        pid=pid,
+        argv=tuple(str(arg) for arg in argv) if isinstance(argv, list) else (),
+        state=state,
+        error=str(raw.get("error") or ""),
+        unapplied=_per_pr(raw.get("unapplied")),
+        recipes=_per_pr(raw.get("recipes")),
+        landed=_per_pr(raw.get("landed")),
+    )
+
+
+def _per_pr(raw: object) -> dict[int, tuple[str, ...]]:
+    """`{"27460": ["a", "b"]}` -> {27460: ("a", "b")}; entries of any other shape left out."""
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        int(pr): tuple(str(item) for item in items)
+        for pr, items in raw.items()
+        if isinstance(pr, str) and pr.isascii() and pr.isdigit() and isinstance(items, list)
+    }

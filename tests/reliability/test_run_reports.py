@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -72,3 +71,51 @@ def test_a_package_that_fails_after_importing_a_namespace_subpackage_gets_no_ate
     assert result.stderr.endswith("RuntimeError: No supported accelerator\n")  # the program's
     assert "Exception ignored" not in result.stderr
     assert "KeyError" not in result.stderr
+
+
+LATE_WRITER = """\
+import os, subprocess, sys
+# A process that outlives the command and keeps writing its report (as multiprocessing's
+# resource tracker or a daemon does at its exit) while `prtoggle run` cleans up.
+writer = (
+    "import time\\n"
+    "import prtoggle.protocol as protocol\\n"
+    "end = time.monotonic() + 3\\n"
+    "while time.monotonic() < end:\\n"
+    "    protocol.write_run_report({'state': 'in-force', 'prs': []})\\n"
+)
+late = subprocess.Popen([sys.executable, "-c", writer], start_new_session=True)
+report = os.path.join(os.environ["PRTOGGLE_RUN_REPORT_DIR"], f"{late.pid}.json")
+while not os.path.exists(report):  # exit only once it is writing
+    pass
+import target
+sys.exit(3 if target.answer() == 41 else 4)
+"""
+
+
+def test_a_process_that_writes_its_report_after_the_command_exited_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "target.py").write_text("def answer():\n    return 42\n")
+    (tmp_path / "app.py").write_text(LATE_WRITER)
+    write_recipe(tmp_path, "target.answer")
+    statuses = set()
+    for _attempt in range(3):  # the race is likely at each attempt; every one must hold
+        result = prtoggle_run(tmp_path, sys.executable, "app.py")
+        statuses.add(result.returncode)
+        assert "Traceback" not in result.stderr, result.stderr
+    assert statuses == {3}  # the command's own status, reverted
+    assert sorted(os.listdir(tmp_path / "tmp")) == []  # no prtoggle-run-* directory left
+
+
+@pytest.mark.parametrize("content", ["[]", "null", '{"pid": "x"}', '{"pid": 1, "state": 2}'])
+def test_a_report_file_that_is_not_a_report_is_ignored(tmp_path: Path, content: str) -> None:
+    (tmp_path / "target.py").write_text("def answer():\n    return 42\n")
+    write_recipe(tmp_path, "target.answer")
+    script = (
+        f"printf '%s' '{content}' > \"$PRTOGGLE_RUN_REPORT_DIR/1.json\"; "
+        f'"{sys.executable}" -c "import target, sys; sys.exit(target.answer())"'
+    )
+    result = prtoggle_run(tmp_path, "sh", "-c", script)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 41
