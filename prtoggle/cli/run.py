@@ -94,7 +94,8 @@ def run_environment(
 def _run_and_check_reports(
     prs: Sequence[int], *, command: Sequence[str], env: dict[str, str]
 ) -> int:
-    """Run COMMAND; its status, or 78 with one line when the reverts did not land in it."""
+    """Run COMMAND; its status and where the reverts were in force, or 78 and one line when
+    they did not land in it."""
     from prtoggle.revert import child_report
     from prtoggle.runners.child_process import run_in_foreground
 

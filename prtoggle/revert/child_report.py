@@ -46,7 +46,10 @@ class ProcessReport:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The status `prtoggle run` exits with, and the line it prints first (None: all landed)."""
+    """The status `prtoggle run` exits with, and its one line on stderr (None: nothing to say).
+
+    The line says what did not land, or else where the reverts were in force (summary).
+    """
 
     status: int
     line: str | None = None
@@ -85,16 +88,19 @@ def verdict(
 ) -> Verdict:
     """Whether the reverts of `prs` landed in the command's processes; the status to exit with.
 
-    The command's own status when they did (or nothing was requested, or the command
-    passed on its start-up hook's refusal, status and line); otherwise
-    RUN_NOT_REVERTED_EXIT_CODE and one line saying what did not land, and where.
+    The command's own status when they did (with the summary line), or nothing was
+    requested, or the command passed on its start-up hook's refusal, status and line;
+    otherwise RUN_NOT_REVERTED_EXIT_CODE and one line saying what did not land, and where.
     """
     reason = not_landed(prs, reports, command=command)
     passed_on = status == BOOTSTRAP_FAILURE_EXIT_CODE and any(
         report.state == "refused" for report in reports
     )
-    if reason is None or passed_on:
+    if passed_on:
         return Verdict(status=status)
+    if reason is None:
+        said = summary(prs, reports)
+        return Verdict(status=status, line=None if said is None else f"prtoggle run: {said}")
     return Verdict(
         status=RUN_NOT_REVERTED_EXIT_CODE,
         line=f"prtoggle run: {reason}; the command exited {status}, prtoggle run exits "
@@ -111,7 +117,7 @@ def not_landed(
     """
     if not prs:
         return None
-    named = f"PR {prs[0]}" if len(prs) == 1 else "PRs " + ", ".join(map(str, prs))
+    named = _named(prs)
     if not reports:
         return f"{named} not reverted: {_why_silent(command)}"
     refused = [report for report in reports if report.state == "refused"]
@@ -125,6 +131,45 @@ def not_landed(
                 "and not patched"
             )
     return None
+
+
+def summary(prs: Sequence[int], reports: Sequence[ProcessReport]) -> str | None:
+    """Where `prs` were in force, in one phrase; None when no process reported them.
+
+    `PR 27460 in force in 3 processes (sglang/27460)`: the processes that put them in force
+    and the recipes whose code was patched in at least one of them. A recipe none of them
+    imported is said to be not reverted, never "in force".
+    """
+    holding = [r for r in reports if r.state != "refused" and any(pr in r.recipes for pr in prs)]
+    if not prs or not holding:
+        return None
+    named = _named(prs)
+    processes = f"{len(holding)} process" + ("" if len(holding) == 1 else "es")
+    recipes = _labels(holding, prs, landed=False)
+    landed = [label for label in _labels(holding, prs, landed=True) if label in recipes]
+    idle = [label for label in recipes if label not in landed]
+    if not landed:
+        return (
+            f"{named} requested in {processes}, but no process imported its code, so "
+            f"nothing was reverted ({_shortened(idle)})"
+        )
+    said = f"{named} in force in {processes} ({', '.join(landed)})"
+    return f"{said}; never imported, so not reverted: {_shortened(idle)}" if idle else said
+
+
+def _labels(reports: Sequence[ProcessReport], prs: Sequence[int], *, landed: bool) -> list[str]:
+    """The recipes of `prs` over `reports` (those patched somewhere with `landed`), in order."""
+    per_pr = [(r.landed if landed else r.recipes).get(pr, ()) for pr in prs for r in reports]
+    return list(dict.fromkeys(label for labels in per_pr for label in labels))
+
+
+def _shortened(labels: Sequence[str], *, shown: int = 6) -> str:
+    more = len(labels) - shown
+    return ", ".join(labels[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _named(prs: Sequence[int]) -> str:
+    return f"PR {prs[0]}" if len(prs) == 1 else "PRs " + ", ".join(map(str, prs))
 
 
 def _why_silent(command: Sequence[str]) -> str:

@@ -70,11 +70,12 @@ def announce_in_force(prs: Sequence[int]) -> None:
 
 
 def log_to_stderr() -> None:
-    """prtoggle's log lines (INFO and up) on stderr as `prtoggle: ...`, and only there.
+    """prtoggle's warnings on stderr as `prtoggle: ...` lines, and only there; nothing else.
 
     For processes whose reverts prtoggle started (a `prtoggle run` child, a child of a
-    program that put reverts in force): the program's own logging set-up, made later, is
-    not asked, so no line shows twice.
+    program that put reverts in force): they stay quiet (the in-force line is not said:
+    the parent says it once, from the run reports), and the program's own logging set-up,
+    made later, is not asked, so no line shows twice.
     """
     if _RECORD.stderr_handler is not None:
         return
@@ -82,6 +83,6 @@ def log_to_stderr() -> None:
     handler.setFormatter(logging.Formatter("prtoggle: %(message)s"))
     root = logging.getLogger("prtoggle")
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.WARNING)
     root.propagate = False
     _RECORD.stderr_handler = handler

@@ -547,7 +547,10 @@ def test_run_all_keeps_what_applies_and_names_what_it_left_out_in_one_line(
     assert (result.exit_code, result.stderr) == (
         0,
         "prtoggle: -r all: left out 1 recipe(s) that do not apply here: registry/90013 "
-        "(out-of-range: installed prtoggle-fake 2.3, range prtoggle-fake>=1.0,<2.0)\n",
+        "(out-of-range: installed prtoggle-fake 2.3, range prtoggle-fake>=1.0,<2.0)\n"
+        f"prtoggle run: PRs {ANSWER_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX} requested in 1 "
+        "process, but no process imported its code, so nothing was reverted (registry/"
+        f"{ANSWER_FIX}, registry/{FIRST_HALF_FIX}, registry/{SECOND_HALF_FIX})\n",
     )
     assert seen.read_text() == (
         f"registry:{ANSWER_FIX},registry:{FIRST_HALF_FIX},registry:{SECOND_HALF_FIX}"
