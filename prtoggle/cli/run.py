@@ -15,8 +15,8 @@ from prtoggle.cli.common import (
     qualified_specs,
     revert_selections,
 )
-from prtoggle.errors import PatchApplicationError
-from prtoggle.protocol import RUN_NOT_REVERTED_EXIT_CODE, shell_status
+from prtoggle.errors import PatchApplicationError, RevertSpecError
+from prtoggle.protocol import REVERT_ENV, RUN_NOT_REVERTED_EXIT_CODE, RUN_REPORT_ENV, shell_status
 from prtoggle.recipes.packages import checks_per_fix, import_free_source_root
 from prtoggle.runners.script_targets import script_targets
 
@@ -74,13 +74,18 @@ def run_environment(
 ) -> tuple[tuple[int, ...], dict[str, str]]:
     """The PRs `-r REVERTS` asks for and the environment `run` gives COMMAND (from `base`).
 
-    Refuses (a PrToggleError) what does not apply to the code COMMAND would import.
+    Refuses (a PrToggleError) an empty `-r` and what does not apply to the code COMMAND
+    would import. A revert already requested in the environment (an outer `prtoggle run`,
+    `bisect` or `coverage`, or an exported SGLANG_DEBUG_REVERT_PR) is kept: composed.
     """
     from prtoggle.revert.toggle import child_env
 
+    _refuse_empty(reverts)
+    outer = (os.environ if base is None else base).get(REVERT_ENV, "").strip()
     registry = load_default_registry()
     search_path = _child_search_path(command)
-    selections, everything = revert_selections(reverts, registry, search_path=search_path)
+    requested = [outer, *reverts] if outer not in ("", "0") else list(reverts)
+    selections, everything = revert_selections(requested, registry, search_path=search_path)
     _refuse_reverts_that_do_not_apply(selections, command=command, search_path=search_path)
     specs = (
         qualified_specs(selections)
@@ -102,10 +107,24 @@ def _run_and_check_reports(
     with child_report.collecting_reports(env) as (reporting_env, directory):
         status = shell_status(run_in_foreground(list(command), env=reporting_env))
         reports = child_report.read_reports(directory)
+        outer = os.environ.get(RUN_REPORT_ENV)
+        if outer:  # a run inside a run (or bisect, coverage): the outer one hears them too
+            child_report.forward_reports(directory, to=Path(outer))
     outcome = child_report.verdict(prs, reports, command=command, status=status)
     if outcome.line is not None:
         click.echo(outcome.line, err=True)
     return outcome.status
+
+
+def _refuse_empty(reverts: Sequence[str]) -> None:
+    """`-r ""` (`-r "$PR"` with PR unset) or `-r 0` would run COMMAND unreverted: refused."""
+    for value in reverts:
+        if value.strip() in ("", "0"):
+            raise RevertSpecError(
+                f"-r {value!r} names no PR (an unset shell variable?); expected PR numbers "
+                "(26521,24856), COLLECTION:PR (sglang:27460) or 'all'; to run COMMAND with "
+                "nothing reverted, run it without prtoggle"
+            )
 
 
 def _refuse_reverts_that_do_not_apply(

@@ -42,7 +42,7 @@ from prtoggle.protocol import (
 if TYPE_CHECKING:
     from prtoggle.errors import PatchApplicationError
 
-__all__ = ["make_strict", "reason_of", "refuse", "report_in_force", "start"]
+__all__ = ["make_strict", "reason_of", "refuse", "report_exec", "report_in_force", "start"]
 
 
 @dataclass
@@ -128,6 +128,17 @@ def report_in_force(prs: Sequence[int]) -> None:
         atexit.register(_at_exit)
 
 
+def report_exec(path: object, argv: object) -> None:
+    """This process is about to exec `argv` (at `path`): say so to a `prtoggle run` parent.
+
+    If the new program is a Python that reverts, its own report replaces this one (same
+    pid); if it never reports, the parent sees that a Python was exec'd unreverted.
+    """
+    shown = [os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in argv or ()]  # type: ignore[attr-defined]
+    executable = os.fsdecode(path) if isinstance(path, (str, bytes)) else str(path)
+    _write_report("exec", extra={"exec": [executable, *shown[1:]]})
+
+
 def _refuse_deferred(exc: PatchApplicationError) -> None:
     if _CHILD.strict:
         refuse(str(exc))
@@ -137,7 +148,12 @@ def _on_landed(_pr: int) -> None:
     _write_report("in-force")
 
 
-def _write_report(state_name: str, *, unapplied: dict[int, tuple[str, ...]] | None = None) -> None:
+def _write_report(
+    state_name: str,
+    *,
+    unapplied: dict[int, tuple[str, ...]] | None = None,
+    extra: dict[str, object] | None = None,
+) -> None:
     """This process's report: PRs held, their recipes, which recipes have patched code."""
     if not os.environ.get(RUN_REPORT_ENV):
         return
@@ -151,6 +167,7 @@ def _write_report(state_name: str, *, unapplied: dict[int, tuple[str, ...]] | No
             "recipes": {str(pr): list(state.labels_of(pr)) for pr in prs},
             "landed": {str(pr): list(state.landed_labels(pr)) for pr in prs},
             "unapplied": {str(pr): list(t) for pr, t in (unapplied or {}).items()},
+            **(extra or {}),
         }
     write_run_report(record)
 

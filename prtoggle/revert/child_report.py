@@ -42,6 +42,7 @@ class ProcessReport:
     unapplied: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     recipes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     landed: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    execed: tuple[str, ...] = ()  # state "exec": the program it was replacing itself with
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,22 @@ def read_reports(directory: Path) -> list[ProcessReport]:
         if report is not None:
             reports.append(report)
     return sorted(reports, key=lambda report: report.pid)
+
+
+def forward_reports(directory: Path, *, to: Path) -> None:
+    """Copy every report of `directory` into `to`, an outer run's report directory.
+
+    A `prtoggle run` inside another (or inside `bisect`, `coverage`) passes on what its
+    command's processes said, so the outer verdict is about the processes that ran the
+    program, not only the inner `prtoggle` process. A write that fails is left out quietly.
+    """
+    for path in sorted(directory.glob("*.json")):
+        temporary = to / f".{path.name}.{os.getpid()}.tmp"
+        try:
+            shutil.copyfile(path, temporary)
+            os.replace(temporary, to / path.name)
+        except OSError:
+            continue
 
 
 def verdict(
@@ -124,6 +141,14 @@ def not_landed(
     if refused:
         error = (refused[0].error.splitlines() or ["(no message)"])[0]  # the rest: on stderr
         return f"{named} not reverted in {_process(refused[0])}: {error}"
+    execed = [r for r in reports if r.state == "exec" and _is_python(r.execed)]
+    if execed:
+        program = " ".join(execed[0].execed)
+        return (
+            f"{named} not reverted in {_process(execed[0])}: it exec'd `{_cut(program)}`, a "
+            "Python that never reported (its options or environment kept prtoggle's start-up "
+            "hook out)"
+        )
     for report in reports:
         for pr, targets in sorted(report.unapplied.items()):
             return (
@@ -208,10 +233,16 @@ def _isolating_flag(command: Sequence[str]) -> str | None:
 
 
 def _process(report: ProcessReport) -> str:
-    shown = " ".join(report.argv).replace("\r", "\\r").replace("\n", "\\n")
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return f"process {report.pid} ({shown})"
+    return f"process {report.pid} ({_cut(' '.join(report.argv))})"
+
+
+def _cut(shown: str) -> str:
+    shown = shown.replace("\r", "\\r").replace("\n", "\\n")
+    return shown[:77] + "..." if len(shown) > 80 else shown
+
+
+def _is_python(argv: Sequence[str]) -> bool:
+    return bool(argv) and Path(argv[0]).name.startswith("python")
 
 
 def _remove_late_written(directory: Path) -> None:
@@ -238,7 +269,7 @@ def _parsed(raw: object) -> ProcessReport | None:
     pid, state = raw.get("pid"), raw.get("state")
     if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(state, str):
         return None
-    argv = raw.get("argv")
+    argv, execed = raw.get("argv"), raw.get("exec")
     return ProcessReport(
         pid=pid,
         argv=tuple(str(arg) for arg in argv) if isinstance(argv, list) else (),
@@ -247,6 +278,7 @@ def _parsed(raw: object) -> ProcessReport | None:
         unapplied=_per_pr(raw.get("unapplied")),
         recipes=_per_pr(raw.get("recipes")),
         landed=_per_pr(raw.get("landed")),
+        execed=tuple(str(arg) for arg in execed) if isinstance(execed, list) else (),
     )
 
 

@@ -252,18 +252,19 @@ def child_env(prs: Sequence[int | str], *, base: Mapping[str, str] | None = None
     The bootstrap directory (a sitecustomize that chains to any other sitecustomize)
     goes first on PYTHONPATH; SGLANG_DEBUG_REVERT_PR is set ("" for no PR, so a
     parent's value is not inherited), qualified `C:N` entries as given.
-    PRTOGGLE_YAML_PATH passes through from `base`.
+    PRTOGGLE_YAML_PATH passes through from `base`, made absolute here (this process's
+    working directory), so a child that changes directory reads the same recipes.
     """
     env = dict(os.environ if base is None else base)
-    existing = env.get("PYTHONPATH", "")
-    paths = [str(BOOTSTRAP_DIR), *(p for p in existing.split(os.pathsep) if p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    processes.with_start_up_hook(env)
+    processes.resolve_yaml_path(env)
     env[REVERT_ENV] = ",".join(str(pr) for pr in prs)
     return env
 
 
 def _hold_requested(value: str) -> tuple[int, ...]:
     """Parse SGLANG_DEBUG_REVERT_PR's `value`, choose the recipes and pin each PR (all or none)."""
+    processes.resolve_yaml_path(os.environ)  # once, here: children read the same recipes
     registry = default_registry()
     requests = parse_revert_requests(value, registry=registry)
     selections = select_reverts(requests, registry=registry)
