@@ -27,11 +27,13 @@ if TYPE_CHECKING:
 
 _RUN_EXIT_HELP = f"""\b
 Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
-before starting it (unknown PR, a revert that does not apply, no such
-program); {RUN_NOT_REVERTED_EXIT_CODE} when a requested revert did not land: a child Python's
-start-up hook refused it, a target was imported and never patched, or no
-Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
-that sets its own PYTHONPATH); one `prtoggle run:` line says which;
+before starting it (unknown PR, an empty -r, a revert that does not apply,
+no such program); {RUN_NOT_REVERTED_EXIT_CODE} when a requested revert did not land: a child
+Python's start-up hook refused it, a target was imported and never patched,
+no Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
+that sets its own PYTHONPATH), or a Python exec'd with -I/-E; one
+`prtoggle run:` line says which (otherwise one line says where the reverts
+were in force); a revert requested in the environment (an outer run) is kept;
 129/130/143 when prtoggle itself gets SIGHUP/SIGINT/SIGTERM (COMMAND's group
 is ended).
 
