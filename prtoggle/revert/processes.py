@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,7 +148,7 @@ def _on_exec(path: object, argv: object, env: object) -> None:
     if env is None:
         with_start_up_hook(os.environ)
         return
-    if not isinstance(env, MutableMapping) or not all(isinstance(k, str) for k in env):
+    if not isinstance(env, Mapping) or not all(isinstance(k, str) for k in env):
         return  # bytes keys or an odd mapping: the report above tells the parent
     fixed: dict[str, str] = dict(env)
     for name in _CARRIED:
