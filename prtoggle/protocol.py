@@ -45,6 +45,11 @@ BOOTSTRAP_FAILURE_PREFIX = "prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR"
 BOOTSTRAP_FAILURE_EXIT_CODE = 78
 """EX_CONFIG: the status of a child whose start-up hook cannot honour its revert request."""
 
+RUN_NOT_REVERTED_EXIT_CODE = 78
+"""The parent's verdict: `prtoggle run` exits with it (one `prtoggle run:` line) when a
+requested revert did not land in its command's processes. The same number as a refusing
+child's (EX_CONFIG), so a command that passes its child's refusal on reads alike."""
+
 RUN_REPORT_ENV = "PRTOGGLE_RUN_REPORT_DIR"
 """Set by `prtoggle run`: a directory where every Python process of the command that reverts
 writes `<pid>.json` (write_run_report), so that the parent learns whether the reverts landed."""

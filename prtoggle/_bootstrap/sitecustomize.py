@@ -2,17 +2,12 @@
 
 `prtoggle.revert.toggle.child_env` puts this directory first on PYTHONPATH. The hook first
 runs the sitecustomize it shadows (if any), then, when SGLANG_DEBUG_REVERT_PR is not
-empty, reverts the named fixes (targets not imported yet are patched as soon as their
-module has finished importing). A revert request that cannot be honoured (bad value,
-unknown PR, broken registry, an edit that does not apply, now or when its module is
-imported; any exception at all, e.g. a prtoggle too new for this Python) prints one
-`prtoggle:` line on stderr and exits with status 78
-(prtoggle.protocol.BOOTSTRAP_FAILURE_EXIT_CODE): the child never runs silently unreverted.
-Under `prtoggle run` the refusal is also written to the run's report directory
-(prtoggle.revert.child_report), so a wrapper that goes on after it is caught. At exit, a
-requested revert whose module was imported but which never applied is reported on stderr,
-one line per PR. It reads prtoggle/protocol.py (a few constants) as a file and
-imports prtoggle (the copy this hook belongs to) only when a revert is asked for.
+empty, imports the prtoggle it belongs to and hands over to the child contract,
+`prtoggle.revert.child.start()`: revert the named fixes (targets not imported yet are
+patched as soon as their module has finished importing), or refuse with one `prtoggle:`
+line on stderr and status 78, now or at a later import; report to a `prtoggle run` parent.
+It reads prtoggle/protocol.py (a few constants) as a file and imports prtoggle only when a
+revert is asked for.
 """
 
 from __future__ import annotations
@@ -42,34 +37,10 @@ def _apply_reverts() -> None:
     protocol = _load_protocol()
     if not os.environ.get(protocol.REVERT_ENV, "").strip():
         return
-    try:
-        _import_own_prtoggle()
-        from prtoggle.revert.toggle import guard_child_process, maybe_revert_pr_fix
+    _import_own_prtoggle()
+    from prtoggle.revert import child  # stdlib, protocol and errors only at import
 
-        guard_child_process(exit_status=protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
-        maybe_revert_pr_fix()
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # any failure is a refusal, never an unreverted run
-        _refuse(protocol, exc)
-
-
-def _refuse(protocol: ModuleType, exc: BaseException) -> None:
-    """One stderr line, a `refused` report for a `prtoggle run` parent, status 78."""
-    error = (
-        str(exc) if isinstance(exc, _self_explaining_errors()) else f"{type(exc).__name__}: {exc}"
-    )
-    protocol.write_run_report({"state": "refused", "error": error})
-    sys.stderr.write(f"{protocol.BOOTSTRAP_FAILURE_PREFIX}: {error}\n")
-    sys.stderr.flush()
-    os._exit(protocol.BOOTSTRAP_FAILURE_EXIT_CODE)
-
-
-def _self_explaining_errors() -> tuple[type[BaseException], ...]:
-    """Errors whose message says it all (prtoggle's own, import errors)."""
-    errors = sys.modules.get("prtoggle.errors")
-    own = getattr(errors, "PrToggleError", None)
-    return (ImportError,) if own is None else (ImportError, own)
+    child.start()  # reverts, or refuses and exits 78; never an unreverted run
 
 
 def _load_protocol() -> ModuleType:

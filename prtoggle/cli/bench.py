@@ -28,7 +28,7 @@ takes (negative: the fix is faster). A variant that fails is reported with
 its error, not as a number (a reverted path that raises still leaves the
 fixed median). Exit status 0 only if every selected fix was measured both
 ways; 1 if one was not; 2 bad input (`--device cuda` without CUDA: before any
-child starts); 130/143 interrupted (the running child is ended).
+child starts); 129/130/143 interrupted (the running child is ended).
 
 \b
 Examples:

@@ -34,12 +34,12 @@ EXIT_NEGATIVE = 1
 EXIT_ERROR = 2
 """Bad input or a prtoggle error (`error: <message>` on stderr); click usage errors too."""
 EXIT_INTERRUPTED_BASE = 128
-"""Interrupted by signal N (SIGINT, SIGTERM): exit status 128 + N, i.e. 130 or 143."""
+"""Interrupted by signal N (SIGHUP, SIGINT, SIGTERM): exit status 128 + N: 129, 130, 143."""
 
 EXIT_STATUS_HELP = """\b
 Exit status: 0 yes/success; 1 the command ran and its answer is no; 2 bad input
-or a prtoggle error (one `error: ...` line); 130/143 interrupted (SIGINT/SIGTERM);
-141 the reader of its output went away (`| head`).
+or a prtoggle error (one `error: ...` line); 129/130/143 interrupted
+(SIGHUP/SIGINT/SIGTERM); 141 the reader of its output went away (`| head`).
 """
 
 
@@ -58,9 +58,9 @@ class CliError(click.ClickException):
 class PrToggleGroup(click.Group):
     """The `prtoggle` group: one exit-status scheme and one-line errors for every command.
 
-    Every command runs under `owning_children()`: SIGINT/SIGTERM end the child process
-    groups it started and exit 130/143. A PrToggleError or a usage error prints one
-    `error: ...` line and exits 2, never a traceback. In standalone mode all output is
+    Every command runs under `owning_children()`: SIGHUP/SIGINT/SIGTERM end the child
+    process groups it started and exit 129/130/143. A PrToggleError or a usage error prints
+    one `error: ...` line and exits 2, never a traceback. In standalone mode all output is
     terminal-safe (control characters escaped); an output that cannot be written is one
     line and 2, or silence and 141 when its reader went away.
     """

@@ -124,8 +124,8 @@ def load_command(name: str) -> click.Command:
 _MAIN_EPILOG = """\b
 Exit status: 0 yes/success; 1 the command ran and its answer is no (a check
 failed, a fix did not reproduce, bisect found no culprit); 2 bad input or a
-prtoggle error, printed as one `error: ...` line (usage errors too); 130/143
-interrupted by SIGINT/SIGTERM (child processes ended). `run` passes its
+prtoggle error, printed as one `error: ...` line (usage errors too); 129/130/143
+interrupted by SIGHUP/SIGINT/SIGTERM (child processes ended). `run` passes its
 command's status through.
 
 \b

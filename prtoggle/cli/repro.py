@@ -30,7 +30,7 @@ A fix reproduces when its fixed run is clean and its reverted run fails
 matching the fix's `expect` regex. SECONDS: the wall time of each run,
 fixed / reverted; the last line gives the command's wall time. Exit status 0
 only if every selected fix reproduces; 1 if one does not; 2 bad input
-(`--device cuda` without CUDA: before any child starts); 130/143 interrupted
+(`--device cuda` without CUDA: before any child starts); 129/130/143 interrupted
 (running children are ended, queued runs never start).
 
 \b

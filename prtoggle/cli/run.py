@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -12,11 +15,18 @@ from prtoggle.cli.common import (
     load_default_registry,
     qualified_specs,
     revert_selections,
+    terminal_safe,
     whole_only_option,
     whole_selections,
 )
-from prtoggle.errors import PatchApplicationError
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, WHOLE_ONLY_ENV, shell_status
+from prtoggle.errors import PatchApplicationError, RevertSpecError
+from prtoggle.protocol import (
+    REVERT_ENV,
+    RUN_NOT_REVERTED_EXIT_CODE,
+    RUN_REPORT_ENV,
+    WHOLE_ONLY_ENV,
+    shell_status,
+)
 from prtoggle.recipes.resolution import (
     checks_per_fix,
     command_search_path,
@@ -31,12 +41,15 @@ if TYPE_CHECKING:
 
 _RUN_EXIT_HELP = f"""\b
 Exit status: COMMAND's (a signal N becomes 128+N); 2 when prtoggle refuses
-before starting it (unknown PR, a revert that does not apply, no such
-program); {BOOTSTRAP_FAILURE_EXIT_CODE} when a requested revert did not land: a child Python's
-start-up hook refused it, a target was imported and never patched, or no
-Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
-that sets its own PYTHONPATH); one `prtoggle run:` line says which;
-130/143 when prtoggle itself is interrupted (COMMAND's group is ended).
+before starting it (unknown PR, an empty -r, a revert that does not apply,
+no such program); {RUN_NOT_REVERTED_EXIT_CODE} when a requested revert did not land: a child
+Python's start-up hook refused it, a target was imported and never patched,
+no Python process of COMMAND ran the hook at all (python -I/-E/-S, a wrapper
+that sets its own PYTHONPATH), or a Python exec'd with -I/-E; one
+`prtoggle run:` line says which (otherwise one line says where the reverts
+were in force); a revert requested in the environment (an outer run) is kept;
+129/130/143 when prtoggle itself gets SIGHUP/SIGINT/SIGTERM (COMMAND's group
+is ended).
 
 """
 
@@ -85,15 +98,21 @@ def run_environment(
 ) -> tuple[tuple[int, ...], dict[str, str]]:
     """The PRs `-r REVERTS` asks for and the environment `run` gives COMMAND (from `base`).
 
-    Refuses (a PrToggleError) what does not apply to the code COMMAND would import, and
-    with `whole_only` (or PRTOGGLE_WHOLE_ONLY=1 in `base`) a partial revert.
+    Refuses (a PrToggleError) an empty `-r`, what does not apply to the code COMMAND would
+    import, and with `whole_only` (or PRTOGGLE_WHOLE_ONLY=1 in `base`) a partial revert. A
+    revert requested by a prtoggle parent (an outer `prtoggle run`, `bisect` or `coverage`:
+    its report directory is set) is kept: composed. One exported by hand is replaced by
+    `-r`, and a line says so.
     """
     from prtoggle.revert.partial import whole_only as whole_only_env
     from prtoggle.revert.toggle import child_env
 
+    _refuse_empty(reverts)
+    environ = os.environ if base is None else base
     registry = load_default_registry()
     search_path = command_search_path(command)
-    selections, everything = revert_selections(reverts, registry, search_path=search_path)
+    requested = [*_outer_request(environ), *reverts]
+    selections, everything = revert_selections(requested, registry, search_path=search_path)
     whole_only = whole_only or whole_only_env(base)
     selections = whole_selections(selections, whole_only=whole_only, everything=everything)
     _refuse_reverts_that_do_not_apply(selections, command=command, search_path=search_path)
@@ -112,17 +131,48 @@ def run_environment(
 def _run_and_check_reports(
     prs: Sequence[int], *, command: Sequence[str], env: dict[str, str]
 ) -> int:
-    """Run COMMAND; its status, or 78 with one line when the reverts did not land in it."""
+    """Run COMMAND; its status and where the reverts were in force, or 78 and one line when
+    they did not land in it."""
     from prtoggle.revert import child_report
     from prtoggle.runners.child_process import run_in_foreground
 
     with child_report.collecting_reports(env) as (reporting_env, directory):
         status = shell_status(run_in_foreground(list(command), env=reporting_env))
         reports = child_report.read_reports(directory)
+        outer = os.environ.get(RUN_REPORT_ENV)
+        if outer:  # a run inside a run (or bisect, coverage): the outer one hears them too
+            child_report.forward_reports(directory, to=Path(outer))
     outcome = child_report.verdict(prs, reports, command=command, status=status)
     if outcome.line is not None:
         click.echo(outcome.line, err=True)
     return outcome.status
+
+
+def _outer_request(environ: Mapping[str, str]) -> list[str]:
+    """SGLANG_DEBUG_REVERT_PR as a prtoggle parent set it (kept), else [] (and if exported
+    by hand, one line saying `-r` replaces it)."""
+    outer = environ.get(REVERT_ENV, "").strip()
+    if outer in ("", "0"):
+        return []
+    if environ.get(RUN_REPORT_ENV):
+        return [outer]
+    click.echo(
+        f"prtoggle run: {REVERT_ENV}={terminal_safe(outer)!r} from the environment is replaced "
+        "by -r (inside a prtoggle run, bisect or coverage the two would be composed)",
+        err=True,
+    )
+    return []
+
+
+def _refuse_empty(reverts: Sequence[str]) -> None:
+    """`-r ""` (`-r "$PR"` with PR unset) or `-r 0` would run COMMAND unreverted: refused."""
+    for value in reverts:
+        if value.strip() in ("", "0"):
+            raise RevertSpecError(
+                f"-r {value!r} names no PR (an unset shell variable?); expected PR numbers "
+                "(26521,24856), COLLECTION:PR (sglang:27460) or 'all'; to run COMMAND with "
+                "nothing reverted, run it without prtoggle"
+            )
 
 
 def _refuse_reverts_that_do_not_apply(

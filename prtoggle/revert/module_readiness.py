@@ -49,10 +49,16 @@ def pending_module(target: str, *, finished: str | None) -> str | None:
 
 
 def holder_is_ready(target: str) -> bool:
-    """Whether `target` could be resolved now: its holder module is complete and has it."""
+    """Whether `target` could be resolved now: its holder module is complete and has it.
+
+    A holder left behind by a failed import (a namespace subpackage whose parent package
+    raised and was removed from sys.modules) cannot even be searched: not ready.
+    """
     if pending_module(target, finished=None) is not None or imported_holder(target) is None:
         return False
     try:
         return not isinstance(resolve_loaded(target), PendingTarget)
     except PatchApplicationError:
         return True
+    except Exception:  # importlib's own lookups fail there (KeyError: the parent's name)
+        return False

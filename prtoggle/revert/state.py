@@ -11,6 +11,8 @@ the error.
 A fix whose `applies_to` range excludes the installed distribution is never patched: when
 its target's module is loaded it is refused (VersionRangeError), or left out with a warning
 where another collection's fix of the same PR is patched.
+This module only raises: the child layer (prtoggle.revert.child) listens for failures and
+landings (prtoggle.revert.events) and decides whether a failure ends the process.
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import module_readiness
-from prtoggle.revert.child_guard import stop_if_guarded
+from prtoggle.revert import events, module_readiness
 from prtoggle.revert.fix_landing import SWAPPER, ActiveFix
 from prtoggle.revert.pending_index import PendingIndex
 
@@ -119,6 +120,13 @@ def labels_of(pr: int) -> tuple[str, ...]:
     return () if revert is None else tuple(active.fix.label for active in revert.fixes)
 
 
+def landed_labels(pr: int) -> tuple[str, ...]:
+    """`collection/PR` of each fix of `pr` with at least one target patched now."""
+    revert = _ACTIVE.get(pr)
+    fixes = () if revert is None else revert.fixes
+    return tuple(active.fix.label for active in fixes if active.patched or active.names_applied)
+
+
 def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
     """Pending targets whose module has been imported all the same (should never happen).
 
@@ -205,6 +213,7 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
     if getattr(_THREAD, "retrying", False):
         return
     _THREAD.retrying = True
+    landed: list[int] = []
     try:
         for pr, revert in [(pr, revert) for pr, revert in _ACTIVE.items() if pr in prs]:
             if not any(active.pending or active.names_pending for active in revert.fixes):
@@ -220,9 +229,12 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
                 ) from exc
             if not any(active.pending or active.names_pending for active in revert.fixes):
                 logger.debug("PR %d reverted (after import of %s)", pr, finished or "a module")
+            landed.append(pr)
     finally:
         _THREAD.retrying = False
     _update_watch()
+    for pr in landed:
+        events.landed(pr)
 
 
 def _update_watch() -> None:
@@ -252,7 +264,7 @@ def _on_module_loaded(module: str) -> None:
         with locked():
             _retry_pending(finished=module, prs=_WATCH.modules.get(module, ()))
     except PatchApplicationError as exc:
-        stop_if_guarded(exc)
+        events.failed(exc)
         raise
 
 
@@ -274,7 +286,7 @@ def _on_import_requested(module: str) -> None:
             prs = {pr for name in done for pr in _WATCH.modules.get(name, ())}
             _retry_pending(finished=None, prs=prs)
     except PatchApplicationError as exc:
-        stop_if_guarded(exc)
+        events.failed(exc)
         raise
     finally:
         _THREAD.depth = 0
@@ -342,7 +354,7 @@ def _on_module_reloaded(module: str) -> None:
                     ) from exc
             _update_watch()
     except PatchApplicationError as exc:
-        stop_if_guarded(exc)
+        events.failed(exc)
         raise
 
 

@@ -20,10 +20,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import RevertSpecError, UnknownPRError
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.protocol import REVERT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import child_guard, child_report, partial, processes, sglang_toggle
+from prtoggle.revert import child, partial, processes, sglang_toggle
 from prtoggle.revert import state as revert_state
 from prtoggle.revert.processes import BOOTSTRAP_DIR
 
@@ -34,13 +34,11 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BOOTSTRAP_DIR",
-    "BOOTSTRAP_FAILURE_EXIT_CODE",
     "REVERT_ENV",
     "RevertedBlock",
     "active_reverts",
     "apply_revert",
     "child_env",
-    "guard_child_process",
     "is_reverted",
     "maybe_revert_pr_fix",
     "parse_revert_requests",
@@ -141,31 +139,10 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
     if _is_off(value.strip()):
         return ()
     sglang_toggle.take_over(maybe_revert_pr_fix)  # sglang's own toggle: it does ours
-    registry = default_registry()
-    requests = parse_revert_requests(value, registry=registry)
-    selections = select_reverts(requests, registry=registry)
-    if requests is None:
-        _log_left_out(selections)
-    per_pr = partial.refuse_partial(
-        _recipes_per_pr(selections), everything=requests is None, source=REVERT_ENV
-    )
-    with revert_state.locked():
-        taken: list[int] = []
-        try:
-            for pr, recipes in per_pr.items():
-                if not revert_state.is_pinned(pr):
-                    _hold(pr, recipes, registry, pin=True)
-                    taken.append(pr)
-        except BaseException:
-            for pr in reversed(taken):
-                revert_state.release(pr, pin=True)
-            raise
-        prs = tuple(per_pr)
-        processes.announce_in_force(prs)
-    child_report.report_in_force(prs)  # a `prtoggle run` parent learns they landed here
-    if prs:  # children revert too; what never landed is said at exit
-        processes.pass_on_to_children()
-        processes.report_unapplied_at_exit()
+    prs = _hold_requested(value)
+    child.report_in_force(prs)  # to a `prtoggle run` parent; what never landed: at exit
+    if prs:
+        processes.pass_on_to_children()  # child Pythons revert at start-up too
     return prs
 
 
@@ -272,34 +249,47 @@ def restore(pr: int) -> None:
         revert_state.release(pr, pin=True)
 
 
-def guard_child_process(*, exit_status: int = BOOTSTRAP_FAILURE_EXIT_CODE) -> None:
-    """Make this process (a `prtoggle run` child) strict about its requested reverts.
-
-    A deferred revert that fails when its module is imported prints one
-    `prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ...` line on stderr and ends the
-    process with `exit_status`. At exit, any requested revert whose module was imported
-    but which never applied is reported on stderr, one line per PR, once per process.
-    prtoggle's log lines (the one saying which reverts are in force) go to stderr.
-    """
-    child_guard.stop_process_on_failure(exit_status=exit_status, prefix=BOOTSTRAP_FAILURE_PREFIX)
-    processes.log_to_stderr()
-    processes.report_unapplied_at_exit()
-
-
 def child_env(prs: Sequence[int | str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for a child Python that reverts `prs` at start-up, prtoggle import or not.
 
     The bootstrap directory (a sitecustomize that chains to any other sitecustomize)
     goes first on PYTHONPATH; SGLANG_DEBUG_REVERT_PR is set ("" for no PR, so a
     parent's value is not inherited), qualified `C:N` entries as given.
-    PRTOGGLE_YAML_PATH passes through from `base`.
+    PRTOGGLE_YAML_PATH passes through from `base`, made absolute here (this process's
+    working directory), so a child that changes directory reads the same recipes.
     """
     env = dict(os.environ if base is None else base)
-    existing = env.get("PYTHONPATH", "")
-    paths = [str(BOOTSTRAP_DIR), *(p for p in existing.split(os.pathsep) if p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    processes.with_start_up_hook(env)
+    processes.resolve_yaml_path(env)
     env[REVERT_ENV] = ",".join(str(pr) for pr in prs)
     return env
+
+
+def _hold_requested(value: str) -> tuple[int, ...]:
+    """Parse SGLANG_DEBUG_REVERT_PR's `value`, choose the recipes and pin each PR (all or none)."""
+    processes.resolve_yaml_path(os.environ)  # once, here: children read the same recipes
+    registry = default_registry()
+    requests = parse_revert_requests(value, registry=registry)
+    selections = select_reverts(requests, registry=registry)
+    if requests is None:
+        _log_left_out(selections)
+    per_pr = partial.refuse_partial(
+        _recipes_per_pr(selections), everything=requests is None, source=REVERT_ENV
+    )
+    with revert_state.locked():
+        taken: list[int] = []
+        try:
+            for pr, recipes in per_pr.items():
+                if not revert_state.is_pinned(pr):
+                    _hold(pr, recipes, registry, pin=True)
+                    taken.append(pr)
+        except BaseException:
+            for pr in reversed(taken):
+                revert_state.release(pr, pin=True)
+            raise
+        prs = tuple(per_pr)
+        processes.announce_in_force(prs)
+    return prs
 
 
 def _is_off(text: str) -> bool:

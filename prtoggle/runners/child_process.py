@@ -21,12 +21,13 @@ from prtoggle.protocol import shell_status
 GRACE_SECONDS = 1.0
 """How long owned children get between SIGTERM and SIGKILL when this process is interrupted."""
 
-_OWNED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_OWNED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+"""A hang-up (a closed terminal, an ssh drop) ends what a command started, as SIGTERM does."""
 _PROC = Path("/proc")
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM reached a process that owns children: they are ended; exit 128+N.
+    """SIGHUP, SIGINT or SIGTERM reached a process that owns children: they are ended; 128+N.
 
     A BaseException, like KeyboardInterrupt, so that `except Exception` does not hide it.
     """
@@ -212,7 +213,7 @@ def disown(pgid: int) -> None:
 
 @contextlib.contextmanager
 def owning_children() -> Iterator[None]:
-    """Within: SIGINT or SIGTERM ends every owned child process group, then raises Interrupted.
+    """Within: SIGHUP, SIGINT or SIGTERM ends every owned child group, then raises Interrupted.
 
     Ending a group: SIGTERM to it, SIGKILL to what is left after GRACE_SECONDS. The signal
     handler does that in the main thread, then raises Interrupted there; children that
@@ -300,6 +301,7 @@ class _Owner:
         if self.depth and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
         self.running.clear()
         self.stopping = self.deferred = None
         self.starting_depth = self.depth = 0

@@ -295,10 +295,10 @@ def _maybe_apply_reverts() -> None:
     if not os.environ.get(REVERT_ENV, "").strip():
         return
     from prtoggle.recipes.registry import clear_registry_cache
-    from prtoggle.revert.startup import revert_or_exit
+    from prtoggle.revert import child
 
     clear_registry_cache()
-    revert_or_exit()  # as the start-up hook of a fresh child does
+    child.start()  # as the start-up hook of a fresh child does
 
 
 def _preload(name: str) -> None:

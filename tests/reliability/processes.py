@@ -17,8 +17,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIX_PR = 91001
-IN_FORCE_LINE = re.compile(r"^prtoggle: pid \d+: PRs? [\d, ]+ in force \([^)\n]*\)\n", re.MULTILINE)
-"""The line each process logs on stderr when reverts are put in force in it (run's children)."""
+IN_FORCE_LINE = re.compile(
+    r"^prtoggle run: PRs? [\d, ]+ (in force|requested) in \d+ process(es)?\b.*\n", re.MULTILINE
+)
+"""The line `prtoggle run` says last when the reverts landed: where they were in force."""
 
 SLEEPER = """\
 import os, subprocess, sys, time
@@ -192,5 +194,5 @@ def _parent_of(pid: int) -> int | None:
 
 
 def without_in_force_lines(stderr: str) -> str:
-    """`stderr` less the in-force lines of the reverting processes (IN_FORCE_LINE)."""
+    """`stderr` less `prtoggle run`'s in-force summary (IN_FORCE_LINE)."""
     return IN_FORCE_LINE.sub("", stderr)

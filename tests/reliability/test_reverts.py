@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -157,10 +156,7 @@ def test_reverts_land_whatever_module_of_a_cyclic_package_is_imported_first(
         """) + SHOW_STATE.format(prs=(101, 102, 103))
     result = run_reverting(project, "101,102,103", code)
     assert result.returncode == 0
-    in_force = (
-        r"prtoggle: pid \d+: PRs 101, 102, 103 in force \(cyclic/101, cyclic/102, cyclic/103\)\n"
-    )
-    assert re.fullmatch(in_force, result.stderr), result.stderr  # one line: this process
+    assert result.stderr == ""  # a reverting child is quiet (a `run` parent would say it)
     assert result.stdout.splitlines() == [
         "2 -998 -99800",
         "101 True ('cyc.srt.speculative.utils.tail_tokens',) ()",

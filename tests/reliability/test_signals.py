@@ -1,4 +1,4 @@
-"""Every command that runs children owns them: SIGINT/SIGTERM end them all, exit 130/143 fast.
+"""Every command that runs children owns them: SIGHUP/SIGINT/SIGTERM end them all, exit fast.
 
 Real `prtoggle` processes, real signals; the children record their pids (and those of the
 grandchildren they start) in files, and the tests check that none of them survives.
@@ -29,7 +29,7 @@ from processes import (
     without_in_force_lines,
 )
 
-STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+STATUS = {signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGTERM: 143}
 LIMIT_S = 2.0  # the exit must come within this many seconds of the signal
 
 
@@ -42,7 +42,7 @@ def started(project: SleepingProject, count: int, process: subprocess.Popen[str]
     wait_for(ready, timeout=60, what=f"{count} sleeping children to record their pids")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT, signal.SIGTERM])
 def test_run_ends_its_command_and_grandchildren_and_exits_128_plus_n_within_2_s(
     sleeping_project: SleepingProject, signum: signal.Signals
 ) -> None:
@@ -116,13 +116,20 @@ def test_more_ctrl_c_while_children_are_ending_print_no_traceback(
     assert survivors(sleeping_project.recorded_pids()) == []
 
 
-def test_bisect_ends_the_running_command_on_sigint(sleeping_project: SleepingProject) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
+def test_bisect_ends_the_running_command_on_a_hang_up_or_ctrl_c(
+    sleeping_project: SleepingProject, signum: signal.Signals
+) -> None:
     command = [sys.executable, "-m", "reliability_sleeper"]
     args = ["bisect", "-r", str(sleeping_project.prs[0]), "--", *command]
     process = start_prtoggle(args, env=sleeping_project.env())
     started(sleeping_project, 1, process)
-    seconds, stdout, stderr = interrupt(process, signal.SIGINT)
-    assert (process.returncode, stdout, stderr) == (130, "", "interrupted by SIGINT\n")
+    seconds, stdout, stderr = interrupt(process, signum)
+    assert (process.returncode, stdout, stderr) == (
+        STATUS[signum],
+        "",
+        f"interrupted by {signum.name}\n",
+    )
     assert seconds < LIMIT_S
     assert survivors(sleeping_project.recorded_pids()) == []
 

@@ -68,18 +68,24 @@ def failure(result: subprocess.CompletedProcess[str]) -> str:
     return f"exit status {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{tail}"
 
 
-def in_force_lines(stderr: str) -> dict[int, str]:
-    """The `prtoggle: pid N: ...` lines by pid (each pid at most once)."""
-    lines = [line for line in stderr.splitlines() if line.startswith("prtoggle: pid ")]
-    by_pid = {int(re.match(r"prtoggle: pid (\d+):", line)[1]): line for line in lines}  # type: ignore[index]
-    assert len(by_pid) == len(lines), stderr
-    return by_pid
+def prtoggle_lines(stderr: str) -> list[str]:
+    """What prtoggle said on the run's stderr: children say nothing, `run` one line."""
+    return [line for line in stderr.splitlines() if line.startswith("prtoggle")]
 
 
-def in_force_line(pid: int, prs: list[int]) -> str:
+def in_force_pattern(prs: list[int]) -> str:
+    """`run`'s line: the PRs, in how many processes, which recipes landed, which never did."""
     named = f"PR {prs[0]}" if len(prs) == 1 else "PRs " + ", ".join(map(str, prs))
-    labels = ", ".join(LABELS[pr] for pr in prs)
-    return f"prtoggle: pid {pid}: {named} in force ({labels})"
+    landed = ", ".join(
+        label for pr in prs for label in LABELS[pr].split(", ") if "fixes/" not in label
+    )
+    idle = ", ".join(label for pr in prs for label in LABELS[pr].split(", ") if "fixes/" in label)
+    tail = f"; never imported, so not reverted: {idle}" if idle else ""
+    return (
+        re.escape(f"prtoggle run: {named} in force in ")
+        + r"(\d+)"
+        + re.escape(f" processes ({landed}){tail}")
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,9 +103,10 @@ def test_prtoggle_run_reverts_in_the_spawned_scheduler_calling_sglangs_toggle_an
     for role in ROLES:
         assert reports[role]["in_force"] == prs, role
         assert reports[role]["differs"] == ([] if role == "main" else targets), role
-    lines = in_force_lines(result.stderr)
-    assert {reports[role]["pid"] for role in ROLES} <= set(lines)  # also multiprocessing's tracker
-    assert lines == {pid: in_force_line(pid, prs) for pid in lines}
+    [line] = prtoggle_lines(result.stderr)  # the children (the demo engine's never imported)
+    count = re.fullmatch(in_force_pattern(prs), line)
+    assert count is not None, line
+    assert int(count[1]) >= len(ROLES)  # also multiprocessing's resource tracker
     assert "Traceback" not in result.stderr
 
 
@@ -113,10 +120,10 @@ def test_prtoggle_run_all_reverts_every_applicable_recipe_in_each_server_process
     for role in ROLES:
         assert reports[role]["in_force"] == ALL_APPLICABLE, role
         assert reports[role]["differs"] == ([] if role == "main" else targets), role
-    left_out = [line for line in result.stderr.splitlines() if "-r all: left out" in line]
-    assert len(left_out) == 1, result.stderr[-3000:]
-    assert "1 stale (sglang-upstream/27338)" in left_out[0]
-    assert {reports[role]["pid"] for role in ROLES} <= set(in_force_lines(result.stderr))
+    left_out, in_force = prtoggle_lines(result.stderr)
+    assert "-r all: left out" in left_out
+    assert "1 stale (sglang-upstream/27338)" in left_out
+    assert re.match(r"prtoggle run: PRs [\d, ]+ in force in \d+ processes \(", in_force)
     assert "Traceback" not in result.stderr
 
 
@@ -137,11 +144,7 @@ def test_a_program_calling_maybe_revert_pr_fix_itself_passes_its_reverts_to_ever
     for role in ROLES:
         assert reports[role]["in_force"] == [27460], role
         assert reports[role]["differs"] == ([] if role == "main" else TARGETS[27460]), role
-    lines = in_force_lines(result.stderr)
-    children = {reports[role]["pid"] for role in ROLES[1:]}
-    assert children <= set(lines)
-    assert reports["main"]["pid"] not in lines  # the program's own logging: not configured
-    assert lines == {pid: in_force_line(pid, [27460]) for pid in lines}
+    assert prtoggle_lines(result.stderr) == []  # children are quiet; no `run` parent to say it
 
 
 def test_the_exit_report_is_printed_once_by_each_process_a_fork_included(
@@ -178,11 +181,10 @@ def test_the_exit_report_is_printed_once_by_each_process_a_fork_included(
     report = (
         "prtoggle: PR 99105 was requested but never reverted: lonely.value imported and not patched"
     )
-    first, *rest = result.stderr.splitlines()
-    assert re.fullmatch(r"prtoggle: pid \d+: PR 99105 in force \(lonelies/99105\)", first)
-    assert rest[:2] == [report, report]  # the forked child's, then the parent's
-    assert rest[2].startswith("prtoggle run: PR 99105 never reverted in process ")
-    assert len(rest) == 3
+    lines = result.stderr.splitlines()
+    assert lines[:2] == [report, report]  # the forked child's, then the parent's
+    assert lines[2].startswith("prtoggle run: PR 99105 never reverted in process ")
+    assert len(lines) == 3
 
 
 def test_sglangs_toggle_imported_before_prtoggle_came_into_force_is_taken_over_too(

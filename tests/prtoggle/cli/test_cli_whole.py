@@ -128,10 +128,9 @@ def test_run_lands_the_names_in_the_child_and_its_spawned_grandchild(project: Pr
     if not is_partial(project):
         assert partial_lines == []
         return
-    assert partial_lines[0] == f"prtoggle: PR 931 reverted in part ({NOTE})"
-    in_force = [line.split(": ", 2)[2] for line in partial_lines[1:]]
-    # the child, the grandchild and multiprocessing's resource tracker, each says it
-    assert len(in_force) >= 2 and set(in_force) == {f"PR 931 in force ({NOTE})"}
+    # said once, by the parent; the child, the grandchild and multiprocessing's resource
+    # tracker stay quiet (issue 26.10)
+    assert partial_lines == [f"prtoggle: PR 931 reverted in part ({NOTE})"]
 
 
 def test_whole_only_refuses_a_partial_revert_before_starting_anything(project: Project) -> None:

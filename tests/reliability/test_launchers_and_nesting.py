@@ -1,0 +1,181 @@
+"""A requested revert reaches the program whatever starts it (issues 25.1, 25.2, 25.4, 25.5).
+
+Real `prtoggle run` processes on real files: a Python launcher that re-executes Python with
+its own PYTHONPATH, a child that changes directory under a relative PRTOGGLE_YAML_PATH,
+`prtoggle run` inside `prtoggle run` (and inside `bisect`), and an empty `-r`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKTREE = Path(__file__).resolve().parents[2]
+PRTOGGLE = [sys.executable, "-m", "prtoggle"]
+OUTER, INNER = 99501, 99502
+RECIPE = """\
+pr: {pr}
+title: answer {value}
+patches:
+  - target: {target}
+    edits:
+      - match: return {match}
+        replacement: return {value}
+"""
+APP = """\
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nest_a, nest_b
+print(nest_a.answer(), nest_b.answer())
+"""
+
+
+@pytest.fixture(name="project")
+def project_fixture(tmp_path: Path) -> Path:
+    (tmp_path / "nest_a.py").write_text("def answer():\n    return 1\n")
+    (tmp_path / "nest_b.py").write_text("def answer():\n    return 2\n")
+    (tmp_path / "app.py").write_text(APP)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    for pr, target, match, value in (
+        (OUTER, "nest_a.answer", 1, 10),
+        (INNER, "nest_b.answer", 2, 20),
+    ):
+        recipe = RECIPE.format(pr=pr, target=target, match=match, value=value)
+        (recipes / f"{pr}.yaml").write_text(recipe)
+    return tmp_path
+
+
+def env_for(project: Path, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(WORKTREE), str(project)]),
+        "PRTOGGLE_YAML_PATH": str(project / "recipes"),
+        **extra,
+    }
+    env.pop("SGLANG_DEBUG_REVERT_PR", None)
+    return env
+
+
+def run(
+    project: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PRTOGGLE, *args],
+        env=env or env_for(project),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+LAUNCHER = """\
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+os.environ["PYTHONPATH"] = here  # the launcher's own: prtoggle's start-up hook dropped
+os.execv(sys.executable, [sys.executable, *{options!r}, os.path.join(here, "app.py")])
+"""
+
+
+def test_a_python_launcher_that_execs_python_with_its_own_pythonpath_runs_it_reverted(
+    project: Path,
+) -> None:
+    (project / "launcher.py").write_text(LAUNCHER.format(options=[]))
+    result = run(project, "run", "-r", str(OUTER), "--", sys.executable, "launcher.py")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "10 2\n",
+        f"prtoggle run: PR {OUTER} in force in 1 process (recipes/{OUTER})\n",
+    )
+
+
+def test_a_launcher_that_execs_python_with_its_own_environment_runs_it_reverted(
+    project: Path,
+) -> None:
+    launcher = (
+        "import os, sys\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "os.execve(sys.executable, [sys.executable, os.path.join(here, 'app.py')],"
+        " {'PYTHONPATH': here, 'PATH': os.environ['PATH']})\n"
+    )
+    (project / "launcher.py").write_text(launcher)
+    result = run(project, "run", "-r", str(OUTER), "--", sys.executable, "launcher.py")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "10 2\n",
+        f"prtoggle run: PR {OUTER} in force in 1 process (recipes/{OUTER})\n",
+    )
+
+
+def test_an_execd_python_that_keeps_the_hook_out_ends_the_run_with_78(project: Path) -> None:
+    (project / "launcher.py").write_text(LAUNCHER.format(options=["-I"]))
+    result = run(project, "run", "-r", str(OUTER), "--", sys.executable, "launcher.py")
+    assert (result.returncode, result.stdout) == (78, "1 2\n")
+    line = result.stderr
+    assert line.startswith(f"prtoggle run: PR {OUTER} not reverted in process "), line
+    assert f": it exec'd `{sys.executable} -I " in line  # the command line cut at 80 characters
+    assert line.endswith(
+        ", a Python that never reported (its options or environment kept prtoggle's start-up "
+        "hook out); the command exited 0, prtoggle run exits 78\n"
+    )
+
+
+def test_a_relative_recipe_path_is_resolved_once_not_in_each_childs_directory(
+    project: Path,
+) -> None:
+    elsewhere = project / "elsewhere" / "recipes"
+    elsewhere.mkdir(parents=True)  # another folder's recipe of the same name and PR
+    other = RECIPE.format(pr=OUTER, target="nest_a.answer", match=1, value=99)
+    (elsewhere / f"{OUTER}.yaml").write_text(other)
+    code = (
+        "import os, subprocess, sys\n"
+        "os.chdir('elsewhere')\n"
+        "subprocess.run([sys.executable, os.path.join('..', 'app.py')], check=True)\n"
+    )
+    env = env_for(project, PRTOGGLE_YAML_PATH="recipes")
+    result = run(project, "run", "-r", str(OUTER), "--", sys.executable, "-c", code, env=env)
+    assert (result.returncode, result.stdout) == (0, "10 2\n")
+
+
+def test_a_run_inside_a_run_keeps_the_outer_revert_and_each_level_says_so(
+    project: Path,
+) -> None:
+    inner = [*PRTOGGLE, "run", "-r", str(INNER), "--", sys.executable, "app.py"]
+    result = run(project, "run", "-r", str(OUTER), "--", *inner)
+    assert (result.returncode, result.stdout) == (0, "10 20\n")
+    assert result.stderr.splitlines() == [
+        f"prtoggle run: PRs {OUTER}, {INNER} in force in 1 process (recipes/{OUTER}, "
+        f"recipes/{INNER})",
+        f"prtoggle run: PR {OUTER} in force in 2 processes (recipes/{OUTER})",
+    ]
+
+
+def test_bisect_of_a_command_that_calls_prtoggle_run_keeps_the_bisected_revert(
+    project: Path,
+) -> None:
+    check = (
+        "import os, subprocess, sys\n"
+        f"out = subprocess.run([*{PRTOGGLE!r}, 'run', '-r', '{INNER}', '--', sys.executable,"
+        " 'app.py'], capture_output=True, text=True).stdout\n"
+        "sys.exit(1 if out.split()[0] == '10' else 0)\n"  # bad when the outer revert landed
+    )
+    result = run(project, "bisect", "-r", str(OUTER), "--", sys.executable, "-c", check)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == f"reverting {OUTER} alone makes the command fail"
+
+
+@pytest.mark.parametrize("spec", ["", " ", "0"])
+def test_an_empty_revert_spec_is_one_error_line_and_status_2(project: Path, spec: str) -> None:
+    result = run(project, "run", "-r", spec, "--", sys.executable, "app.py")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: -r {spec!r} names no PR (an unset shell variable?); expected PR numbers "
+        "(26521,24856), COLLECTION:PR (sglang:27460) or 'all'; to run COMMAND with nothing "
+        "reverted, run it without prtoggle\n"
+    )
