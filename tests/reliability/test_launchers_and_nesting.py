@@ -156,6 +156,19 @@ def test_a_run_inside_a_run_keeps_the_outer_revert_and_each_level_says_so(
     ]
 
 
+def test_a_revert_exported_by_hand_is_replaced_by_r_and_one_line_says_so(
+    project: Path,
+) -> None:
+    env = {**env_for(project), "SGLANG_DEBUG_REVERT_PR": str(OUTER)}
+    result = run(project, "run", "-r", str(INNER), "--", sys.executable, "app.py", env=env)
+    assert (result.returncode, result.stdout) == (0, "1 20\n")
+    assert result.stderr.splitlines() == [
+        f"prtoggle run: SGLANG_DEBUG_REVERT_PR='{OUTER}' from the environment is replaced by "
+        "-r (inside a prtoggle run, bisect or coverage the two would be composed)",
+        f"prtoggle run: PR {INNER} in force in 1 process (recipes/{INNER})",
+    ]
+
+
 def test_bisect_of_a_command_that_calls_prtoggle_run_keeps_the_bisected_revert(
     project: Path,
 ) -> None:
