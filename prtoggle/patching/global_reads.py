@@ -41,11 +41,15 @@ def global_reads(code: CodeType) -> frozenset[str]:
     return frozenset(reads - stored)
 
 
-def missing_globals(function: FunctionType) -> tuple[str, ...]:
-    """The globals `function` reads that neither its module nor the builtins define now."""
+def missing_globals(function: FunctionType, *, excused: Collection[str] = ()) -> tuple[str, ...]:
+    """The globals `function` reads that neither its module nor the builtins define now.
+
+    `excused`: names not counted (the module binds them under a condition not met here, or
+    the code before the revert read them too: a NameError the revert does not add).
+    """
     namespace = function.__globals__
     known = _builtin_names(getattr(function, "__builtins__", None))
-    reads = global_reads(function.__code__)
+    reads = global_reads(function.__code__) - frozenset(excused)
     return tuple(sorted(name for name in reads if name not in namespace and name not in known))
 
 
@@ -56,10 +60,15 @@ def missing_in(code: CodeType, *, names: Collection[str]) -> tuple[str, ...]:
     )
 
 
-def refuse_unresolved(functions: Iterable[tuple[str, FunctionType]], *, label: str) -> None:
-    """Raise naming the first function (by target) that reads a global defined nowhere."""
-    for target, function in functions:
-        missing = missing_globals(function)
+def refuse_unresolved(
+    functions: Iterable[tuple[str, FunctionType, Collection[str]]], *, label: str
+) -> None:
+    """Raise naming the first function (by target) that reads a global defined nowhere.
+
+    Each function comes with its excused names (see missing_globals).
+    """
+    for target, function, excused in functions:
+        missing = missing_globals(function, excused=excused)
         if missing:
             raise PatchApplicationError(
                 f"{label}: {target} reads `{missing[0]}`, not defined in module "

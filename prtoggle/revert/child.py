@@ -1,4 +1,4 @@
-"""The child contract: what a reverting process reports, when a child refuses, and how.
+"""The child contract: how a reverting child starts, when it refuses, and how.
 
 One home for the side of a process that prtoggle asked to revert (through
 SGLANG_DEBUG_REVERT_PR): the start-up hook (prtoggle/_bootstrap), the warm worker's forks
@@ -13,10 +13,8 @@ SGLANG_DEBUG_REVERT_PR): the start-up hook (prtoggle/_bootstrap), the warm worke
 - **Refusal** (`refuse`): a `refused` report for a `prtoggle run` parent, one
   `prtoggle: cannot apply SGLANG_DEBUG_REVERT_PR: ...` line on the stderr of start-up, and
   `os._exit(BOOTSTRAP_FAILURE_EXIT_CODE)` (78) at once, with no clean-up.
-- **Reports** (`report_in_force`): under a `prtoggle run` parent (PRTOGGLE_RUN_REPORT_DIR),
-  a process whose reverts are put in force writes `in-force` (PRs, recipes, what is patched)
-  at once and again whenever a deferred target lands, and `exited` at exit; at exit any
-  requested revert whose module was imported but never patched is also one stderr line.
+- **Reports**: what a reverting process tells a `prtoggle run` parent is
+  prtoggle.revert.process_report's (the runtime calls it too, below this layer).
 
 Module level imports only the standard library, prtoggle.protocol and prtoggle.errors, so
 the bootstrap can import it in any child Python; the rest is imported when it is needed.
@@ -24,25 +22,22 @@ the bootstrap can import it in any child Python; the rest is imported when it is
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 from prtoggle.protocol import (
     BOOTSTRAP_FAILURE_EXIT_CODE,
     BOOTSTRAP_FAILURE_PREFIX,
-    RUN_REPORT_ENV,
     write_run_report,
 )
 
 if TYPE_CHECKING:
     from prtoggle.errors import PatchApplicationError
 
-__all__ = ["make_strict", "reason_of", "refuse", "report_exec", "report_in_force", "start"]
+__all__ = ["make_strict", "reason_of", "refuse", "start"]
 
 
 @dataclass
@@ -51,7 +46,6 @@ class _Child:
 
     strict: bool = False  # a deferred revert that fails ends the process
     stderr_fd: int | None = None  # fd 2 as it was at start-up, kept from later capture
-    reporting: bool = False  # the landing listener and the exit report are registered
 
 
 _CHILD = _Child()
@@ -111,76 +105,6 @@ def reason_of(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, explained) else f"{type(exc).__name__}: {exc}"
 
 
-def report_in_force(prs: Sequence[int]) -> None:
-    """`prs` were put in force here: report it now, as deferred targets land, and at exit.
-
-    The report goes to a `prtoggle run` parent (none outside one); the exit check, which
-    says on stderr what was imported and never patched, runs in every such process.
-    """
-    if not prs:
-        return
-    _write_report("in-force")
-    if not _CHILD.reporting:  # once a process: a forked child inherits both
-        _CHILD.reporting = True
-        from prtoggle.revert import events
-
-        events.listen(on_landed=_on_landed)
-        atexit.register(_at_exit)
-
-
-def report_exec(path: object, argv: object) -> None:
-    """This process is about to exec `argv` (at `path`): say so to a `prtoggle run` parent.
-
-    If the new program is a Python that reverts, its own report replaces this one (same
-    pid); if it never reports, the parent sees that a Python was exec'd unreverted.
-    """
-    shown = [os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in argv or ()]  # type: ignore[attr-defined]
-    executable = os.fsdecode(path) if isinstance(path, (str, bytes)) else str(path)
-    _write_report("exec", extra={"exec": [executable, *shown[1:]]})
-
-
 def _refuse_deferred(exc: PatchApplicationError) -> None:
     if _CHILD.strict:
         refuse(str(exc))
-
-
-def _on_landed(_pr: int) -> None:
-    _write_report("in-force")
-
-
-def _write_report(
-    state_name: str,
-    *,
-    unapplied: dict[int, tuple[str, ...]] | None = None,
-    extra: dict[str, object] | None = None,
-) -> None:
-    """This process's report: PRs held, their recipes, which recipes have patched code."""
-    if not os.environ.get(RUN_REPORT_ENV):
-        return
-    from prtoggle.revert import state
-
-    with state.locked():
-        prs = state.held_prs()
-        record = {
-            "state": state_name,
-            "prs": list(prs),
-            "recipes": {str(pr): list(state.labels_of(pr)) for pr in prs},
-            "landed": {str(pr): list(state.landed_labels(pr)) for pr in prs},
-            "unapplied": {str(pr): list(t) for pr, t in (unapplied or {}).items()},
-            **(extra or {}),
-        }
-    write_run_report(record)
-
-
-def _at_exit() -> None:
-    """The exit report: imported-but-unpatched targets, to the parent and on stderr."""
-    from prtoggle.revert import state
-
-    unapplied = state.unapplied_imported_targets()
-    _write_report("exited", unapplied=unapplied)
-    for pr, targets in sorted(unapplied.items()):
-        sys.stderr.write(
-            f"prtoggle: PR {pr} was requested but never reverted: {', '.join(targets)} "
-            "imported and not patched\n"
-        )
-    sys.stderr.flush()

@@ -2,7 +2,7 @@
 
 `prtoggle run` (and `bisect`, `coverage`) names a fresh directory in RUN_REPORT_ENV. Every
 Python process of the command whose requested reverts are put in force writes `<pid>.json`
-there (what it writes and when: prtoggle.revert.child). After the command ends the parent
+there (what it writes and when: prtoggle.revert.process_report). After the command ends the parent
 reads them all: a run in which no process reported (the hook never ran: `python -I`/`-E`/
 `-S`, a wrapper that sets its own PYTHONPATH, an interpreter the hook cannot run in), a
 refusal, or a target imported and left unpatched is one line and status
@@ -278,7 +278,7 @@ def _remove_late_written(directory: Path) -> None:
 
 
 def _parsed(raw: object) -> ProcessReport | None:
-    """A report as `prtoggle.revert.child` writes it, or None for anything else."""
+    """A report as `prtoggle.revert.process_report` writes it, or None for anything else."""
     if not isinstance(raw, dict):
         return None
     pid, state = raw.get("pid"), raw.get("state")

@@ -8,6 +8,9 @@ the name changes, last landed first, to the identical objects. Used under the re
 
 from __future__ import annotations
 
+import ast
+import functools
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FunctionType
@@ -69,9 +72,16 @@ class ActiveFix:
         """The global check: every function swapped or defined reads only defined globals."""
         if not self.patched and not self.names_applied:
             return
-        from prtoggle.patching.global_reads import refuse_unresolved
+        from prtoggle.patching.global_reads import global_reads, refuse_unresolved
 
-        refuse_unresolved(self.landed_functions(), label=f"{self.fix.path}: PR {self.fix.pr}")
+        swapped = {id(function) for _, function in self.patched}
+        checked = []
+        for target, function in self.landed_functions():
+            excused = set(_names_its_module_may_bind(function))
+            if id(function) in swapped:  # what the fixed code read already
+                excused |= global_reads(SWAPPER.original_code(function))
+            checked.append((target, function, excused))
+        refuse_unresolved(checked, label=f"{self.fix.path}: PR {self.fix.pr}")
 
     def landed_functions(self) -> list[tuple[str, FunctionType]]:
         """(dotted name, function) of every function swapped or defined so far."""
@@ -151,3 +161,26 @@ class ActiveFix:
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)
+
+
+def _names_its_module_may_bind(function: FunctionType) -> frozenset[str]:
+    """Names the source of `function`'s module binds at its top level, under a condition
+    too (`if is_flashinfer_available(): import flashinfer`): absent here, they are the
+    module's own condition, not the revert's doing, as `check` reads the source."""
+    filename = getattr(sys.modules.get(function.__module__), "__file__", None)
+    if not filename:
+        return frozenset()
+    return _module_bindings(filename)
+
+
+@functools.lru_cache(maxsize=64)
+def _module_bindings(filename: str) -> frozenset[str]:
+    from prtoggle.patching.lines import decode_python_source
+    from prtoggle.patching.source_tree import module_level_names
+
+    try:
+        with open(filename, "rb") as stream:
+            names = module_level_names(ast.parse(decode_python_source(stream.read())))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    return frozenset() if names is None else names

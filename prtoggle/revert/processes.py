@@ -12,7 +12,8 @@ program hands to `os.exec*` (a launcher that re-executes Python with its own PYT
 there the missing revert, report and recipe variables are carried over too, since it is the
 same process) and into a `subprocess.Popen` environment that asks for a revert. Each process
 logs one line at INFO when reverts are put in force in it (pid, PRs, each fix as
-`collection/PR`). What a process reports, and when it refuses: prtoggle.revert.child.
+`collection/PR`). What a process reports: prtoggle.revert.process_report; when it
+refuses: prtoggle.revert.child.
 """
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ def _on_exec(path: object, argv: object, env: object) -> None:
     already copied an explicit `env` when the event comes: then the exec is made again,
     from here, with a fixed copy (it does not return; an error is the original call's).
     """
-    from prtoggle.revert import child
+    from prtoggle.revert import process_report
 
-    child.report_exec(path, argv)  # the exec'd Python overwrites it once it reports itself
+    process_report.report_exec(path, argv)  # the exec'd Python overwrites it once it reports itself
     if env is None:
         with_start_up_hook(os.environ)
         return

@@ -23,7 +23,7 @@ from prtoggle.errors import RevertSpecError, UnknownPRError
 from prtoggle.protocol import REVERT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import child, partial, processes, sglang_toggle
+from prtoggle.revert import partial, process_report, processes, sglang_toggle
 from prtoggle.revert import state as revert_state
 from prtoggle.revert.processes import BOOTSTRAP_DIR
 
@@ -140,7 +140,7 @@ def maybe_revert_pr_fix() -> tuple[int, ...]:
         return ()
     sglang_toggle.take_over(maybe_revert_pr_fix)  # sglang's own toggle: it does ours
     prs = _hold_requested(value)
-    child.report_in_force(prs)  # to a `prtoggle run` parent; what never landed: at exit
+    process_report.report_in_force(prs)  # to a `prtoggle run` parent; what never landed: at exit
     if prs:
         processes.pass_on_to_children()  # child Pythons revert at start-up too
     return prs

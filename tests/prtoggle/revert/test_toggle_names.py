@@ -126,6 +126,41 @@ def test_the_global_check_refuses_code_that_would_fail_with_name_error(
     assert not toggle.is_reverted(931)
 
 
+GATED = """\
+import os
+
+if os.environ.get("PRTOGGLE_TEST_NEVER_SET"):
+    import json as accelerator
+
+
+def compute(x):
+    if x < 0:
+        return accelerator.dumps(x)
+    return x + 1
+"""
+GATED_FIX = """\
+pr: 932
+title: a function reading a name its module binds only on some machines
+patches:
+  - target: app.gated.compute
+    edits:
+      - match: return x + 1
+        replacement: return x + 2
+"""
+
+
+def test_the_global_check_leaves_out_names_the_module_binds_only_under_a_condition(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    """As sglang's `if is_flashinfer_available(): import flashinfer`: the fixed code reads
+    the name too, and `check` reads the source's conditional binding; no refusal."""
+    gated = modules.load("app.gated", GATED)
+    write_fix(tmp_path / "reg", 932, GATED_FIX)
+    with toggle.reverted(932, registry=load_registry(dirs=[tmp_path / "reg"])):
+        assert gated.compute(1) == 3
+    assert gated.compute(1) == 2
+
+
 def test_a_stale_name_at_import_undoes_the_whole_fix_and_the_import_raises(
     modules: ModuleFactory, tmp_path: Path
 ) -> None:
