@@ -109,7 +109,9 @@ class LazyGroup(PrToggleGroup):
         if name in self.commands or name not in COMMANDS:
             command = self.get_command(ctx, name)
             return "" if command is None else command.get_short_help_str(limit)
-        return click.utils.make_default_short_help(COMMANDS[name].summary, limit).strip()
+        # As the loaded command would say it (click's public API, whatever its version).
+        stand_in = click.Command(name, help=COMMANDS[name].summary)
+        return stand_in.get_short_help_str(limit)
 
 
 def load_command(name: str) -> click.Command:
