@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
+from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
+from prtoggle.commands.child_runs import fix_runner, fixes_to_run
 
 if TYPE_CHECKING:
     from prtoggle.commands.bench import BenchRun, FixCost
@@ -62,9 +63,8 @@ def bench_command(
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
     from prtoggle.commands.bench import measure_fix_cost
 
-    fixes = fixes_to_run(
-        "bench", prs=prs, run_all=run_all, device=device, key="bench", what="benchmark"
-    )
+    fixes = fixes_to_run("bench", prs=prs, run_all=run_all, key="bench", what="benchmark")
+    require_device(device)
     costs = []
     with fix_runner(fixes, cold=cold) as runner:
         for fix in fixes:

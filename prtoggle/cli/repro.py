@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
+from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
     collection_option,
@@ -18,6 +18,7 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
+from prtoggle.commands.child_runs import fix_runner, fixes_to_run
 
 if TYPE_CHECKING:
     from prtoggle.commands.repro import ReproResult, ScenarioResult
@@ -69,9 +70,10 @@ def repro_command(
 
     started = time.monotonic()
     fixes = fixes_to_run(
-        "repro", prs=prs, run_all=run_all, device=device, key="repro", what="repro scenario",
+        "repro", prs=prs, run_all=run_all, key="repro", what="repro scenario",
         collection=collection,
     )  # fmt: skip
+    require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
     with fix_runner(fixes, cold=cold) as runner:
         results = run_repros(

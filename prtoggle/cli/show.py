@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -11,19 +11,13 @@ from prtoggle.cli.common import (
     echo_json,
     examples_epilog,
     json_option,
-    load_default_registry,
     terminal_safe,
 )
+from prtoggle.commands.selections import load_default_registry
+from prtoggle.commands.show import diffs_or_error, recipe_metadata
 from prtoggle.errors import PrToggleError
-from prtoggle.recipes.resolution import (
-    command_search_path,
-    import_free_source_root,
-    refuse_absent_packages,
-)
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.check import TargetDiff
-    from prtoggle.recipes.registry import Recipe
+from prtoggle.recipes.check import TargetDiff
+from prtoggle.recipes.registry import Recipe
 
 _WHOLE = ("names", "partial", "not_reverted")
 CAPTURE_NOTE = (
@@ -48,7 +42,7 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
     or `error` (a string).
     """
     fixes = load_default_registry(collection=collection).find(pr, collection=collection)
-    shown = [(fix, *_diffs_or_error(fix)) for fix in fixes]
+    shown = [(fix, *diffs_or_error(fix)) for fix in fixes]
     errors = [error for _, _, error in shown if error is not None]
     if as_json:
         if len(errors) == len(shown):
@@ -61,52 +55,6 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
         _print_section(fix, diffs, error)
     if len(errors) == len(shown):
         raise errors[0]
-
-
-def recipe_metadata(fix: Recipe) -> dict[str, Any]:
-    """A recipe's metadata as `show --json` and `list --json` give it."""
-    return {
-        "pr": fix.pr,
-        "collection": fix.collection,
-        "title": fix.title,
-        "url": fix.url,
-        "merged": fix.merged.isoformat() if fix.merged else None,
-        "component": fix.component,
-        "symptom": fix.symptom,
-        "expect": fix.expect,
-        "repro": fix.repro,
-        "bench": fix.bench,
-        "file": str(fix.path),
-        "acts_at_capture": fix.acts_at_capture,
-        "targets": [patch.target for patch in fix.patches],
-        **whole_fix_metadata(fix),
-    }
-
-
-def whole_fix_metadata(fix: Recipe) -> dict[str, Any]:
-    """`names`, `partial` and `not_reverted` as `show --json` and `list --json` give them."""
-    return {
-        "names": [
-            {"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in fix.names
-        ],
-        "partial": fix.partial,
-        "not_reverted": [
-            {"file": k.file, "line": k.line, "reason": k.reason, "code": k.code}
-            for k in fix.not_reverted
-        ],
-    }
-
-
-def _diffs_or_error(fix: Recipe) -> tuple[list[TargetDiff], PrToggleError | None]:
-    from prtoggle.recipes.check import fix_diffs
-
-    search_path = command_search_path()
-    try:
-        refuse_absent_packages(fix, search_path=search_path)
-        root = import_free_source_root(fix, search_path=search_path)
-        return fix_diffs(fix, source_root=root), None
-    except PrToggleError as exc:
-        return [], exc
 
 
 def _json_record(

@@ -7,19 +7,25 @@ that fix reverted. How one run is started and read: `prtoggle.commands.coverage_
 from __future__ import annotations
 
 import functools
+import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prtoggle.commands.coverage_runs import PlainGate, SuiteRun, run_suite
-from prtoggle.errors import RunnerError
+from prtoggle.commands.selections import (
+    load_default_registry,
+    revert_selections,
+    whole_selections,
+)
+from prtoggle.errors import CommandUsageError, RunnerError
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
+from prtoggle.recipes.registry import Recipe, Registry
+from prtoggle.revert.toggle import parse_revert_requests
 from prtoggle.runners.pool import run_parallel
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.runners.warm_client import HEAVY_MODULES, CommandRunner, command_runner, warm_enabled
 
 Cell = Literal[
     "guards", "passes", "skipped", "plain-fails", "not-run", "run-failed", "not-imported"
@@ -115,6 +121,51 @@ class CoverageReport:
         ]
 
 
+def coverage_recipes(
+    specs: Sequence[str],
+    *,
+    run_all: bool,
+    collection: str | None,
+    notes: list[str],
+    whole_only: bool = False,
+) -> list[Recipe]:
+    """The recipes named by -r (every one that applies here when none), within --collection.
+
+    The selection rule chooses each PR's recipes (with --collection, `C:N`: collection C's
+    only); a PR none of whose recipes applies is refused. `all` (the default) keeps every
+    recipe that applies and notes what it left out. `notes` gets the lines to print on
+    stderr as they arise.
+    """
+    registry = load_default_registry()
+    if run_all and specs:
+        raise CommandUsageError("give -r PRS or --all, not both")
+    scope = registry.in_collection(collection)
+    values = tuple(specs) or ("all",)
+    if collection is not None:
+        values = tuple(_qualified(value, collection, registry) for value in values)
+    choice = revert_selections(values, scope, search_path=[os.getcwd()])
+    notes.extend(choice.notes)
+    selections, whole_notes = whole_selections(
+        choice.selections, whole_only=whole_only, everything=choice.everything
+    )
+    notes.extend(whole_notes)
+    order = {name: index for index, name in enumerate(registry.collections())}
+    chosen = {recipe for selection in selections for recipe in selection.recipes}
+    return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection]))
+
+
+@contextmanager
+def coverage_runner(*, cold: bool) -> Iterator[CommandRunner]:
+    """The warm worker (unless `cold` or PRTOGGLE_WARM=0) that runs the suite's pytest runs.
+
+    torch, triton and pytest are imported once; not the fixes' modules: a conftest may set
+    variables (TRITON_INTERPRET) that their import reads.
+    """
+    preload = [*HEAVY_MODULES, "pytest"]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        yield runner
+
+
 def run_coverage(
     fixes: Sequence[Recipe],
     command: Sequence[str],
@@ -181,6 +232,16 @@ def compare(plain: SuiteRun, reverted: SuiteRun) -> dict[str, Cell]:
     for test, outcome in sorted(plain.outcomes.items()):
         cells[test] = _cell(test, outcome, reverted)
     return cells
+
+
+def _qualified(value: str, collection: str, registry: Registry) -> str:
+    """`-r` value with every bare PR number qualified by --collection (`all` kept)."""
+    requests = parse_revert_requests(value, registry=registry, source="-r")
+    if requests is None:
+        return value
+    return ",".join(
+        request.text if request.collection else f"{collection}:{request.pr}" for request in requests
+    )
 
 
 def _cell(test: str, plain: NodeOutcome, reverted: SuiteRun) -> Cell:
