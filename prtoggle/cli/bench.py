@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import click
 
 from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
+from prtoggle.commands.bench import BenchRun, FixCost, measure_fix_cost
 from prtoggle.commands.child_runs import fix_runner, fixes_to_run
-
-if TYPE_CHECKING:
-    from prtoggle.commands.bench import BenchRun, FixCost
+from prtoggle.runners.child_outcome import output_tail
 
 _EPILOG = """\b
 Each fix's `bench:` module times the code path the fix changes, in a state
@@ -61,8 +59,6 @@ def bench_command(
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
-    from prtoggle.commands.bench import measure_fix_cost
-
     fixes = fixes_to_run("bench", prs=prs, run_all=run_all, key="bench", what="benchmark")
     require_device(device)
     costs = []
@@ -162,6 +158,4 @@ def _details(cost: FixCost) -> str:
 
 
 def _tail(run: BenchRun) -> str:
-    from prtoggle.runners.child_outcome import output_tail
-
     return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

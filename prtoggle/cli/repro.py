@@ -6,7 +6,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import click
 
@@ -19,10 +18,9 @@ from prtoggle.cli.common import (
     json_option,
 )
 from prtoggle.commands.child_runs import fix_runner, fixes_to_run
-
-if TYPE_CHECKING:
-    from prtoggle.commands.repro import ReproResult, ScenarioResult
-    from prtoggle.recipes.registry import Recipe
+from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
+from prtoggle.recipes.registry import Recipe
+from prtoggle.runners.child_outcome import output_tail
 
 _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
@@ -66,8 +64,6 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    from prtoggle.commands.repro import run_repros
-
     started = time.monotonic()
     fixes = fixes_to_run(
         "repro", prs=prs, run_all=run_all, key="repro", what="repro scenario",
@@ -119,8 +115,6 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runners.child_outcome import output_tail
-
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":
         lines.append(f"  fixed run is not clean: {_failure(result.fixed)}")

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
 from prtoggle.pytest_plugin.outcomes import (
@@ -29,10 +28,11 @@ from prtoggle.pytest_plugin.outcomes import (
     report_options,
     started_marker,
 )
-
-if TYPE_CHECKING:
-    from prtoggle.runners.child_process import CommandRun
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.revert import child_report
+from prtoggle.revert.toggle import child_env
+from prtoggle.runners.child_outcome import PATCH_FAILURE_NAMES, output_tail
+from prtoggle.runners.child_process import CommandRun, run_child
+from prtoggle.runners.warm_client import CommandRunner
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,6 @@ def run_suite(
     `on_started` is called (from another thread) once the run's pytest session has started:
     the plugin is loaded and its options understood.
     """
-    from prtoggle.revert import child_report
-    from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import run_child
-
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
     env = child_env(prs, base=base) if prs else base
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
@@ -181,8 +177,6 @@ def _watching(marker: Path, on_found: Callable[[], None] | None) -> Iterator[Non
 
 def _plugin_missing(run: CommandRun, command: Sequence[str]) -> str | None:
     """The one-line error when pytest did not know the plugin's options (plugin not loaded)."""
-    from prtoggle.runners.child_outcome import output_tail
-
     for line in reversed(output_tail(run).splitlines()):
         if "unrecognized arguments:" in line and (
             NO_VARIANTS_OPTION in line or REPORT_OPTION in line
@@ -198,8 +192,6 @@ def _plugin_missing(run: CommandRun, command: Sequence[str]) -> str | None:
 
 def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
     """Why a run wrote no report: the start-up hook refused a revert, or the last line."""
-    from prtoggle.runners.child_outcome import output_tail
-
     lines = output_tail(run).splitlines()
     refused = [line for line in lines if line.startswith(f"{BOOTSTRAP_FAILURE_PREFIX}: ")]
     if run.returncode == BOOTSTRAP_FAILURE_EXIT_CODE and refused:
@@ -211,8 +203,6 @@ def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
 
 def _patch_failure(report: PytestReport, prs: tuple[int | str, ...]) -> str | None:
     """Why the run does not count: a revert that failed to apply (seen in any error)."""
-    from prtoggle.runners.child_outcome import PATCH_FAILURE_NAMES
-
     errors = [o.error for o in report.tests.values() if o.error] + [*report.collect_errors.values()]
     for error in errors:
         type_name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]

@@ -16,6 +16,7 @@ from prtoggle.recipes.authoring.reanchor import reanchor
 from prtoggle.recipes.authoring.recipe_file import write_recipe
 from prtoggle.recipes.authoring.yaml_edits import rewrite_patches
 from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.from_sglang import read_recipes, recipe_file_text
 from prtoggle.recipes.resolution import import_free_source_root
 from prtoggle.recipes.schema import Recipe, load_recipe_text
 from prtoggle.recipes.yaml_reading import read_recipe_text
@@ -147,8 +148,6 @@ def _recipe_text(recipe: Recipe) -> str:
     recipes (held in a Python module) as `import-sglang` writes them."""
     if recipe.path.suffix in (".yaml", ".yml"):
         return read_recipe_text(recipe.path)
-    from prtoggle.recipes.from_sglang import read_recipes, recipe_file_text
-
     for found in read_recipes(recipe.path):
         if found.pr == recipe.pr:
             return recipe_file_text(found)

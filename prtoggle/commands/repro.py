@@ -8,18 +8,17 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_command
+from prtoggle.recipes.registry import Recipe
+from prtoggle.revert.toggle import child_env
 from prtoggle.runners.child_outcome import last_exception
 from prtoggle.runners.child_process import CommandRun, run_child
 from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 from prtoggle.runners.pool import run_parallel
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.runners.warm_client import CommandRunner
 
 OutcomeKind = Literal["clean", "failure", "crash", "timeout"]
 _VARIANTS = ("fixed", "reverted")  # run_repros relies on this order
@@ -71,8 +70,6 @@ def scenario_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -
     env = dict(os.environ if base is None else base)
     env.pop(REVERT_ENV, None)
     if prs:
-        from prtoggle.revert.toggle import child_env
-
         env = child_env(tuple(prs), base=env)
     env.update(DETECTION_ENV)
     return env

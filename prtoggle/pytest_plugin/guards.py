@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from prtoggle.errors import PrToggleError
+from prtoggle.recipes.registry import default_registry
 
 MARKER = "guards_pr"
 DEFAULT_CHILD_TIMEOUT = 900.0
@@ -49,8 +50,6 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
     if len(args) != 1 or not isinstance(args[0], int) or isinstance(args[0], bool):
         raise _collect_error(where, "expected one PR number, e.g. guards_pr(26521)")
     pr = args[0]
-    from prtoggle.recipes.registry import default_registry
-
     try:
         fixes = default_registry().find(pr)  # one per collection holding PR
         fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
