@@ -126,7 +126,7 @@ def coverage_command(
         )
     notes: list[str] = []
     try:
-        fixes = coverage_recipes(
+        fixes, keep = coverage_recipes(
             revert_specs,
             run_all=run_all,
             collection=collection,
@@ -143,6 +143,7 @@ def coverage_command(
             timeout=timeout,
             on_run=_print_progress,
             runner=runner,
+            keep=keep,
         )
     if html_path is not None:
         html_path.write_text(render_html(report), encoding="utf-8")

@@ -8,18 +8,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 from prtoggle.commands.bisect_search import BisectResult, Judgement, Mode, Verdict, run_search
 from prtoggle.commands.selections import (
+    OuterRevert,
     load_default_registry,
+    outer_revert,
     parse_revert_options,
     whole_selections,
 )
 from prtoggle.errors import PrToggleError
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.swap import apply_layers
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV
 from prtoggle.recipes.check import TargetCheck
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry
@@ -111,13 +114,15 @@ class RunRecord:
 class BisectPlan:
     """What a bisect searches: the usable candidates (oldest first), the PRs left out (no
     recipe applies: `absent`; the revert does not apply: `broken`), one progress line per
-    PR left out (`skips`) and the stderr notes of the selection (`notes`)."""
+    PR left out (`skips`), the stderr notes of the selection (`notes`) and the revert of an
+    outer prtoggle run, kept in every run (`outer`)."""
 
     usable: list[Recipe]
     absent: dict[int, str]
     broken: dict[int, list[TargetCheck]]
     skips: list[str]
     notes: tuple[str, ...]
+    outer: OuterRevert
 
 
 def bisect_plan(
@@ -127,9 +132,12 @@ def bisect_plan(
     COMMAND, each checked first without importing it; what is left out says why."""
     registry = load_default_registry()
     search_path = command_search_path(command)
+    outer = outer_revert(os.environ, command="bisect", registry=registry)
     candidates, absent, notes = _candidates(
         registry, specs, search_path=search_path, whole_only=whole_only
     )
+    candidates = [fix for fix in candidates if fix.pr not in outer.prs]
+    notes = (*((outer.note,) if outer.note else ()), *notes)
     skips = [
         f"skip: PR {pr} is left out, no recipe of it applies here: {reason}"
         for pr, reason in absent.items()
@@ -144,7 +152,7 @@ def bisect_plan(
             broken[inside.fix.pr] = []
             skips.append(f"skip: PR {inside.fix.pr} is left out: {inside.reason}")
     usable = [fix for fix in candidates if fix.pr not in broken]
-    return BisectPlan(usable, absent, broken, skips, notes)
+    return BisectPlan(usable, absent, broken, skips, notes, outer)
 
 
 def run_bisect(
@@ -168,6 +176,7 @@ def run_bisect(
             counts=counts,
             metric=metric,
             on_run=on_run,
+            keep=plan.outer.spec,
         )
         return run_search(mode, list(dict.fromkeys(fix.pr for fix in plan.usable)), oracle)
 
@@ -181,9 +190,15 @@ def command_oracle(
     counts: Mapping[str, Verdict],
     metric: MetricRule | None,
     on_run: Callable[[RunRecord], None],
+    keep: str | None = None,
 ) -> Callable[[tuple[int, ...]], Judgement]:
-    """Judge each reverted set: a conflict is found before running, the rest by running."""
+    """Judge each reverted set: a conflict is found before running, the rest by running.
+
+    `keep`: an outer prtoggle run's SGLANG_DEBUG_REVERT_PR, in force in every run too (and
+    what each run's processes report is passed on to that run).
+    """
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
+    outer_reports = os.environ.get(RUN_REPORT_ENV) if keep else None
     search_path = command_search_path(argv)
 
     def oracle(reverted: tuple[int, ...]) -> Judgement:
@@ -194,12 +209,14 @@ def command_oracle(
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
             on_run(RunRecord(reverted, "conflict", "skip", None, 0.0, reason[:300]))
             return Judgement("skip", reason=message, conflict=prs)
-        with child_report.collecting_reports(_env_for(reverted, base, fixes=fixes)) as (
+        with child_report.collecting_reports(_env_for(reverted, base, fixes=fixes, keep=keep)) as (
             env,
             directory,
         ):
             done = run(argv, env=env, timeout=timeout)
             reports = child_report.read_reports(directory)
+            if outer_reports:
+                child_report.forward_reports(directory, to=Path(outer_reports))
         note = child_report.not_landed(reverted, reports, command=argv)
         if note is not None:  # the run says nothing about reverts that did not land
             on_run(RunRecord(reverted, "not reverted", "skip", done.returncode, done.seconds, note))
@@ -329,12 +346,20 @@ def _judge(
 
 
 def _env_for(
-    reverted: Sequence[int], base: dict[str, str], *, fixes: Mapping[int, Sequence[Recipe]]
+    reverted: Sequence[int],
+    base: dict[str, str],
+    *,
+    fixes: Mapping[int, Sequence[Recipe]],
+    keep: str | None = None,
 ) -> dict[str, str]:
-    """The child's environment: exactly the bisected recipes of `reverted` (`C:N` each)."""
-    if not reverted:
+    """The child's environment: exactly the bisected recipes of `reverted` (`C:N` each),
+    after `keep` (an outer run's revert, kept as it was given)."""
+    specs = [
+        *([keep] if keep else []),
+        *(f"{f.collection}:{f.pr}" for pr in reverted for f in fixes[pr]),
+    ]
+    if not specs:
         return dict(base)
-    specs = [f"{fix.collection}:{fix.pr}" for pr in reverted for fix in fixes[pr]]
     return child_env(specs, base=base)
 
 

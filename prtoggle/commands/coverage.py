@@ -17,6 +17,7 @@ from typing import Any, Literal
 from prtoggle.commands.coverage_runs import PlainGate, SuiteRun, run_suite
 from prtoggle.commands.selections import (
     load_default_registry,
+    outer_revert,
     revert_selections,
     whole_selections,
 )
@@ -128,17 +129,22 @@ def coverage_recipes(
     collection: str | None,
     notes: list[str],
     whole_only: bool = False,
-) -> list[Recipe]:
-    """The recipes named by -r (every one that applies here when none), within --collection.
+) -> tuple[list[Recipe], str | None]:
+    """The recipes named by -r (every one that applies here when none), within --collection,
+    and the revert of an outer prtoggle run to keep in force in every run (or None).
 
     The selection rule chooses each PR's recipes (with --collection, `C:N`: collection C's
     only); a PR none of whose recipes applies is refused. `all` (the default) keeps every
-    recipe that applies and notes what it left out. `notes` gets the lines to print on
-    stderr as they arise.
+    recipe that applies and notes what it left out. A PR the outer run reverts is left
+    out (it is reverted in the plain run too). `notes` gets the lines to print on stderr
+    as they arise.
     """
     registry = load_default_registry()
     if run_all and specs:
         raise CommandUsageError("give -r PRS or --all, not both")
+    outer = outer_revert(os.environ, command="coverage", registry=registry)
+    if outer.note is not None:
+        notes.append(outer.note)
     scope = registry.in_collection(collection)
     values = tuple(specs) or ("all",)
     if collection is not None:
@@ -150,8 +156,8 @@ def coverage_recipes(
     )
     notes.extend(whole_notes)
     order = {name: index for index, name in enumerate(registry.collections())}
-    chosen = {recipe for selection in selections for recipe in selection.recipes}
-    return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection]))
+    chosen = {r for s in selections for r in s.recipes if r.pr not in outer.prs}
+    return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection])), outer.spec
 
 
 @contextmanager
@@ -174,6 +180,7 @@ def run_coverage(
     timeout: float = DEFAULT_TIMEOUT,
     on_run: Callable[[SuiteRun], None] | None = None,
     runner: CommandRunner | None = None,
+    keep: str | None = None,
 ) -> CoverageReport:
     """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
 
@@ -181,14 +188,15 @@ def run_coverage(
     so a PR number held by two collections gets one run per recipe and a guard is
     credited only to the recipe whose revert caused it. `runner` starts each run
     (default: a fresh process; a WarmWorker's `run` forks it warm). When anything (an
-    Interrupted from a signal) leaves early, queued runs are cancelled.
+    Interrupted from a signal) leaves early, queued runs are cancelled. `keep`: an outer
+    prtoggle run's SGLANG_DEBUG_REVERT_PR, in force in every run, the plain one included.
     """
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
     specs = list(dict.fromkeys(recipe_spec(fix) for fix in fixes))  # one run per recipe
     gate = PlainGate()
-    run = functools.partial(run_suite, command, timeout=timeout, runner=runner)
+    run = functools.partial(run_suite, command, timeout=timeout, runner=runner, keep=keep)
     tasks = [
         gate.plain(functools.partial(run, prs=(), on_started=gate.opened.set)),
         *(gate.after_plain((spec,), functools.partial(run, prs=(spec,))) for spec in specs),

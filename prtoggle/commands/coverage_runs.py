@@ -18,7 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.protocol import (
+    BOOTSTRAP_FAILURE_EXIT_CODE,
+    BOOTSTRAP_FAILURE_PREFIX,
+    REVERT_ENV,
+    RUN_REPORT_ENV,
+)
 from prtoggle.pytest_plugin.outcomes import (
     NO_VARIANTS_OPTION,
     REPORT_OPTION,
@@ -73,14 +78,19 @@ def run_suite(
     timeout: float,
     runner: CommandRunner | None = None,
     on_started: Callable[[], None] | None = None,
+    keep: str | None = None,
 ) -> SuiteRun:
     """Run the pytest command once with `prs` (N or `C:N`) reverted at start-up.
 
     `on_started` is called (from another thread) once the run's pytest session has started:
-    the plugin is loaded and its options understood.
+    the plugin is loaded and its options understood. `keep`: an outer prtoggle run's
+    SGLANG_DEBUG_REVERT_PR, in force too (what the run's processes report is passed on to
+    that run).
     """
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
-    env = child_env(prs, base=base) if prs else base
+    specs = (*([keep] if keep else []), *prs)
+    env = child_env(specs, base=base) if specs else base
+    outer_reports = os.environ.get(RUN_REPORT_ENV) if keep else None
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
@@ -91,6 +101,8 @@ def run_suite(
             run = (runner or run_child)(argv, env=env, timeout=timeout)
             numbers = tuple(int(str(spec).rpartition(":")[2]) for spec in prs)
             reports = child_report.read_reports(landing)
+            if outer_reports:
+                child_report.forward_reports(landing, to=Path(outer_reports))
             not_landed = child_report.not_landed(numbers, reports, command=command)
             never = bool(numbers) and all(child_report.never_imported(n, reports) for n in numbers)
         if run.timed_out:

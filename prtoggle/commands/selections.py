@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prtoggle.errors import RevertSpecError
+from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV
+from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
 from prtoggle.recipes.selection import RevertRequest, Selection, left_out_note
 from prtoggle.revert.partial import keep_whole, partial_note
@@ -21,6 +23,45 @@ class RevertChoice:
     selections: tuple[Selection, ...]
     everything: bool
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OuterRevert:
+    """SGLANG_DEBUG_REVERT_PR as this command found it: the text kept in force in every run
+    it makes (`spec`, None: none kept), its PRs, and the one line that says so (`note`)."""
+
+    spec: str | None
+    prs: tuple[int, ...]
+    note: str | None
+
+
+def outer_revert(environ: Mapping[str, str], *, command: str, registry: Registry) -> OuterRevert:
+    """What `command` (`bisect`, `coverage`) does with a revert requested around it.
+
+    Set by a prtoggle parent (an outer `prtoggle run`: its report directory is set), it is
+    composed: kept in force in every run, and one note says so. Exported by hand, it is
+    not kept (as `run` replaces it by `-r`), and one note says that. Never dropped silently.
+    """
+    value = environ.get(REVERT_ENV, "").strip()
+    if value in ("", "0"):
+        return OuterRevert(None, (), None)
+    if not environ.get(RUN_REPORT_ENV):
+        return OuterRevert(
+            None,
+            (),
+            f"prtoggle {command}: {REVERT_ENV}={value!r} from the environment is not kept: "
+            f"{command} chooses what each of its runs reverts (inside a prtoggle run the two "
+            "would be composed)",
+        )
+    requests = parse_revert_requests(value, registry=registry, source=REVERT_ENV)
+    prs = registry.prs() if requests is None else tuple(r.pr for r in requests)
+    prs = tuple(dict.fromkeys(prs))
+    return OuterRevert(
+        value,
+        prs,
+        f"prtoggle {command}: {REVERT_ENV}={value!r} of the outer prtoggle run stays in force "
+        f"in every run ({_prs_text(prs)} reverted throughout, never a candidate)",
+    )
 
 
 def load_default_registry(*, collection: str | None = None) -> Registry:
@@ -96,6 +137,10 @@ def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
     if not prs:
         return list(registry.fixes)
     return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
+
+
+def _prs_text(prs: Sequence[int]) -> str:
+    return f"PR{'s' if len(prs) > 1 else ''} {join_prs(prs)}"
 
 
 def _left_out_summary(selections: Sequence[Selection], *, names: int = 6) -> str | None:
