@@ -10,7 +10,7 @@ import click
 from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
 from prtoggle.commands.bench import BenchRun, FixCost, measure_fix_cost
-from prtoggle.commands.child_runs import fix_runner, fixes_to_run
+from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
 from prtoggle.runners.child_outcome import output_tail
 
 _EPILOG = """\b
@@ -59,13 +59,13 @@ def bench_command(
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
-    fixes = fixes_to_run("bench", prs=prs, run_all=run_all, key="bench", what="benchmark")
+    recipes = recipes_to_run("bench", prs=prs, run_all=run_all, key="bench", what="benchmark")
     require_device(device)
     costs = []
-    with fix_runner(fixes, cold=cold) as runner:
-        for fix in fixes:
+    with recipe_runner(recipes, cold=cold) as runner:
+        for recipe in recipes:
             cost = measure_fix_cost(
-                fix,
+                recipe,
                 device=device,
                 provider=provider,
                 repeat=repeat,

@@ -151,7 +151,7 @@ def bisect_command(
     )
     usable = plan.usable
     broken, absent = plan.broken, plan.absent
-    partial = sorted({fix.pr for fix in usable if fix.partial})
+    partial = sorted({recipe.pr for recipe in usable if recipe.partial})
     if as_json:
         left_out = sorted({*broken, *absent})
         echo_json({**_result_record(result, records, not_applicable=left_out), "partial": partial})

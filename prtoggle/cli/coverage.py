@@ -19,7 +19,7 @@ from prtoggle.commands.coverage import (
     CELL_MEANINGS,
     CELL_SYMBOLS,
     CoverageReport,
-    FixCoverage,
+    RecipeCoverage,
     coverage_recipes,
     coverage_runner,
     run_coverage,
@@ -126,7 +126,7 @@ def coverage_command(
         )
     notes: list[str] = []
     try:
-        fixes, keep = coverage_recipes(
+        recipes, keep = coverage_recipes(
             revert_specs,
             run_all=run_all,
             collection=collection,
@@ -137,7 +137,7 @@ def coverage_command(
         echo_notes(notes)
     with coverage_runner(cold=cold) as runner:
         report = run_coverage(
-            fixes,
+            recipes,
             command,
             jobs=jobs or os.cpu_count() or 1,
             timeout=timeout,
@@ -174,10 +174,10 @@ def _print_progress(run: SuiteRun) -> None:
 
 def print_report(report: CoverageReport) -> None:
     rows = []
-    for entry in report.fixes:
+    for entry in report.recipes:
         tests = list(entry.guarded_by) or [_no_guard_text(entry)]
-        collection = entry.fix.collection + (" (partial)" if entry.fix.partial else "")
-        rows.append([str(entry.fix.pr), collection, str(len(entry.guarded_by)), tests[0]])
+        collection = entry.recipe.collection + (" (partial)" if entry.recipe.partial else "")
+        rows.append([str(entry.recipe.pr), collection, str(len(entry.guarded_by)), tests[0]])
         rows.extend(["", "", "", test] for test in tests[1:])
     click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
     click.echo("")
@@ -190,12 +190,12 @@ def print_report(report: CoverageReport) -> None:
         click.echo("\nfailing plain (not counted as guards):")
         for test in report.plain_failing:
             click.echo(f"  {test}: {_one_line(report.plain.outcomes[test].error or '-')}")
-    guarded = len(report.fixes) - len(report.unguarded())
+    guarded = len(report.recipes) - len(report.unguarded())
     click.echo(
-        f"\n{guarded} of {len(report.fixes)} fixes guarded; {len(report.tests)} tests, "
-        f"{len(report.fixes) + 1} runs in {report.seconds:.1f} s"
+        f"\n{guarded} of {len(report.recipes)} fixes guarded; {len(report.tests)} tests, "
+        f"{len(report.recipes) + 1} runs in {report.seconds:.1f} s"
     )
-    partial = [entry.fix.label for entry in report.fixes if entry.fix.partial]
+    partial = [entry.recipe.label for entry in report.recipes if entry.recipe.partial]
     if partial:  # an answer resting on a partial revert says so
         click.echo(
             f"partial reverts (some changes of the fix stay; `prtoggle show` lists them): "
@@ -207,7 +207,7 @@ def _matrix_text(report: CoverageReport) -> str:
     """The rows that show something (a guard, a failure, a run that does not count); the
     rows that only pass, skip or were never reached by a revert are counted, not listed."""
     quiet = {"passes", "skipped", "not-imported"}
-    shown = [t for t in report.tests if any(e.cells[t] not in quiet for e in report.fixes)]
+    shown = [t for t in report.tests if any(e.cells[t] not in quiet for e in report.recipes)]
     rest = len(report.tests) - len(shown)
     if not shown:
         return (
@@ -215,9 +215,11 @@ def _matrix_text(report: CoverageReport) -> str:
             "each fix reverted (or the fix's code was never imported); --json and --html "
             "have the full matrix"
         )
-    headers = [str(entry.fix.pr) for entry in report.fixes] + ["TEST"]
-    rows = [[CELL_SYMBOLS[entry.cells[test]] for entry in report.fixes] + [test] for test in shown]
-    used = {entry.cells[test] for entry in report.fixes for test in report.tests}
+    headers = [str(entry.recipe.pr) for entry in report.recipes] + ["TEST"]
+    rows = [
+        [CELL_SYMBOLS[entry.cells[test]] for entry in report.recipes] + [test] for test in shown
+    ]
+    used = {entry.cells[test] for entry in report.recipes for test in report.tests}
     legend = [
         f"{CELL_SYMBOLS[cell]} {CELL_MEANINGS[cell]}" for cell in CELL_MEANINGS if cell in used
     ]
@@ -228,12 +230,12 @@ def _matrix_text(report: CoverageReport) -> str:
     return "\n".join(lines)
 
 
-def _no_guard_text(entry: FixCoverage) -> str:
+def _no_guard_text(entry: RecipeCoverage) -> str:
     """What the GUARDED BY column says for a fix no test guards."""
     if entry.run.error:
         return _one_line(entry.run.error)
     if entry.run.never_imported:
-        packages = sorted({patch.target.split(".", 1)[0] for patch in entry.fix.patches})
+        packages = sorted({patch.target.split(".", 1)[0] for patch in entry.recipe.patches})
         return f"NONE: the suite never imports its code ({', '.join(packages)}): no result"
     return "NONE"
 
@@ -248,11 +250,11 @@ def _one_line(text: str, *, limit: int = 160) -> str:
     return first + (f" (+{more} more line{'s' if more > 1 else ''})" if more else "")
 
 
-def _unguarded_reason(entry: FixCoverage) -> str:
+def _unguarded_reason(entry: RecipeCoverage) -> str:
     if entry.run.error:
         why = f": its reverted run failed ({entry.run.error})"
     elif entry.run.never_imported:
         why = ": the suite never imports its code"
     else:
         why = ""
-    return f"PR {entry.fix.pr} ({entry.fix.collection}){why}"
+    return f"PR {entry.recipe.pr} ({entry.recipe.collection}){why}"

@@ -17,7 +17,7 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
-from prtoggle.commands.child_runs import fix_runner, fixes_to_run
+from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
 from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
 from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.child_outcome import output_tail
@@ -65,15 +65,15 @@ def repro_command(
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
     started = time.monotonic()
-    fixes = fixes_to_run(
+    recipes = recipes_to_run(
         "repro", prs=prs, run_all=run_all, key="repro", what="repro scenario",
         collection=collection,
     )  # fmt: skip
     require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
-    with fix_runner(fixes, cold=cold) as runner:
+    with recipe_runner(recipes, cold=cold) as runner:
         results = run_repros(
-            fixes,
+            recipes,
             device=device,
             provider=provider,
             timeout=timeout,
@@ -89,9 +89,9 @@ def repro_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _print_progress(fix: Recipe, variant: str, result: ScenarioResult) -> None:
+def _print_progress(recipe: Recipe, variant: str, result: ScenarioResult) -> None:
     """One stderr line per finished child, so a long run shows where it is."""
-    click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
+    click.echo(f"PR {recipe.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
 
 
 def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:

@@ -41,26 +41,26 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
     the error (exit 2). --json prints a list: one object per recipe, with `diffs` (a list)
     or `error` (a string).
     """
-    fixes = load_default_registry(collection=collection).find(pr, collection=collection)
-    shown = [(fix, *diffs_or_error(fix)) for fix in fixes]
+    recipes = load_default_registry(collection=collection).find(pr, collection=collection)
+    shown = [(recipe, *diffs_or_error(recipe)) for recipe in recipes]
     errors = [error for _, _, error in shown if error is not None]
     if as_json:
         if len(errors) == len(shown):
             raise errors[0]
-        echo_json([_json_record(fix, diffs, error) for fix, diffs, error in shown])
+        echo_json([_json_record(recipe, diffs, error) for recipe, diffs, error in shown])
         return
-    for index, (fix, diffs, error) in enumerate(shown):
+    for index, (recipe, diffs, error) in enumerate(shown):
         if index:
             click.echo("")
-        _print_section(fix, diffs, error)
+        _print_section(recipe, diffs, error)
     if len(errors) == len(shown):
         raise errors[0]
 
 
 def _json_record(
-    fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None
+    recipe: Recipe, diffs: list[TargetDiff], error: PrToggleError | None
 ) -> dict[str, Any]:
-    record = recipe_metadata(fix)
+    record = recipe_metadata(recipe)
     if error is not None:
         record["error"] = str(error)
         return record
@@ -76,14 +76,14 @@ def _json_record(
     return record
 
 
-def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
-    _print_metadata(fix)
+def _print_section(recipe: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
+    _print_metadata(recipe)
     if error is not None:
         click.echo(f"  not shown: {terminal_safe(str(error))}")
     for diff in diffs:
         click.echo("")
         click.echo(terminal_safe(diff.unified_diff().rstrip("\n"), lines=True))
-    for change in fix.names if error is None else ():
+    for change in recipe.names if error is None else ():
         click.echo("")
         click.echo(f"names of {terminal_safe(change.scope)}, reverted:")
         lines = [f"+ {line}" for line in change.define.splitlines()]
@@ -91,27 +91,27 @@ def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | 
         click.echo(terminal_safe(text, lines=True))
 
 
-def _print_metadata(fix: Recipe) -> None:
+def _print_metadata(recipe: Recipe) -> None:
     """One line per key; every recipe-given value escaped to stay on its line."""
-    click.echo(f"PR {fix.pr}: {terminal_safe(fix.title or '(untitled)')}")
-    for key, value in recipe_metadata(fix).items():
+    click.echo(f"PR {recipe.pr}: {terminal_safe(recipe.title or '(untitled)')}")
+    for key, value in recipe_metadata(recipe).items():
         if key not in ("pr", "title", "acts_at_capture", "targets", *_WHOLE) and value is not None:
             click.echo(f"  {(key + ':').ljust(10)} {terminal_safe(str(value))}")
-    targets = ", ".join(patch.target for patch in fix.patches)
+    targets = ", ".join(patch.target for patch in recipe.patches)
     click.echo(f"  targets:   {terminal_safe(targets)}")
-    if fix.acts_at_capture:
+    if recipe.acts_at_capture:
         click.echo(f"  note:      {CAPTURE_NOTE}")
-    _print_whole_fix(fix)
+    _print_whole_fix(recipe)
 
 
-def _print_whole_fix(fix: Recipe) -> None:
+def _print_whole_fix(recipe: Recipe) -> None:
     """The names a revert changes, and what it leaves as the fix made it (partial)."""
-    for change in fix.names:
+    for change in recipe.names:
         parts = [f"define {', '.join(change.defined)}"] if change.defined else []
         parts += [f"remove {', '.join(change.remove)}"] if change.remove else []
         click.echo(f"  names:     {terminal_safe(change.scope)}: {terminal_safe('; '.join(parts))}")
-    if fix.partial:
-        count = len(fix.not_reverted)
+    if recipe.partial:
+        count = len(recipe.not_reverted)
         click.echo(f"  partial:   {count} change{'s' if count != 1 else ''} not reverted:")
-        for item in fix.not_reverted:
+        for item in recipe.not_reverted:
             click.echo(f"             {terminal_safe(item.text())}")

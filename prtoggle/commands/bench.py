@@ -228,7 +228,7 @@ def classify_bench(run: CommandRun, *, module: str, pr: int) -> BenchRun:
 
 
 def measure_fix_cost(
-    fix: Recipe,
+    recipe: Recipe,
     *,
     device: str = "cpu",
     provider: str | None = None,
@@ -237,11 +237,11 @@ def measure_fix_cost(
     runner: CommandRunner = run_child,
 ) -> FixCost:
     """The fix's benchmark in one child: `repeat` fixed/reverted pairs, interleaved (ABBA)."""
-    if fix.bench is None:
-        raise RunnerError(f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path})")
+    if recipe.bench is None:
+        raise RunnerError(f"PR {recipe.pr} has no benchmark (no `bench:` in {recipe.path})")
     options: dict[str, Any] = {"device": device, "provider": provider, "repeat": repeat}
-    run = run_bench(fix.bench, pr=fix.pr, timeout=timeout, runner=runner, **options)
-    return FixCost(pr=fix.pr, module=fix.bench, run=run)
+    run = run_bench(recipe.bench, pr=recipe.pr, timeout=timeout, runner=runner, **options)
+    return FixCost(pr=recipe.pr, module=recipe.bench, run=run)
 
 
 def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:

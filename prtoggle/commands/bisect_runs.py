@@ -136,7 +136,7 @@ def bisect_plan(
     candidates, absent, notes = _candidates(
         registry, specs, search_path=search_path, whole_only=whole_only
     )
-    candidates = [fix for fix in candidates if fix.pr not in outer.prs]
+    candidates = [recipe for recipe in candidates if recipe.pr not in outer.prs]
     notes = (*((outer.note,) if outer.note else ()), *notes)
     skips = [
         f"skip: PR {pr} is left out, no recipe of it applies here: {reason}"
@@ -151,7 +151,7 @@ def bisect_plan(
         if inside.fix.pr not in broken:
             broken[inside.fix.pr] = []
             skips.append(f"skip: PR {inside.fix.pr} is left out: {inside.reason}")
-    usable = [fix for fix in candidates if fix.pr not in broken]
+    usable = [recipe for recipe in candidates if recipe.pr not in broken]
     return BisectPlan(usable, absent, broken, skips, notes, outer)
 
 
@@ -170,7 +170,7 @@ def run_bisect(
     with _runner(list(command), plan.usable, cold=cold) as runner:
         oracle = command_oracle(
             list(command),
-            fixes=_by_pr(plan.usable),
+            recipes=_by_pr(plan.usable),
             run=runner,
             timeout=timeout,
             counts=counts,
@@ -178,13 +178,13 @@ def run_bisect(
             on_run=on_run,
             keep=plan.outer.spec,
         )
-        return run_search(mode, list(dict.fromkeys(fix.pr for fix in plan.usable)), oracle)
+        return run_search(mode, list(dict.fromkeys(recipe.pr for recipe in plan.usable)), oracle)
 
 
 def command_oracle(
     argv: list[str],
     *,
-    fixes: Mapping[int, Sequence[Recipe]],
+    recipes: Mapping[int, Sequence[Recipe]],
     run: CommandRunner,
     timeout: float | None,
     counts: Mapping[str, Verdict],
@@ -202,14 +202,16 @@ def command_oracle(
     search_path = command_search_path(argv)
 
     def oracle(reverted: tuple[int, ...]) -> Judgement:
-        reverting = [fix for pr in reverted for fix in fixes[pr]]
+        reverting = [recipe for pr in reverted for recipe in recipes[pr]]
         conflict = revert_conflict(reverting, search_path=search_path)
         if conflict is not None:
             prs, message = conflict
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
             on_run(RunRecord(reverted, "conflict", "skip", None, 0.0, reason[:300]))
             return Judgement("skip", reason=message, conflict=prs)
-        with child_report.collecting_reports(_env_for(reverted, base, fixes=fixes, keep=keep)) as (
+        with child_report.collecting_reports(
+            _env_for(reverted, base, recipes=recipes, keep=keep)
+        ) as (
             env,
             directory,
         ):
@@ -231,7 +233,7 @@ def command_oracle(
 
 
 def revert_conflict(
-    fixes: Sequence[Recipe], *, search_path: Sequence[str] = ()
+    recipes: Sequence[Recipe], *, search_path: Sequence[str] = ()
 ) -> tuple[tuple[int, int], str] | None:
     """The first pair of `fixes` whose edits of a shared target cannot apply together.
 
@@ -240,9 +242,9 @@ def revert_conflict(
     child applies them. None when every shared target takes every layer.
     """
     sharing: dict[str, list[Recipe]] = {}
-    for fix in sorted(fixes, key=lambda f: f.pr):
-        for patch in fix.patches:
-            sharing.setdefault(patch.target, []).append(fix)
+    for recipe in sorted(recipes, key=lambda f: f.pr):
+        for patch in recipe.patches:
+            sharing.setdefault(patch.target, []).append(recipe)
     for target, editors in sharing.items():
         root = (
             import_free_source_root(editors[0], search_path=search_path)
@@ -292,19 +294,21 @@ def _candidates(
         for s in selections
         if not s.recipes and (requests is not None or s.left_out)
     }
-    return [fix for fix in registry.by_merge_date() if fix in kept], absent, notes
+    return [recipe for recipe in registry.by_merge_date() if recipe in kept], absent, notes
 
 
-def _by_pr(fixes: Sequence[Recipe]) -> dict[int, list[Recipe]]:
+def _by_pr(recipes: Sequence[Recipe]) -> dict[int, list[Recipe]]:
     """A PR's fixes in every collection (one revert request reverts them all)."""
     grouped: dict[int, list[Recipe]] = {}
-    for fix in fixes:
-        grouped.setdefault(fix.pr, []).append(fix)
+    for recipe in recipes:
+        grouped.setdefault(recipe.pr, []).append(recipe)
     return grouped
 
 
 @contextmanager
-def _runner(command: list[str], fixes: Sequence[Recipe], *, cold: bool) -> Iterator[CommandRunner]:
+def _runner(
+    command: list[str], recipes: Sequence[Recipe], *, cold: bool
+) -> Iterator[CommandRunner]:
     """The warm worker or plain children.
 
     The worker preloads prtoggle's toggles and each candidate's `component` module (which
@@ -312,7 +316,10 @@ def _runner(command: list[str], fixes: Sequence[Recipe], *, cold: bool) -> Itera
     A run is judged when its command's process exits (a background process holding its
     stdout is ended, not waited for), from the last TAIL_BYTES of each stream.
     """
-    modules = ["prtoggle.revert.toggle", *(fix.component for fix in fixes if fix.component)]
+    modules = [
+        "prtoggle.revert.toggle",
+        *(recipe.component for recipe in recipes if recipe.component),
+    ]
     if command[1:3] == ["-m", "pytest"]:
         modules.append("pytest")
     with command_runner(
@@ -349,14 +356,14 @@ def _env_for(
     reverted: Sequence[int],
     base: dict[str, str],
     *,
-    fixes: Mapping[int, Sequence[Recipe]],
+    recipes: Mapping[int, Sequence[Recipe]],
     keep: str | None = None,
 ) -> dict[str, str]:
     """The child's environment: exactly the bisected recipes of `reverted` (`C:N` each),
     after `keep` (an outer run's revert, kept as it was given)."""
     specs = [
         *([keep] if keep else []),
-        *(f"{f.collection}:{f.pr}" for pr in reverted for f in fixes[pr]),
+        *(f"{f.collection}:{f.pr}" for pr in reverted for f in recipes[pr]),
     ]
     if not specs:
         return dict(base)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prtoggle.commands.selections import load_default_registry, selected_fixes
+from prtoggle.commands.selections import load_default_registry, selected_recipes
 from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.recipes.check import TargetCheck, check_fix
 from prtoggle.recipes.resolution import (
@@ -35,18 +35,20 @@ def check_recipes(
     root that holds none of the recipes' packages is an error.
     """
     registry = load_default_registry(collection=collection)
-    fixes = selected_fixes(registry if collection else registry.maintained(), prs)
+    recipes = selected_recipes(registry if collection else registry.maintained(), prs)
     trees: list[SourceTree | None] = [open_source_tree(root) for root in source_roots] or [None]
     for tree in trees:
         if tree is not None:
-            refuse_tree_without_packages(tree, fixes)
+            refuse_tree_without_packages(tree, recipes)
     if source_roots:
-        checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
+        checks = [
+            check for tree in trees for recipe in recipes for check in check_fix(recipe, tree=tree)
+        ]
     else:
-        found = checks_by_import(fixes, search_path=command_search_path())
-        checks = [check for fix in fixes for check in found[fix]]
+        found = checks_by_import(recipes, search_path=command_search_path())
+        checks = [check for recipe in recipes for check in found[recipe]]
     labels = [tree.label for tree in trees if tree is not None]
-    return CheckRun(checks, labels, len(fixes))
+    return CheckRun(checks, labels, len(recipes))
 
 
 def check_failed(checks: Sequence[TargetCheck], *, strict: bool) -> bool:

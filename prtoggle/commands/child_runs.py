@@ -13,7 +13,7 @@ from prtoggle.runners.requirements import require_installed
 from prtoggle.runners.warm_client import HEAVY_MODULES, CommandRunner, command_runner, warm_enabled
 
 
-def fixes_to_run(
+def recipes_to_run(
     command: str,
     *,
     prs: Sequence[int],
@@ -28,21 +28,21 @@ def fixes_to_run(
     refusal: one `error:` line, exit 2).
     """
     registry = load_default_registry(collection=collection)
-    fixes = select_fixes_having(registry, prs, run_all=run_all, key=key, what=what)
-    require_installed(command, detect=True, runs=[str(getattr(fix, key)) for fix in fixes])
-    return fixes
+    recipes = select_recipes_having(registry, prs, run_all=run_all, key=key, what=what)
+    require_installed(command, detect=True, runs=[str(getattr(recipe, key)) for recipe in recipes])
+    return recipes
 
 
 @contextmanager
-def fix_runner(fixes: Sequence[Recipe], *, cold: bool) -> Iterator[CommandRunner]:
+def recipe_runner(recipes: Sequence[Recipe], *, cold: bool) -> Iterator[CommandRunner]:
     """What runs the fixes' children: a warm worker preloading their components (unless
     `--cold` or PRTOGGLE_WARM=0 says otherwise), closed on exit."""
-    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
+    preload = [*HEAVY_MODULES, *(recipe.component for recipe in recipes if recipe.component)]
     with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
         yield runner
 
 
-def select_fixes_having(
+def select_recipes_having(
     registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
 ) -> list[Recipe]:
     """The fixes named by PRS or --all that set YAML key `key` (`what`).
@@ -51,8 +51,8 @@ def select_fixes_having(
     `--collection`); those without `key` are left out, and a PR none of whose fixes has
     it is an error.
     """
-    having = [fix for fix in registry.fixes if getattr(fix, key)]
-    choices = join_prs(dict.fromkeys(fix.pr for fix in having))
+    having = [recipe for recipe in registry.fixes if getattr(recipe, key)]
+    choices = join_prs(dict.fromkeys(recipe.pr for recipe in having))
     if run_all and prs:
         raise CommandUsageError("give PR numbers or --all, not both")
     if run_all:
@@ -61,14 +61,14 @@ def select_fixes_having(
         return having
     if not prs:
         raise CommandUsageError(f"expected PR numbers or --all; fixes with a {what}: {choices}")
-    fixes = []
+    recipes = []
     for pr in dict.fromkeys(prs):
         found = registry.find(pr)
-        kept = [fix for fix in found if getattr(fix, key)]
+        kept = [recipe for recipe in found if getattr(recipe, key)]
         if not kept:
-            files = ", ".join(str(fix.path) for fix in found)
+            files = ", ".join(str(recipe.path) for recipe in found)
             raise CommandUsageError(
                 f"PR {pr} has no {what} (no `{key}:` in {files}); fixes with a {what}: {choices}"
             )
-        fixes.extend(kept)
-    return fixes
+        recipes.extend(kept)
+    return recipes

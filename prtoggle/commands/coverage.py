@@ -53,10 +53,10 @@ DEFAULT_TIMEOUT = 900.0
 
 
 @dataclass(frozen=True)
-class FixCoverage:
+class RecipeCoverage:
     """One fix: the run with it reverted and, per test of the plain run, what it showed."""
 
-    fix: Recipe
+    recipe: Recipe
     run: SuiteRun
     cells: Mapping[str, Cell]
 
@@ -71,7 +71,7 @@ class CoverageReport:
 
     command: tuple[str, ...]
     plain: SuiteRun
-    fixes: tuple[FixCoverage, ...]
+    recipes: tuple[RecipeCoverage, ...]
     seconds: float
 
     @property
@@ -89,8 +89,8 @@ class CoverageReport:
         test file that does not import, whose tests were never run (nor counted)."""
         return tuple(sorted(self.plain.collect_errors.items()))
 
-    def unguarded(self) -> tuple[FixCoverage, ...]:
-        return tuple(fix for fix in self.fixes if not fix.guarded_by)
+    def unguarded(self) -> tuple[RecipeCoverage, ...]:
+        return tuple(recipe for recipe in self.recipes if not recipe.guarded_by)
 
     def to_json(self) -> list[dict[str, Any]]:
         """One object per fix: pr, collection, guarded_by, plus the plain run's failing
@@ -105,12 +105,12 @@ class CoverageReport:
         ]
         return [
             {
-                "pr": entry.fix.pr,
-                "collection": entry.fix.collection,
-                "title": entry.fix.title,
+                "pr": entry.recipe.pr,
+                "collection": entry.recipe.collection,
+                "title": entry.recipe.title,
                 "guarded_by": list(entry.guarded_by),
-                "partial": entry.fix.partial,
-                "not_reverted": [item.text() for item in entry.fix.not_reverted],
+                "partial": entry.recipe.partial,
+                "not_reverted": [item.text() for item in entry.recipe.not_reverted],
                 "tests": dict(entry.cells),
                 "plain_failing": plain_failing,
                 "collect_errors": collect_errors,
@@ -118,7 +118,7 @@ class CoverageReport:
                 "run_error": entry.run.error,
                 "seconds": round(entry.run.seconds, 3),
             }
-            for entry in self.fixes
+            for entry in self.recipes
         ]
 
 
@@ -173,7 +173,7 @@ def coverage_runner(*, cold: bool) -> Iterator[CommandRunner]:
 
 
 def run_coverage(
-    fixes: Sequence[Recipe],
+    recipes: Sequence[Recipe],
     command: Sequence[str],
     *,
     jobs: int,
@@ -194,7 +194,7 @@ def run_coverage(
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
-    specs = list(dict.fromkeys(recipe_spec(fix) for fix in fixes))  # one run per recipe
+    specs = list(dict.fromkeys(recipe_spec(recipe) for recipe in recipes))  # one run per recipe
     gate = PlainGate()
     run = functools.partial(run_suite, command, timeout=timeout, runner=runner, keep=keep)
     tasks = [
@@ -217,21 +217,21 @@ def run_coverage(
     if not plain.outcomes:
         raise RunnerError(f"the plain run of {' '.join(command)!r} ran no test")
     entries = tuple(
-        FixCoverage(
-            fix=fix,
-            run=runs[(recipe_spec(fix),)],
-            cells=compare(plain, runs[(recipe_spec(fix),)]),
+        RecipeCoverage(
+            recipe=recipe,
+            run=runs[(recipe_spec(recipe),)],
+            cells=compare(plain, runs[(recipe_spec(recipe),)]),
         )
-        for fix in fixes
+        for recipe in recipes
     )
     return CoverageReport(
-        command=tuple(command), plain=plain, fixes=entries, seconds=time.monotonic() - started
+        command=tuple(command), plain=plain, recipes=entries, seconds=time.monotonic() - started
     )
 
 
-def recipe_spec(fix: Recipe) -> str:
+def recipe_spec(recipe: Recipe) -> str:
     """`collection:PR`: the SGLANG_DEBUG_REVERT_PR value that reverts exactly `fix`."""
-    return f"{fix.collection}:{fix.pr}"
+    return f"{recipe.collection}:{recipe.pr}"
 
 
 def compare(plain: SuiteRun, reverted: SuiteRun) -> dict[str, Cell]:

@@ -19,21 +19,21 @@ def list_records(*, collection: str | None) -> tuple[list[dict[str, Any]], tuple
     cannot be read (its `error` set); and those files. Nothing is imported: the sources are
     read as files."""
     registry, bad = registry_with_errors()
-    fixes = registry.in_collection(collection).fixes
+    recipes = registry.in_collection(collection).fixes
     bad = tuple(b for b in bad if collection in (None, b.collection))
     search_path = command_search_path()
-    checks = checks_per_fix(fixes, search_path=search_path)
-    records = [_list_record(fix, checks[fix], search_path=search_path) for fix in fixes]
+    checks = checks_per_fix(recipes, search_path=search_path)
+    records = [_list_record(recipe, checks[recipe], search_path=search_path) for recipe in recipes]
     records += [_bad_record(recipe) for recipe in bad]
     return records, bad
 
 
 def _list_record(
-    fix: Recipe, checks: list[TargetCheck], *, search_path: list[str]
+    recipe: Recipe, checks: list[TargetCheck], *, search_path: list[str]
 ) -> dict[str, Any]:
     """`applies` is None when the fix's package is found nowhere (absent)."""
-    record = recipe_metadata(fix)
-    absent = import_free_source_root(fix, search_path=search_path) is None
+    record = recipe_metadata(recipe)
+    absent = import_free_source_root(recipe, search_path=search_path) is None
     record["applies"] = None if absent else all(check.ok for check in checks)
     record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
     record["error"] = None

@@ -132,11 +132,11 @@ def qualified_specs(selections: Sequence[Selection]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f"{r.collection}:{r.pr}" for s in selections for r in s.recipes))
 
 
-def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
+def selected_recipes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
     """The fixes named by `prs`, in every collection (all fixes when empty); unknown: error."""
     if not prs:
         return list(registry.fixes)
-    return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
+    return [recipe for pr in dict.fromkeys(prs) for recipe in registry.find(pr)]
 
 
 def _prs_text(prs: Sequence[int]) -> str:
