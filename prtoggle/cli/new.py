@@ -100,7 +100,7 @@ def new_command(**options: Any) -> None:
         header = diff_header(text, source, **header_options)
         roots = source_roots(options["source_root"])
     made = new_from_diff(text, source=source, roots=roots, header=header, out=options["out"])
-    _report(made, as_json=options["as_json"])
+    _print_written(made, as_json=options["as_json"])
     if not made.whole:
         sys.exit(EXIT_NEGATIVE)
 
@@ -117,7 +117,7 @@ def _read_diff(name: str) -> tuple[str, str]:
         ) from exc
 
 
-def _report(made: NewRecipe, *, as_json: bool) -> None:
+def _print_written(made: NewRecipe, *, as_json: bool) -> None:
     skipped = [
         {"file": change.file, "line": change.line, "reason": change.reason}
         for change in made.skipped

@@ -52,12 +52,12 @@ def rebase_command(
 ) -> None:
     """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
     result = rebase_pr(pr, collection=collection, source_root=source_root, out=out)
-    _report(result, as_json=as_json)
+    _print_rebase(result, as_json=as_json)
     if result.status == "failed":
         sys.exit(EXIT_NEGATIVE)
 
 
-def _report(result: Rebase, *, as_json: bool) -> None:
+def _print_rebase(result: Rebase, *, as_json: bool) -> None:
     recipe = result.recipe
     if as_json:
         edits = [

@@ -202,12 +202,12 @@ def run_coverage(
         *(gate.after_plain((spec,), functools.partial(run, prs=(spec,))) for spec in specs),
     ]
 
-    def report_run(_index: int, done: SuiteRun) -> None:
+    def tell_run(_index: int, done: SuiteRun) -> None:
         if on_run is not None and done.started and not done.plugin_missing:
             on_run(done)
 
     runs: dict[tuple[int | str, ...], SuiteRun] = {
-        done.prs: done for done in run_parallel(tasks, jobs=jobs, on_done=report_run)
+        done.prs: done for done in run_parallel(tasks, jobs=jobs, on_done=tell_run)
     }
     plain = runs[()]
     if plain.plugin_missing:
