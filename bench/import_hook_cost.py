@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from prtoggle.cli.run import run_environment
+from prtoggle.commands.run import run_environment
 from prtoggle.protocol import REVERT_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +51,10 @@ def main() -> None:
     args = parser.parse_args()
     plain = _plain_env()
     command = [sys.executable, "-c", f"import {args.module}"]
-    prs, reverting = run_environment([args.revert], command=command, base=plain)
+    notes: list[str] = []
+    prs, reverting = run_environment([args.revert], command=command, notes=notes, base=plain)
+    for note in notes:
+        print(note, file=sys.stderr)
     in_force = _reverts_in_force(args.module, reverting)
     _cpu_seconds(f"import {args.module}", plain)  # warm the file cache for both kinds
     _cpu_seconds(f"import {args.module}", reverting)

@@ -54,6 +54,11 @@ class RunnerError(PrToggleError):
     """A child command or scenario could not be started or classified."""
 
 
+class CommandUsageError(PrToggleError):
+    """A command's arguments do not go together or name nothing it can use (`--all` and PRs,
+    no PR): the CLI prints it as a usage error, pointing at the command's `--help`."""
+
+
 class Finding(Exception):
     """Root of what detection finds in the program it watches: a fault of that program,
     not a tool error, so `except PrToggleError` around a run never swallows one.

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import click
 
-from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
+from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
-
-if TYPE_CHECKING:
-    from prtoggle.commands.bench import BenchRun, FixCost
+from prtoggle.commands.bench import BenchRun, FixCost, measure_fix_cost
+from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
+from prtoggle.runners.child_outcome import output_tail
 
 _EPILOG = """\b
 Each fix's `bench:` module times the code path the fix changes, in a state
@@ -60,16 +59,13 @@ def bench_command(
     as_json: bool,
 ) -> None:
     """Time each fix's code path fixed and reverted, side by side; print the ratios."""
-    from prtoggle.commands.bench import measure_fix_cost
-
-    fixes = fixes_to_run(
-        "bench", prs=prs, run_all=run_all, device=device, key="bench", what="benchmark"
-    )
+    recipes = recipes_to_run("bench", prs=prs, run_all=run_all, key="bench", what="benchmark")
+    require_device(device)
     costs = []
-    with fix_runner(fixes, cold=cold) as runner:
-        for fix in fixes:
+    with recipe_runner(recipes, cold=cold) as runner:
+        for recipe in recipes:
             cost = measure_fix_cost(
-                fix,
+                recipe,
                 device=device,
                 provider=provider,
                 repeat=repeat,
@@ -162,6 +158,4 @@ def _details(cost: FixCost) -> str:
 
 
 def _tail(run: BenchRun) -> str:
-    from prtoggle.runners.child_outcome import output_tail
-
     return "\n".join(f"    | {line}" for line in output_tail(run.run, chars=1200).splitlines())

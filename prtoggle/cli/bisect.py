@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
-from prtoggle.cli.common import (
-    EXIT_NEGATIVE,
-    echo_json,
-    load_default_registry,
-    parse_revert_options,
-    whole_only_option,
-    whole_selections,
-)
-from prtoggle.commands.bisect_runs import MetricRule, RunRecord, command_oracle
-from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict, run_search
+from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
+from prtoggle.commands.bisect_runs import MetricRule, RunRecord, bisect_plan, run_bisect
+from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict
 from prtoggle.recipes.prs import join_prs
-from prtoggle.recipes.resolution import check_without_import, command_search_path
-from prtoggle.runners.script_targets import script_targets
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.check import TargetCheck
-    from prtoggle.recipes.registry import Recipe, Registry
-    from prtoggle.runners.warm_client import CommandRunner
 
 _EPILOG = """\b
 COMMAND's exit status is read like `git bisect run`: 0 good, 125 skip, other
@@ -148,37 +133,25 @@ def bisect_command(
     --whole-only (or PRTOGGLE_WHOLE_ONLY=1) leaves partial recipes out of the search.
     """
     metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
-    registry = load_default_registry()
     echo = _progress_echo(as_json)
-    search_path = command_search_path(command)
-    candidates, absent = _candidates(
-        registry, candidate_specs, search_path=search_path, whole_only=whole_only
-    )
-    for pr, reason in absent.items():
-        echo(f"skip: PR {pr} is left out, no recipe of it applies here: {reason}")
-    checks = check_without_import(candidates, search_path=search_path)
-    broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
-    for pr, results in broken.items():
-        reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
-        echo(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
-    for inside in script_targets([f for f in candidates if f.pr not in broken], command):
-        if inside.fix.pr not in broken:
-            broken[inside.fix.pr] = []
-            echo(f"skip: PR {inside.fix.pr} is left out: {inside.reason}")
+    plan = bisect_plan(candidate_specs, command=command, whole_only=whole_only)
+    echo_notes(plan.notes)
+    for line in plan.skips:
+        echo(line)
     records: list[RunRecord] = []
-    usable = [fix for fix in candidates if fix.pr not in broken]
-    with _runner(list(command), usable, cold=cold) as runner:
-        oracle = command_oracle(
-            list(command),
-            fixes=_by_pr(usable),
-            run=runner,
-            timeout=timeout,
-            counts={"crash": crash_as, "timeout": timeout_as},
-            metric=metric_rule,
-            on_run=lambda record: _record(records, record, echo),
-        )
-        result = run_search(mode, list(dict.fromkeys(fix.pr for fix in usable)), oracle)
-    partial = sorted({fix.pr for fix in usable if fix.partial})
+    result = run_bisect(
+        plan,
+        command=command,
+        mode=mode,
+        cold=cold,
+        timeout=timeout,
+        counts={"crash": crash_as, "timeout": timeout_as},
+        metric=metric_rule,
+        on_run=lambda record: _record(records, record, echo),
+    )
+    usable = plan.usable
+    broken, absent = plan.broken, plan.absent
+    partial = sorted({recipe.pr for recipe in usable if recipe.partial})
     if as_json:
         left_out = sorted({*broken, *absent})
         echo_json({**_result_record(result, records, not_applicable=left_out), "partial": partial})
@@ -187,45 +160,6 @@ def bisect_command(
         _print_partial(result, partial)
     if not result.found:
         sys.exit(EXIT_NEGATIVE)
-
-
-def _candidates(
-    registry: Registry,
-    specs: Sequence[str],
-    *,
-    search_path: Sequence[str],
-    whole_only: bool = False,
-) -> tuple[list[Recipe], dict[int, str]]:
-    """The recipes bisect may revert, oldest first, and the PRs none of whose recipes apply.
-
-    The selection rule decides each PR's recipes: one outside its `applies_to`, whose
-    package is absent (neither installed nor where COMMAND's Python looks first:
-    `search_path`), or an upstream text shadowed or stale, is absent from the search
-    (never a conflict).
-    """
-    from prtoggle.recipes.selection import RevertRequest, select
-
-    requests = parse_revert_options(specs, registry) if specs else None
-    chosen = [RevertRequest(pr) for pr in registry.prs()] if requests is None else requests
-    selections = [select(registry, request, search_path=search_path) for request in chosen]
-    selections = list(
-        whole_selections(selections, whole_only=whole_only, everything=requests is None)
-    )
-    kept = {recipe for selection in selections for recipe in selection.recipes}
-    absent = {
-        s.request.pr: "; ".join(item.line() for item in s.left_out)
-        for s in selections
-        if not s.recipes and (requests is not None or s.left_out)
-    }
-    return [fix for fix in registry.by_merge_date() if fix in kept], absent
-
-
-def _by_pr(fixes: Sequence[Recipe]) -> dict[int, list[Recipe]]:
-    """A PR's fixes in every collection (one revert request reverts them all)."""
-    grouped: dict[int, list[Recipe]] = {}
-    for fix in fixes:
-        grouped.setdefault(fix.pr, []).append(fix)
-    return grouped
 
 
 def _metric_rule(
@@ -244,27 +178,6 @@ def _metric_rule(
             f"{metric!r} is not a regular expression: {exc}", param_hint="--metric"
         ) from exc
     return MetricRule(pattern=pattern, threshold=threshold, lower_is_better=lower_is_better)
-
-
-@contextlib.contextmanager
-def _runner(command: list[str], fixes: Sequence[Recipe], *, cold: bool) -> Iterator[CommandRunner]:
-    """The warm worker or plain children.
-
-    The worker preloads prtoggle's toggles and each candidate's `component` module (which
-    imports what the fixed code needs, e.g. torch): the command's own imports, not more.
-    A run is judged when its command's process exits (a background process holding its
-    stdout is ended, not waited for), from the last TAIL_BYTES of each stream.
-    """
-    from prtoggle.runners.output_tail import TAIL_BYTES
-    from prtoggle.runners.warm_client import command_runner, warm_enabled
-
-    modules = ["prtoggle.revert.toggle", *(fix.component for fix in fixes if fix.component)]
-    if command[1:3] == ["-m", "pytest"]:
-        modules.append("pytest")
-    with command_runner(
-        warm=warm_enabled(cold=cold), preload=modules, output_limit=TAIL_BYTES
-    ) as runner:
-        yield runner
 
 
 def _record(records: list[RunRecord], record: RunRecord, echo: Callable[[str], None]) -> None:
@@ -313,8 +226,3 @@ def _result_record(
         "not_applicable": not_applicable,
         "probes": [record.to_dict() for record in records],
     }
-
-
-def _unusable(check: TargetCheck) -> bool:
-    """Not ok, except a recipe for another version (not-applicable), which stays inert."""
-    return check.status not in ("ok", "not-applicable")

@@ -6,7 +6,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -18,18 +18,14 @@ from prtoggle.cli.common import (
     echo_json,
     format_table,
     json_option,
-    load_default_registry,
-    selected_fixes,
     wide_option,
 )
+from prtoggle.cli.output import Cut
+from prtoggle.commands.check import check_failed, check_recipes
+from prtoggle.recipes.check import TargetCheck
 
 _RELEASE = re.compile(r"([A-Za-z0-9_.]+?)-(\d[^-]*?)(?:-.*\.whl|\.tar\.gz|\.tgz|\.zip)$")
 """`dist-version-....whl` or `dist-version.tar.gz`: a release archive's name."""
-
-if TYPE_CHECKING:
-    from prtoggle.cli.output import Cut
-    from prtoggle.patching.source_files import SourceTree
-    from prtoggle.recipes.check import TargetCheck
 
 _EPILOG = """\b
 Status per target: ok; stale (a match is not found exactly once, or the target
@@ -84,44 +80,18 @@ def check_command(
     installed sglang's own recipes (sglang-upstream: sglang's text, not ours to keep up)
     are checked with --collection sglang-upstream only.
     """
-    from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.check import check_fix
-    from prtoggle.recipes.resolution import (
-        checks_by_import,
-        command_search_path,
-        refuse_tree_without_packages,
-    )
-
-    registry = load_default_registry(collection=collection)
-    fixes = selected_fixes(registry if collection else registry.maintained(), prs)
-    trees: list[SourceTree | None] = [open_source_tree(root) for root in source_roots] or [None]
-    for tree in trees:
-        if tree is not None:
-            refuse_tree_without_packages(tree, fixes)
-    if source_roots:
-        checks = [check for tree in trees for fix in fixes for check in check_fix(fix, tree=tree)]
-    else:
-        found = checks_by_import(fixes, search_path=command_search_path())
-        checks = [check for fix in fixes for check in found[fix]]
+    run = check_recipes(prs, source_roots=source_roots, collection=collection)
+    checks = run.checks
     if as_json:
         echo_json([_check_record(check) for check in checks])
-    elif len(trees) > 1:
-        _print_matrix(checks, [tree.label for tree in trees if tree is not None], wide=wide)
+    elif len(run.tree_labels) > 1:
+        _print_matrix(checks, run.tree_labels, wide=wide)
     else:
-        _print_rows(checks, fix_count=len(fixes))
+        _print_rows(checks, fix_count=run.fix_count)
     if not as_json:
         _print_rebase_hints(checks, source_roots)
-    if _failed(checks, strict=strict or bool(prs)):
+    if check_failed(checks, strict=strict or bool(prs)):
         sys.exit(EXIT_NEGATIVE)
-
-
-def _failed(checks: Sequence[TargetCheck], *, strict: bool) -> bool:
-    """Stale or error; absent too when strict (--strict, or PRs named) or when every
-    target is absent: a check that found nothing to check never passes."""
-    absent = [check.status == "absent" for check in checks]
-    if any(check.failed for check in checks) or (strict and any(absent)):
-        return True
-    return bool(checks) and all(absent)
 
 
 def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:

@@ -1,21 +1,14 @@
-"""Options, fix selection and runner of the commands that run fixes in children: repro, bench."""
+"""Options of the commands that run each fix in children (repro, bench), and `--device cuda`."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from prtoggle.cli.common import load_default_registry
 from prtoggle.protocol import KERNEL_PROVIDERS
-from prtoggle.recipes.prs import join_prs
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe, Registry
-    from prtoggle.runners.warm_client import CommandRunner
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,70 +87,3 @@ def child_run_options(*, what: str) -> Callable[[F], F]:
         return function
 
     return decorate
-
-
-def fixes_to_run(
-    command: str,
-    *,
-    prs: Sequence[int],
-    run_all: bool,
-    device: str,
-    key: str,
-    what: str,
-    collection: str | None = None,
-) -> list[Recipe]:
-    """The fixes PRS or --all name that have `key` (`repro`, `bench`), checked runnable here.
-
-    Before any child starts: the `detect` extra and the modules to run are installed, and
-    `--device cuda` has a CUDA device (each refusal: one `error:` line, exit 2).
-    """
-    from prtoggle.runners.requirements import require_installed
-
-    registry = load_default_registry(collection=collection)
-    fixes = select_fixes_having(registry, prs, run_all=run_all, key=key, what=what)
-    require_installed(command, detect=True, runs=[str(getattr(fix, key)) for fix in fixes])
-    require_device(device)
-    return fixes
-
-
-@contextmanager
-def fix_runner(fixes: Sequence[Recipe], *, cold: bool) -> Iterator[CommandRunner]:
-    """What runs the fixes' children: a warm worker preloading their components (unless
-    `--cold` or PRTOGGLE_WARM=0 says otherwise), closed on exit."""
-    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
-
-    preload = [*HEAVY_MODULES, *(fix.component for fix in fixes if fix.component)]
-    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
-        yield runner
-
-
-def select_fixes_having(
-    registry: Registry, prs: Sequence[int], *, run_all: bool, key: str, what: str
-) -> list[Recipe]:
-    """The fixes named by PRS or --all that set YAML key `key` (`what`).
-
-    A PR number names its fixes in every collection (narrow `registry` with
-    `--collection`); those without `key` are left out, and a PR none of whose fixes has
-    it is an error.
-    """
-    having = [fix for fix in registry.fixes if getattr(fix, key)]
-    choices = join_prs(dict.fromkeys(fix.pr for fix in having))
-    if run_all and prs:
-        raise click.UsageError("give PR numbers or --all, not both")
-    if run_all:
-        if not having:
-            raise click.UsageError(f"no registered fix has a {what} (`{key}:` in its YAML)")
-        return having
-    if not prs:
-        raise click.UsageError(f"expected PR numbers or --all; fixes with a {what}: {choices}")
-    fixes = []
-    for pr in dict.fromkeys(prs):
-        found = registry.find(pr)
-        kept = [fix for fix in found if getattr(fix, key)]
-        if not kept:
-            files = ", ".join(str(fix.path) for fix in found)
-            raise click.UsageError(
-                f"PR {pr} has no {what} (no `{key}:` in {files}); fixes with a {what}: {choices}"
-            )
-        fixes.extend(kept)
-    return fixes

@@ -1,13 +1,13 @@
-"""Shared pieces of the click CLI: error reporting, registry access, -r parsing, output."""
+"""Shared pieces of the click CLI: the group, exit statuses, common options, errors and output."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -22,12 +22,8 @@ from prtoggle.cli.output import (
     terminal_safe,
     terminal_safe_output,
 )
-from prtoggle.errors import PrToggleError, RevertSpecError
+from prtoggle.errors import CommandUsageError, PrToggleError
 from prtoggle.runners.child_process import Interrupted, owning_children
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe, Registry
-    from prtoggle.recipes.selection import RevertRequest, Selection
 
 EXIT_NEGATIVE = 1
 """The command ran and its answer is no: a check failed, a fix did not reproduce, ..."""
@@ -71,6 +67,8 @@ class PrToggleGroup(click.Group):
                 return super().invoke(ctx)
         except OutputUnwritable:
             raise
+        except CommandUsageError as exc:
+            raise click.UsageError(str(exc), _command_context(ctx)) from exc
         except PrToggleError as exc:
             raise CliError(str(exc)) from exc
 
@@ -166,59 +164,6 @@ def recipe_out_option(function: F) -> F:
     return option(function)
 
 
-def load_default_registry(*, collection: str | None = None) -> Registry:
-    """The shipped collections plus PRTOGGLE_YAML_PATH, restricted to `collection` if given.
-
-    Raises RegistryError / UnknownPRError (an unknown collection lists the known ones);
-    the command group prints them as one `error:` line.
-    """
-    from prtoggle.recipes.registry import default_registry
-
-    return default_registry().in_collection(collection)
-
-
-def parse_revert_options(
-    values: Sequence[str], registry: Registry, *, option: str = "-r"
-) -> tuple[RevertRequest, ...] | None:
-    """Every `-r` value parsed like SGLANG_DEBUG_REVERT_PR, merged in order; None: `all`."""
-    from prtoggle.revert.toggle import parse_revert_requests
-
-    requests: list[RevertRequest] = []
-    everything = False
-    for value in values:
-        parsed = parse_revert_requests(value, registry=registry, source=option)
-        if parsed is None:
-            everything = True
-        else:
-            requests.extend(request for request in parsed if request not in requests)
-    return None if everything else tuple(requests)
-
-
-def revert_selections(
-    values: Sequence[str], registry: Registry, *, search_path: Sequence[str], option: str = "-r"
-) -> tuple[tuple[Selection, ...], bool]:
-    """The recipes the `-r` values use (the selection rule), and whether they said `all`.
-
-    `all` keeps every recipe that applies to what is installed (its package found on
-    this process's path or `search_path`) and says on stderr, in one line, what it left
-    out and why; an explicit request none of whose recipes applies is an error.
-    """
-    from prtoggle.recipes.selection import left_out_note
-    from prtoggle.revert.toggle import select_reverts
-
-    requests = parse_revert_options(values, registry, option=option)
-    if requests is not None:
-        return select_reverts(requests, registry=registry), False
-    selections = select_reverts(None, registry=registry, search_path=search_path)
-    if not any(selection.recipes for selection in selections):
-        note = left_out_note(selections)
-        raise RevertSpecError(f"{option} all: no recipe applies here; {note or 'none registered'}")
-    summary = _left_out_summary(selections)
-    if summary is not None:
-        click.echo(f"prtoggle: {option} all: {summary}", err=True)
-    return selections, True
-
-
 def whole_only_option(function: F) -> F:
     """`--whole-only` of the commands that revert in children: run, coverage, bisect."""
     option = click.option(
@@ -230,48 +175,14 @@ def whole_only_option(function: F) -> F:
     return option(function)
 
 
-def whole_selections(
-    selections: Sequence[Selection], *, whole_only: bool, everything: bool, option: str = "-r"
-) -> tuple[Selection, ...]:
-    """The selections a `--whole-only` command keeps; every partial recipe used is said.
-
-    An explicit request of a partial recipe is refused (one `error:` line, status 2);
-    `all` leaves partial recipes out, in one stderr line. Each partial recipe kept gets
-    one `prtoggle: PR N reverted in part (partial: ...)` line on stderr.
-    """
-    from prtoggle.revert.partial import keep_whole, partial_note
-
-    whole_only = whole_only or _whole_only_env()
-    kept, note = keep_whole(selections, whole_only=whole_only, everything=everything, source=option)
-    if note is not None:
-        click.echo(f"prtoggle: {option}: {note}", err=True)
-    for recipe in (r for s in kept for r in s.recipes if r.partial):
-        click.echo(
-            f"prtoggle: PR {recipe.pr} reverted in part ({partial_note([recipe])})", err=True
-        )
-    return kept
-
-
-def _whole_only_env() -> bool:
-    from prtoggle.revert.partial import whole_only
-
-    return whole_only()
-
-
-def qualified_specs(selections: Sequence[Selection]) -> tuple[str, ...]:
-    """`C:N` for every chosen recipe: what a child is told to revert, exactly."""
-    return tuple(dict.fromkeys(f"{r.collection}:{r.pr}" for s in selections for r in s.recipes))
-
-
-def selected_fixes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
-    """The fixes named by `prs`, in every collection (all fixes when empty); unknown: error."""
-    if not prs:
-        return list(registry.fixes)
-    return [fix for pr in dict.fromkeys(prs) for fix in registry.find(pr)]
-
-
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def echo_notes(notes: Iterable[str]) -> None:
+    """The notes a command's logic returned, one stderr line each."""
+    for note in notes:
+        click.echo(terminal_safe(note), err=True)
 
 
 def format_table(
@@ -319,29 +230,16 @@ def _output_failed(exc: OutputUnwritable) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+def _command_context(ctx: click.Context) -> click.Context:
+    """The context a usage error of the command `ctx` invoked names (`prtoggle CMD`)."""
+    name = ctx.invoked_subcommand
+    if name is None:
+        return ctx
+    return click.Context(click.Command(name), parent=ctx, info_name=name)
+
+
 def _usage_line(exc: click.UsageError) -> str:
     """A click usage error as one line: `error: <message> (see `<command> --help`)`."""
     message = " ".join(exc.format_message().split()).rstrip(".")
     where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
     return f"error: {message}{where}"
-
-
-def _left_out_summary(selections: Sequence[Selection], *, names: int = 6) -> str | None:
-    """What `all` left out, by kind, the count and at most `names` recipes of each kind
-    (`prtoggle list` gives each one's reason); None when nothing was."""
-    by_kind: dict[str, list[str]] = {}
-    for selection in selections:
-        for item in selection.left_out:
-            by_kind.setdefault(item.kind, []).append(item.recipe.label)
-    if not by_kind:
-        return None
-    total = sum(len(labels) for labels in by_kind.values())
-    parts = []
-    for kind, labels in by_kind.items():
-        shown = ", ".join(labels[:names])
-        more = f" and {len(labels) - names} more" if len(labels) > names else ""
-        parts.append(f"{len(labels)} {kind} ({shown}{more})")
-    return (
-        f"left out {total} recipe(s) that do not apply here: {'; '.join(parts)}; "
-        "`prtoggle list` says why"
-    )

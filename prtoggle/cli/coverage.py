@@ -5,25 +5,28 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
     echo_json,
+    echo_notes,
     format_table,
-    load_default_registry,
-    revert_selections,
     whole_only_option,
-    whole_selections,
 )
+from prtoggle.commands.coverage import (
+    CELL_MEANINGS,
+    CELL_SYMBOLS,
+    CoverageReport,
+    RecipeCoverage,
+    coverage_recipes,
+    coverage_runner,
+    run_coverage,
+)
+from prtoggle.commands.coverage_html import render_html
+from prtoggle.commands.coverage_runs import SuiteRun, reverts_text
 from prtoggle.runners.requirements import require_installed
-
-if TYPE_CHECKING:
-    from prtoggle.commands.coverage import CoverageReport, FixCoverage
-    from prtoggle.commands.coverage_runs import SuiteRun
-    from prtoggle.recipes.registry import Recipe, Registry
 
 _EPILOG = """\b
 COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
@@ -116,33 +119,33 @@ def coverage_command(
 ) -> None:
     """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
     require_installed("coverage", tools=["pytest"])
-    from prtoggle.commands.coverage import run_coverage
-    from prtoggle.runners.warm_client import HEAVY_MODULES, command_runner, warm_enabled
-
     if html_path is not None and not html_path.resolve().parent.is_dir():
         raise click.BadParameter(
             f"{html_path}: its directory {html_path.resolve().parent} does not exist",
             param_hint="--html",
         )
-    registry = load_default_registry()
-    fixes = _selected(
-        registry, revert_specs, run_all=run_all, collection=collection, whole_only=whole_only
-    )
-    # torch, triton, pytest imported once; not the fixes' modules: a conftest may set
-    # variables (TRITON_INTERPRET) that their import reads
-    preload = [*HEAVY_MODULES, "pytest"]
-    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+    notes: list[str] = []
+    try:
+        recipes, keep = coverage_recipes(
+            revert_specs,
+            run_all=run_all,
+            collection=collection,
+            whole_only=whole_only,
+            notes=notes,
+        )
+    finally:
+        echo_notes(notes)
+    with coverage_runner(cold=cold) as runner:
         report = run_coverage(
-            fixes,
+            recipes,
             command,
             jobs=jobs or os.cpu_count() or 1,
             timeout=timeout,
             on_run=_print_progress,
             runner=runner,
+            keep=keep,
         )
     if html_path is not None:
-        from prtoggle.commands.coverage_html import render_html
-
         html_path.write_text(render_html(report), encoding="utf-8")
     if as_json:
         echo_json(report.to_json())
@@ -159,48 +162,7 @@ def coverage_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _selected(
-    registry: Registry,
-    specs: tuple[str, ...],
-    *,
-    run_all: bool,
-    collection: str | None,
-    whole_only: bool = False,
-) -> list[Recipe]:
-    """The recipes named by -r (every one that applies here when none), within --collection.
-
-    The selection rule chooses each PR's recipes (with --collection, `C:N`: collection C's
-    only); a PR none of whose recipes applies is refused. `all` (the default) keeps every
-    recipe that applies and names, on stderr, what it left out.
-    """
-    if run_all and specs:
-        raise click.UsageError("give -r PRS or --all, not both")
-    scope = registry.in_collection(collection)
-    values = specs or ("all",)
-    if collection is not None:
-        values = tuple(_qualified(value, collection, registry) for value in values)
-    selections, everything = revert_selections(values, scope, search_path=[os.getcwd()])
-    selections = whole_selections(selections, whole_only=whole_only, everything=everything)
-    order = {name: index for index, name in enumerate(registry.collections())}
-    chosen = {recipe for selection in selections for recipe in selection.recipes}
-    return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection]))
-
-
-def _qualified(value: str, collection: str, registry: Registry) -> str:
-    """`-r` value with every bare PR number qualified by --collection (`all` kept)."""
-    from prtoggle.revert.toggle import parse_revert_requests
-
-    requests = parse_revert_requests(value, registry=registry, source="-r")
-    if requests is None:
-        return value
-    return ",".join(
-        request.text if request.collection else f"{collection}:{request.pr}" for request in requests
-    )
-
-
 def _print_progress(run: SuiteRun) -> None:
-    from prtoggle.commands.coverage_runs import reverts_text
-
     what = f"PR {reverts_text(run.prs)} reverted" if run.prs else "plain"
     result = run.error or f"{len(run.outcomes)} tests"
     if run.collect_errors:
@@ -212,10 +174,10 @@ def _print_progress(run: SuiteRun) -> None:
 
 def print_report(report: CoverageReport) -> None:
     rows = []
-    for entry in report.fixes:
+    for entry in report.recipes:
         tests = list(entry.guarded_by) or [_no_guard_text(entry)]
-        collection = entry.fix.collection + (" (partial)" if entry.fix.partial else "")
-        rows.append([str(entry.fix.pr), collection, str(len(entry.guarded_by)), tests[0]])
+        collection = entry.recipe.collection + (" (partial)" if entry.recipe.partial else "")
+        rows.append([str(entry.recipe.pr), collection, str(len(entry.guarded_by)), tests[0]])
         rows.extend(["", "", "", test] for test in tests[1:])
     click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
     click.echo("")
@@ -228,12 +190,12 @@ def print_report(report: CoverageReport) -> None:
         click.echo("\nfailing plain (not counted as guards):")
         for test in report.plain_failing:
             click.echo(f"  {test}: {_one_line(report.plain.outcomes[test].error or '-')}")
-    guarded = len(report.fixes) - len(report.unguarded())
+    guarded = len(report.recipes) - len(report.unguarded())
     click.echo(
-        f"\n{guarded} of {len(report.fixes)} fixes guarded; {len(report.tests)} tests, "
-        f"{len(report.fixes) + 1} runs in {report.seconds:.1f} s"
+        f"\n{guarded} of {len(report.recipes)} fixes guarded; {len(report.tests)} tests, "
+        f"{len(report.recipes) + 1} runs in {report.seconds:.1f} s"
     )
-    partial = [entry.fix.label for entry in report.fixes if entry.fix.partial]
+    partial = [entry.recipe.label for entry in report.recipes if entry.recipe.partial]
     if partial:  # an answer resting on a partial revert says so
         click.echo(
             f"partial reverts (some changes of the fix stay; `prtoggle show` lists them): "
@@ -244,10 +206,8 @@ def print_report(report: CoverageReport) -> None:
 def _matrix_text(report: CoverageReport) -> str:
     """The rows that show something (a guard, a failure, a run that does not count); the
     rows that only pass, skip or were never reached by a revert are counted, not listed."""
-    from prtoggle.commands.coverage import CELL_MEANINGS, CELL_SYMBOLS
-
     quiet = {"passes", "skipped", "not-imported"}
-    shown = [t for t in report.tests if any(e.cells[t] not in quiet for e in report.fixes)]
+    shown = [t for t in report.tests if any(e.cells[t] not in quiet for e in report.recipes)]
     rest = len(report.tests) - len(shown)
     if not shown:
         return (
@@ -255,9 +215,11 @@ def _matrix_text(report: CoverageReport) -> str:
             "each fix reverted (or the fix's code was never imported); --json and --html "
             "have the full matrix"
         )
-    headers = [str(entry.fix.pr) for entry in report.fixes] + ["TEST"]
-    rows = [[CELL_SYMBOLS[entry.cells[test]] for entry in report.fixes] + [test] for test in shown]
-    used = {entry.cells[test] for entry in report.fixes for test in report.tests}
+    headers = [str(entry.recipe.pr) for entry in report.recipes] + ["TEST"]
+    rows = [
+        [CELL_SYMBOLS[entry.cells[test]] for entry in report.recipes] + [test] for test in shown
+    ]
+    used = {entry.cells[test] for entry in report.recipes for test in report.tests}
     legend = [
         f"{CELL_SYMBOLS[cell]} {CELL_MEANINGS[cell]}" for cell in CELL_MEANINGS if cell in used
     ]
@@ -268,12 +230,12 @@ def _matrix_text(report: CoverageReport) -> str:
     return "\n".join(lines)
 
 
-def _no_guard_text(entry: FixCoverage) -> str:
+def _no_guard_text(entry: RecipeCoverage) -> str:
     """What the GUARDED BY column says for a fix no test guards."""
     if entry.run.error:
         return _one_line(entry.run.error)
     if entry.run.never_imported:
-        packages = sorted({patch.target.split(".", 1)[0] for patch in entry.fix.patches})
+        packages = sorted({patch.target.split(".", 1)[0] for patch in entry.recipe.patches})
         return f"NONE: the suite never imports its code ({', '.join(packages)}): no result"
     return "NONE"
 
@@ -288,11 +250,11 @@ def _one_line(text: str, *, limit: int = 160) -> str:
     return first + (f" (+{more} more line{'s' if more > 1 else ''})" if more else "")
 
 
-def _unguarded_reason(entry: FixCoverage) -> str:
+def _unguarded_reason(entry: RecipeCoverage) -> str:
     if entry.run.error:
         why = f": its reverted run failed ({entry.run.error})"
     elif entry.run.never_imported:
         why = ": the suite never imports its code"
     else:
         why = ""
-    return f"PR {entry.fix.pr} ({entry.fix.collection}){why}"
+    return f"PR {entry.recipe.pr} ({entry.recipe.collection}){why}"

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from prtoggle.cli.common import echo_json, json_option
+from prtoggle.commands.import_sglang import import_sglang_recipes
 
 _EPILOG = """\b
 sglang's pr_fix_toggle.py is parsed, never imported (default: the installed
@@ -41,10 +42,7 @@ Examples:
 @json_option
 def import_sglang_command(source: Path | None, out: Path, as_json: bool) -> None:
     """Write sglang's own revert recipes (pr_fix_toggle.py) as prtoggle recipe files."""
-    from prtoggle.recipes.from_sglang import installed_toggle_module, read_recipes, write_recipes
-
-    path = source if source is not None else installed_toggle_module()
-    written = write_recipes(read_recipes(path), out)
+    path, written = import_sglang_recipes(source=source, out=out)
     if as_json:
         echo_json([{"pr": w.pr, "path": str(w.path), "changed": w.changed} for w in written])
         return

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -15,15 +16,15 @@ from prtoggle.cli.common import (
     json_option,
     recipe_out_option,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from prtoggle.commands.new import NewRecipe
-    from prtoggle.patching.source_files import SourceTree
-    from prtoggle.recipes.authoring.from_diff import NotRevertedChange, SkippedChange
-    from prtoggle.recipes.authoring.git import Commit
-    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
+from prtoggle.commands.new import (
+    NewRecipe,
+    diff_header,
+    draft_from_git,
+    new_from_diff,
+    source_roots,
+)
+from prtoggle.recipes.authoring.from_diff import NotRevertedChange, SkippedChange
+from prtoggle.recipes.authoring.statements import defined_names
 
 _EPILOG = """\b
 Each function changed on both sides gets edits back to its pre-fix text (byte
@@ -86,35 +87,22 @@ Examples:
 @json_option
 def new_command(**options: Any) -> None:
     """Write a revert recipe drafted from a fix: its diff (--from-diff) or commit (--from-git)."""
-    from prtoggle.commands.new import new_from_diff
-
     diff_file, rev = options["diff_file"], options["rev"]
     if (diff_file is None) == (rev is None):
         raise click.UsageError("give one of --from-diff FILE or --from-git REV")
+    header_options = {key: options[key] for key in ("pr", "title", "url")}
     if rev is not None:
-        text, source, header, roots = _from_git(rev, options)
+        text, source, header, roots = draft_from_git(
+            rev, repo=options["repo"], source_root=options["source_root"], **header_options
+        )
     else:
         text, source = _read_diff(diff_file)
-        header = _diff_header(text, source, options)
-        roots = _roots(options["source_root"])
+        header = diff_header(text, source, **header_options)
+        roots = source_roots(options["source_root"])
     made = new_from_diff(text, source=source, roots=roots, header=header, out=options["out"])
-    _report(made, as_json=options["as_json"])
+    _print_written(made, as_json=options["as_json"])
     if not made.whole:
         sys.exit(EXIT_NEGATIVE)
-
-
-def _from_git(rev: str, options: dict[str, Any]) -> tuple[str, str, RecipeHeader, list[SourceTree]]:
-    from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.authoring.git import commit_of, tree_at
-
-    repo = options["repo"] or Path.cwd()
-    commit = commit_of(repo, rev)
-    header = _commit_header(commit, rev, options)
-    if options["source_root"] is not None:
-        roots = [open_source_tree(options["source_root"])]
-    else:
-        roots = [tree_at(repo, commit)]
-    return commit.diff, f"{rev} of {repo}", header, roots
 
 
 def _read_diff(name: str) -> tuple[str, str]:
@@ -129,42 +117,7 @@ def _read_diff(name: str) -> tuple[str, str]:
         ) from exc
 
 
-def _diff_header(text: str, source: str, options: dict[str, Any]) -> RecipeHeader:
-    """--pr, --title and --url; what they leave out from the diff's `git show` or `git
-    format-patch` header, when it has one."""
-    from prtoggle.recipes.authoring.git import commit_of_patch
-    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
-
-    commit = commit_of_patch(text)
-    if commit is not None:
-        return _commit_header(commit, source, options)
-    if options["pr"] is None:
-        raise click.UsageError("--pr is required with --from-diff (the fix's PR number)")
-    return RecipeHeader(options["pr"], options["title"] or "", options["url"])
-
-
-def _commit_header(commit: Commit, where: str, options: dict[str, Any]) -> RecipeHeader:
-    """PR, title and merged date from the commit's subject and date, unless --pr/--title
-    say; the URL from --url, else the forge of the commit's remote."""
-    from prtoggle.recipes.authoring.recipe_file import RecipeHeader
-
-    pr = options["pr"] or commit.pr
-    if pr is None:
-        raise click.UsageError(
-            f"--pr is required: the subject of {where} ({commit.subject!r}) has no (#<number>)"
-        )
-    url = options["url"] or commit.url(pr)
-    return RecipeHeader(pr, options["title"] or commit.title, url, commit.date)
-
-
-def _roots(source_root: Path | None) -> list[SourceTree]:
-    from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.authoring.modules import installed_roots
-
-    return [open_source_tree(source_root)] if source_root is not None else installed_roots()
-
-
-def _report(made: NewRecipe, *, as_json: bool) -> None:
+def _print_written(made: NewRecipe, *, as_json: bool) -> None:
     skipped = [
         {"file": change.file, "line": change.line, "reason": change.reason}
         for change in made.skipped
@@ -199,6 +152,4 @@ def _listing(title: str, changes: Sequence[SkippedChange | NotRevertedChange]) -
 
 
 def _bound(define: str) -> list[str]:
-    from prtoggle.recipes.authoring.statements import defined_names
-
     return defined_names(define)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -14,12 +13,9 @@ from prtoggle.cli.common import (
     collection_option,
     echo_json,
     json_option,
-    load_default_registry,
     recipe_out_option,
 )
-
-if TYPE_CHECKING:
-    from prtoggle.commands.rebase import Rebase
+from prtoggle.commands.rebase import Rebase, rebase_pr
 
 _EPILOG = """\b
 Per edit: exact (its match occurs once as it is), re-anchored (its match drifted:
@@ -55,25 +51,13 @@ def rebase_command(
     pr: int, collection: str | None, source_root: Path | None, out: Path, as_json: bool
 ) -> None:
     """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
-    from prtoggle.commands.rebase import rebase_recipe
-    from prtoggle.errors import TargetResolutionError
-    from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.resolution import import_free_source_root
-
-    recipe = load_default_registry(collection=collection).get(pr, collection=collection)
-    root = source_root or import_free_source_root(recipe)
-    if root is None:
-        raise TargetResolutionError(
-            f"PR {pr}: the package of its targets is not installed; expected --source-root "
-            "(a directory, wheel or sdist)"
-        )
-    result = rebase_recipe(recipe, tree=open_source_tree(root), out=out)
-    _report(result, as_json=as_json)
+    result = rebase_pr(pr, collection=collection, source_root=source_root, out=out)
+    _print_rebase(result, as_json=as_json)
     if result.status == "failed":
         sys.exit(EXIT_NEGATIVE)
 
 
-def _report(result: Rebase, *, as_json: bool) -> None:
+def _print_rebase(result: Rebase, *, as_json: bool) -> None:
     recipe = result.recipe
     if as_json:
         edits = [

@@ -6,11 +6,10 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import click
 
-from prtoggle.cli.child_runs import child_run_options, fix_runner, fixes_to_run
+from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import (
     EXIT_NEGATIVE,
     collection_option,
@@ -18,10 +17,10 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
-
-if TYPE_CHECKING:
-    from prtoggle.commands.repro import ReproResult, ScenarioResult
-    from prtoggle.recipes.registry import Recipe
+from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
+from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
+from prtoggle.recipes.registry import Recipe
+from prtoggle.runners.child_outcome import output_tail
 
 _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
@@ -65,17 +64,16 @@ def repro_command(
     as_json: bool,
 ) -> None:
     """Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails)."""
-    from prtoggle.commands.repro import run_repros
-
     started = time.monotonic()
-    fixes = fixes_to_run(
-        "repro", prs=prs, run_all=run_all, device=device, key="repro", what="repro scenario",
+    recipes = recipes_to_run(
+        "repro", prs=prs, run_all=run_all, key="repro", what="repro scenario",
         collection=collection,
     )  # fmt: skip
+    require_device(device)
     workers = jobs or min(4, os.cpu_count() or 1)
-    with fix_runner(fixes, cold=cold) as runner:
+    with recipe_runner(recipes, cold=cold) as runner:
         results = run_repros(
-            fixes,
+            recipes,
             device=device,
             provider=provider,
             timeout=timeout,
@@ -91,9 +89,9 @@ def repro_command(
         sys.exit(EXIT_NEGATIVE)
 
 
-def _print_progress(fix: Recipe, variant: str, result: ScenarioResult) -> None:
+def _print_progress(recipe: Recipe, variant: str, result: ScenarioResult) -> None:
     """One stderr line per finished child, so a long run shows where it is."""
-    click.echo(f"PR {fix.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
+    click.echo(f"PR {recipe.pr} {variant}: {result.describe()} ({result.seconds:.1f} s)", err=True)
 
 
 def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
@@ -117,8 +115,6 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
 
 
 def _explain(result: ReproResult) -> str:
-    from prtoggle.runners.child_outcome import output_tail
-
     lines = [f"PR {result.pr} ({result.module}) did not reproduce:"]
     if result.fixed.kind != "clean":
         lines.append(f"  fixed run is not clean: {_failure(result.fixed)}")

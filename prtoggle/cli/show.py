@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -11,19 +11,13 @@ from prtoggle.cli.common import (
     echo_json,
     examples_epilog,
     json_option,
-    load_default_registry,
     terminal_safe,
 )
+from prtoggle.commands.selections import load_default_registry
+from prtoggle.commands.show import diffs_or_error, recipe_metadata
 from prtoggle.errors import PrToggleError
-from prtoggle.recipes.resolution import (
-    command_search_path,
-    import_free_source_root,
-    refuse_absent_packages,
-)
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.check import TargetDiff
-    from prtoggle.recipes.registry import Recipe
+from prtoggle.recipes.check import TargetDiff
+from prtoggle.recipes.registry import Recipe
 
 _WHOLE = ("names", "partial", "not_reverted")
 CAPTURE_NOTE = (
@@ -47,72 +41,26 @@ def show_command(pr: int, collection: str | None, as_json: bool) -> None:
     the error (exit 2). --json prints a list: one object per recipe, with `diffs` (a list)
     or `error` (a string).
     """
-    fixes = load_default_registry(collection=collection).find(pr, collection=collection)
-    shown = [(fix, *_diffs_or_error(fix)) for fix in fixes]
+    recipes = load_default_registry(collection=collection).find(pr, collection=collection)
+    shown = [(recipe, *diffs_or_error(recipe)) for recipe in recipes]
     errors = [error for _, _, error in shown if error is not None]
     if as_json:
         if len(errors) == len(shown):
             raise errors[0]
-        echo_json([_json_record(fix, diffs, error) for fix, diffs, error in shown])
+        echo_json([_json_record(recipe, diffs, error) for recipe, diffs, error in shown])
         return
-    for index, (fix, diffs, error) in enumerate(shown):
+    for index, (recipe, diffs, error) in enumerate(shown):
         if index:
             click.echo("")
-        _print_section(fix, diffs, error)
+        _print_section(recipe, diffs, error)
     if len(errors) == len(shown):
         raise errors[0]
 
 
-def recipe_metadata(fix: Recipe) -> dict[str, Any]:
-    """A recipe's metadata as `show --json` and `list --json` give it."""
-    return {
-        "pr": fix.pr,
-        "collection": fix.collection,
-        "title": fix.title,
-        "url": fix.url,
-        "merged": fix.merged.isoformat() if fix.merged else None,
-        "component": fix.component,
-        "symptom": fix.symptom,
-        "expect": fix.expect,
-        "repro": fix.repro,
-        "bench": fix.bench,
-        "file": str(fix.path),
-        "acts_at_capture": fix.acts_at_capture,
-        "targets": [patch.target for patch in fix.patches],
-        **whole_fix_metadata(fix),
-    }
-
-
-def whole_fix_metadata(fix: Recipe) -> dict[str, Any]:
-    """`names`, `partial` and `not_reverted` as `show --json` and `list --json` give them."""
-    return {
-        "names": [
-            {"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in fix.names
-        ],
-        "partial": fix.partial,
-        "not_reverted": [
-            {"file": k.file, "line": k.line, "reason": k.reason, "code": k.code}
-            for k in fix.not_reverted
-        ],
-    }
-
-
-def _diffs_or_error(fix: Recipe) -> tuple[list[TargetDiff], PrToggleError | None]:
-    from prtoggle.recipes.check import fix_diffs
-
-    search_path = command_search_path()
-    try:
-        refuse_absent_packages(fix, search_path=search_path)
-        root = import_free_source_root(fix, search_path=search_path)
-        return fix_diffs(fix, source_root=root), None
-    except PrToggleError as exc:
-        return [], exc
-
-
 def _json_record(
-    fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None
+    recipe: Recipe, diffs: list[TargetDiff], error: PrToggleError | None
 ) -> dict[str, Any]:
-    record = recipe_metadata(fix)
+    record = recipe_metadata(recipe)
     if error is not None:
         record["error"] = str(error)
         return record
@@ -128,14 +76,14 @@ def _json_record(
     return record
 
 
-def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
-    _print_metadata(fix)
+def _print_section(recipe: Recipe, diffs: list[TargetDiff], error: PrToggleError | None) -> None:
+    _print_metadata(recipe)
     if error is not None:
         click.echo(f"  not shown: {terminal_safe(str(error))}")
     for diff in diffs:
         click.echo("")
         click.echo(terminal_safe(diff.unified_diff().rstrip("\n"), lines=True))
-    for change in fix.names if error is None else ():
+    for change in recipe.names if error is None else ():
         click.echo("")
         click.echo(f"names of {terminal_safe(change.scope)}, reverted:")
         lines = [f"+ {line}" for line in change.define.splitlines()]
@@ -143,27 +91,27 @@ def _print_section(fix: Recipe, diffs: list[TargetDiff], error: PrToggleError | 
         click.echo(terminal_safe(text, lines=True))
 
 
-def _print_metadata(fix: Recipe) -> None:
+def _print_metadata(recipe: Recipe) -> None:
     """One line per key; every recipe-given value escaped to stay on its line."""
-    click.echo(f"PR {fix.pr}: {terminal_safe(fix.title or '(untitled)')}")
-    for key, value in recipe_metadata(fix).items():
+    click.echo(f"PR {recipe.pr}: {terminal_safe(recipe.title or '(untitled)')}")
+    for key, value in recipe_metadata(recipe).items():
         if key not in ("pr", "title", "acts_at_capture", "targets", *_WHOLE) and value is not None:
             click.echo(f"  {(key + ':').ljust(10)} {terminal_safe(str(value))}")
-    targets = ", ".join(patch.target for patch in fix.patches)
+    targets = ", ".join(patch.target for patch in recipe.patches)
     click.echo(f"  targets:   {terminal_safe(targets)}")
-    if fix.acts_at_capture:
+    if recipe.acts_at_capture:
         click.echo(f"  note:      {CAPTURE_NOTE}")
-    _print_whole_fix(fix)
+    _print_whole_fix(recipe)
 
 
-def _print_whole_fix(fix: Recipe) -> None:
+def _print_whole_fix(recipe: Recipe) -> None:
     """The names a revert changes, and what it leaves as the fix made it (partial)."""
-    for change in fix.names:
+    for change in recipe.names:
         parts = [f"define {', '.join(change.defined)}"] if change.defined else []
         parts += [f"remove {', '.join(change.remove)}"] if change.remove else []
         click.echo(f"  names:     {terminal_safe(change.scope)}: {terminal_safe('; '.join(parts))}")
-    if fix.partial:
-        count = len(fix.not_reverted)
+    if recipe.partial:
+        count = len(recipe.not_reverted)
         click.echo(f"  partial:   {count} change{'s' if count != 1 else ''} not reverted:")
-        for item in fix.not_reverted:
+        for item in recipe.not_reverted:
             click.echo(f"             {terminal_safe(item.text())}")

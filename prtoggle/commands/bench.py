@@ -6,7 +6,7 @@ import json
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import (
@@ -16,12 +16,11 @@ from prtoggle.protocol import (
     DETECTION_ENV,
     module_command,
 )
+from prtoggle.recipes.registry import Recipe
+from prtoggle.revert.toggle import child_env
 from prtoggle.runners.child_outcome import last_exception
 from prtoggle.runners.child_process import CommandRun, run_child
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.runners.warm_client import CommandRunner
 
 BenchKind = Literal["ok", "failure", "timeout"]
 
@@ -177,8 +176,6 @@ def benchmark_argv(
 
 def bench_env(*, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for a benchmark child: nothing reverted at start-up, detection probes off."""
-    from prtoggle.revert.toggle import child_env
-
     env = child_env((), base=base)
     for name in DETECTION_ENV:
         env.pop(name, None)
@@ -231,7 +228,7 @@ def classify_bench(run: CommandRun, *, module: str, pr: int) -> BenchRun:
 
 
 def measure_fix_cost(
-    fix: Recipe,
+    recipe: Recipe,
     *,
     device: str = "cpu",
     provider: str | None = None,
@@ -240,11 +237,11 @@ def measure_fix_cost(
     runner: CommandRunner = run_child,
 ) -> FixCost:
     """The fix's benchmark in one child: `repeat` fixed/reverted pairs, interleaved (ABBA)."""
-    if fix.bench is None:
-        raise RunnerError(f"PR {fix.pr} has no benchmark (no `bench:` in {fix.path})")
+    if recipe.bench is None:
+        raise RunnerError(f"PR {recipe.pr} has no benchmark (no `bench:` in {recipe.path})")
     options: dict[str, Any] = {"device": device, "provider": provider, "repeat": repeat}
-    run = run_bench(fix.bench, pr=fix.pr, timeout=timeout, runner=runner, **options)
-    return FixCost(pr=fix.pr, module=fix.bench, run=run)
+    run = run_bench(recipe.bench, pr=recipe.pr, timeout=timeout, runner=runner, **options)
+    return FixCost(pr=recipe.pr, module=recipe.bench, run=run)
 
 
 def _parse_result(stdout: str, *, module: str) -> dict[str, Any]:

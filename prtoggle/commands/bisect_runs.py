@@ -1,24 +1,44 @@
-"""How `prtoggle bisect` runs and judges one reverted set: exit status or metric, conflicts."""
+"""How `prtoggle bisect` picks its candidates, runs and judges one reverted set, and searches."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-from prtoggle.commands.bisect_search import Judgement, Verdict
+from prtoggle.commands.bisect_search import BisectResult, Judgement, Mode, Verdict, run_search
+from prtoggle.commands.selections import (
+    OuterRevert,
+    load_default_registry,
+    outer_revert,
+    parse_revert_options,
+    whole_selections,
+)
 from prtoggle.errors import PrToggleError
+from prtoggle.patching.source_tree import find_in_source_tree
+from prtoggle.patching.swap import apply_layers
+from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV
+from prtoggle.recipes.check import TargetCheck
 from prtoggle.recipes.prs import join_prs
-from prtoggle.recipes.resolution import command_search_path, import_free_source_root
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.child_outcome import ExitClass
-    from prtoggle.runners.child_process import CommandRun
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.recipes.registry import Recipe, Registry
+from prtoggle.recipes.resolution import (
+    check_without_import,
+    command_search_path,
+    import_free_source_root,
+)
+from prtoggle.recipes.selection import RevertRequest, select
+from prtoggle.revert import child_report
+from prtoggle.revert.toggle import child_env
+from prtoggle.runners.child_outcome import ExitClass, classify_exit, last_exception
+from prtoggle.runners.child_process import CommandRun
+from prtoggle.runners.output_tail import TAIL_BYTES
+from prtoggle.runners.script_targets import script_targets
+from prtoggle.runners.warm_client import CommandRunner, command_runner, warm_enabled
 
 
 @dataclass(frozen=True)
@@ -90,38 +110,115 @@ class RunRecord:
         )
 
 
+@dataclass(frozen=True)
+class BisectPlan:
+    """What a bisect searches: the usable candidates (oldest first), the PRs left out (no
+    recipe applies: `absent`; the revert does not apply: `broken`), one progress line per
+    PR left out (`skips`), the stderr notes of the selection (`notes`) and the revert of an
+    outer prtoggle run, kept in every run (`outer`)."""
+
+    usable: list[Recipe]
+    absent: dict[int, str]
+    broken: dict[int, list[TargetCheck]]
+    skips: list[str]
+    notes: tuple[str, ...]
+    outer: OuterRevert
+
+
+def bisect_plan(
+    specs: Sequence[str], *, command: Sequence[str], whole_only: bool = False
+) -> BisectPlan:
+    """The candidates `-r SPECS` (default: every recipe that applies here) gives a search of
+    COMMAND, each checked first without importing it; what is left out says why."""
+    registry = load_default_registry()
+    search_path = command_search_path(command)
+    outer = outer_revert(os.environ, command="bisect", registry=registry)
+    candidates, absent, notes = _candidates(
+        registry, specs, search_path=search_path, whole_only=whole_only
+    )
+    candidates = [recipe for recipe in candidates if recipe.pr not in outer.prs]
+    notes = (*((outer.note,) if outer.note else ()), *notes)
+    skips = [
+        f"skip: PR {pr} is left out, no recipe of it applies here: {reason}"
+        for pr, reason in absent.items()
+    ]
+    checks = check_without_import(candidates, search_path=search_path)
+    broken = {pr: results for pr, results in checks.items() if any(_unusable(c) for c in results)}
+    for pr, results in broken.items():
+        reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
+        skips.append(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
+    for inside in script_targets([f for f in candidates if f.pr not in broken], command):
+        if inside.fix.pr not in broken:
+            broken[inside.fix.pr] = []
+            skips.append(f"skip: PR {inside.fix.pr} is left out: {inside.reason}")
+    usable = [recipe for recipe in candidates if recipe.pr not in broken]
+    return BisectPlan(usable, absent, broken, skips, notes, outer)
+
+
+def run_bisect(
+    plan: BisectPlan,
+    *,
+    command: Sequence[str],
+    mode: Mode,
+    cold: bool,
+    timeout: float | None,
+    counts: Mapping[str, Verdict],
+    metric: MetricRule | None,
+    on_run: Callable[[RunRecord], None],
+) -> BisectResult:
+    """Search the plan's candidates with `mode`, each run of COMMAND told to `on_run`."""
+    with _runner(list(command), plan.usable, cold=cold) as runner:
+        oracle = command_oracle(
+            list(command),
+            recipes=_by_pr(plan.usable),
+            run=runner,
+            timeout=timeout,
+            counts=counts,
+            metric=metric,
+            on_run=on_run,
+            keep=plan.outer.spec,
+        )
+        return run_search(mode, list(dict.fromkeys(recipe.pr for recipe in plan.usable)), oracle)
+
+
 def command_oracle(
     argv: list[str],
     *,
-    fixes: Mapping[int, Sequence[Recipe]],
+    recipes: Mapping[int, Sequence[Recipe]],
     run: CommandRunner,
     timeout: float | None,
     counts: Mapping[str, Verdict],
     metric: MetricRule | None,
     on_run: Callable[[RunRecord], None],
+    keep: str | None = None,
 ) -> Callable[[tuple[int, ...]], Judgement]:
-    """Judge each reverted set: a conflict is found before running, the rest by running."""
-    from prtoggle.protocol import REVERT_ENV
-    from prtoggle.revert import child_report
-    from prtoggle.runners.child_outcome import classify_exit
+    """Judge each reverted set: a conflict is found before running, the rest by running.
 
+    `keep`: an outer prtoggle run's SGLANG_DEBUG_REVERT_PR, in force in every run too (and
+    what each run's processes report is passed on to that run).
+    """
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
+    outer_reports = os.environ.get(RUN_REPORT_ENV) if keep else None
     search_path = command_search_path(argv)
 
     def oracle(reverted: tuple[int, ...]) -> Judgement:
-        reverting = [fix for pr in reverted for fix in fixes[pr]]
+        reverting = [recipe for pr in reverted for recipe in recipes[pr]]
         conflict = revert_conflict(reverting, search_path=search_path)
         if conflict is not None:
             prs, message = conflict
             reason = f"conflict: the reverts of {join_prs(prs)} cannot apply together: {message}"
             on_run(RunRecord(reverted, "conflict", "skip", None, 0.0, reason[:300]))
             return Judgement("skip", reason=message, conflict=prs)
-        with child_report.collecting_reports(_env_for(reverted, base, fixes=fixes)) as (
+        with child_report.collecting_reports(
+            _env_for(reverted, base, recipes=recipes, keep=keep)
+        ) as (
             env,
             directory,
         ):
             done = run(argv, env=env, timeout=timeout)
             reports = child_report.read_reports(directory)
+            if outer_reports:
+                child_report.forward_reports(directory, to=Path(outer_reports))
         note = child_report.not_landed(reverted, reports, command=argv)
         if note is not None:  # the run says nothing about reverts that did not land
             on_run(RunRecord(reverted, "not reverted", "skip", done.returncode, done.seconds, note))
@@ -136,7 +233,7 @@ def command_oracle(
 
 
 def revert_conflict(
-    fixes: Sequence[Recipe], *, search_path: Sequence[str] = ()
+    recipes: Sequence[Recipe], *, search_path: Sequence[str] = ()
 ) -> tuple[tuple[int, int], str] | None:
     """The first pair of `fixes` whose edits of a shared target cannot apply together.
 
@@ -144,13 +241,10 @@ def revert_conflict(
     them for the command, `search_path` first), with the edits layered in PR order as a
     child applies them. None when every shared target takes every layer.
     """
-    from prtoggle.patching.source_tree import find_in_source_tree
-    from prtoggle.patching.swap import apply_layers
-
     sharing: dict[str, list[Recipe]] = {}
-    for fix in sorted(fixes, key=lambda f: f.pr):
-        for patch in fix.patches:
-            sharing.setdefault(patch.target, []).append(fix)
+    for recipe in sorted(recipes, key=lambda f: f.pr):
+        for patch in recipe.patches:
+            sharing.setdefault(patch.target, []).append(recipe)
     for target, editors in sharing.items():
         root = (
             import_free_source_root(editors[0], search_path=search_path)
@@ -170,6 +264,73 @@ def revert_conflict(
             except PrToggleError as exc:
                 return (first.pr, second.pr), str(exc).splitlines()[0]
     return None
+
+
+def _candidates(
+    registry: Registry,
+    specs: Sequence[str],
+    *,
+    search_path: Sequence[str],
+    whole_only: bool = False,
+) -> tuple[list[Recipe], dict[int, str], tuple[str, ...]]:
+    """The recipes bisect may revert, oldest first, the PRs none of whose recipes apply,
+    and the notes of `--whole-only`.
+
+    The selection rule decides each PR's recipes: one outside its `applies_to`, whose
+    package is absent (neither installed nor where COMMAND's Python looks first:
+    `search_path`), or an upstream text shadowed or stale, is absent from the search
+    (never a conflict).
+    """
+    requests = parse_revert_options(specs, registry) if specs else None
+    chosen = [RevertRequest(pr) for pr in registry.prs()] if requests is None else requests
+    selections = [select(registry, request, search_path=search_path) for request in chosen]
+    kept_selections, notes = whole_selections(
+        selections, whole_only=whole_only, everything=requests is None
+    )
+    selections = list(kept_selections)
+    kept = {recipe for selection in selections for recipe in selection.recipes}
+    absent = {
+        s.request.pr: "; ".join(item.line() for item in s.left_out)
+        for s in selections
+        if not s.recipes and (requests is not None or s.left_out)
+    }
+    return [recipe for recipe in registry.by_merge_date() if recipe in kept], absent, notes
+
+
+def _by_pr(recipes: Sequence[Recipe]) -> dict[int, list[Recipe]]:
+    """A PR's fixes in every collection (one revert request reverts them all)."""
+    grouped: dict[int, list[Recipe]] = {}
+    for recipe in recipes:
+        grouped.setdefault(recipe.pr, []).append(recipe)
+    return grouped
+
+
+@contextmanager
+def _runner(
+    command: list[str], recipes: Sequence[Recipe], *, cold: bool
+) -> Iterator[CommandRunner]:
+    """The warm worker or plain children.
+
+    The worker preloads prtoggle's toggles and each candidate's `component` module (which
+    imports what the fixed code needs, e.g. torch): the command's own imports, not more.
+    A run is judged when its command's process exits (a background process holding its
+    stdout is ended, not waited for), from the last TAIL_BYTES of each stream.
+    """
+    modules = [
+        "prtoggle.revert.toggle",
+        *(recipe.component for recipe in recipes if recipe.component),
+    ]
+    if command[1:3] == ["-m", "pytest"]:
+        modules.append("pytest")
+    with command_runner(
+        warm=warm_enabled(cold=cold), preload=modules, output_limit=TAIL_BYTES
+    ) as runner:
+        yield runner
+
+
+def _unusable(check: TargetCheck) -> bool:
+    """Not ok, except a recipe for another version (not-applicable), which stays inert."""
+    return check.status not in ("ok", "not-applicable")
 
 
 def _judge(
@@ -192,20 +353,24 @@ def _judge(
 
 
 def _env_for(
-    reverted: Sequence[int], base: dict[str, str], *, fixes: Mapping[int, Sequence[Recipe]]
+    reverted: Sequence[int],
+    base: dict[str, str],
+    *,
+    recipes: Mapping[int, Sequence[Recipe]],
+    keep: str | None = None,
 ) -> dict[str, str]:
-    """The child's environment: exactly the bisected recipes of `reverted` (`C:N` each)."""
-    if not reverted:
+    """The child's environment: exactly the bisected recipes of `reverted` (`C:N` each),
+    after `keep` (an outer run's revert, kept as it was given)."""
+    specs = [
+        *([keep] if keep else []),
+        *(f"{f.collection}:{f.pr}" for pr in reverted for f in recipes[pr]),
+    ]
+    if not specs:
         return dict(base)
-    from prtoggle.revert.toggle import child_env
-
-    specs = [f"{fix.collection}:{fix.pr}" for pr in reverted for fix in fixes[pr]]
     return child_env(specs, base=base)
 
 
 def _note(run: CommandRun, exit_class: ExitClass) -> str:
-    from prtoggle.runners.child_outcome import last_exception
-
     if exit_class == "timeout":
         return f"killed after {run.timeout:g} s"
     if exit_class == "crash" and run.signal_name:

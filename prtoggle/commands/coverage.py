@@ -7,19 +7,26 @@ that fix reverted. How one run is started and read: `prtoggle.commands.coverage_
 from __future__ import annotations
 
 import functools
+import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prtoggle.commands.coverage_runs import PlainGate, SuiteRun, run_suite
-from prtoggle.errors import RunnerError
+from prtoggle.commands.selections import (
+    load_default_registry,
+    outer_revert,
+    revert_selections,
+    whole_selections,
+)
+from prtoggle.errors import CommandUsageError, RunnerError
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
+from prtoggle.recipes.registry import Recipe, Registry
+from prtoggle.revert.toggle import parse_revert_requests
 from prtoggle.runners.pool import run_parallel
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.runners.warm_client import HEAVY_MODULES, CommandRunner, command_runner, warm_enabled
 
 Cell = Literal[
     "guards", "passes", "skipped", "plain-fails", "not-run", "run-failed", "not-imported"
@@ -46,10 +53,10 @@ DEFAULT_TIMEOUT = 900.0
 
 
 @dataclass(frozen=True)
-class FixCoverage:
+class RecipeCoverage:
     """One fix: the run with it reverted and, per test of the plain run, what it showed."""
 
-    fix: Recipe
+    recipe: Recipe
     run: SuiteRun
     cells: Mapping[str, Cell]
 
@@ -64,7 +71,7 @@ class CoverageReport:
 
     command: tuple[str, ...]
     plain: SuiteRun
-    fixes: tuple[FixCoverage, ...]
+    recipes: tuple[RecipeCoverage, ...]
     seconds: float
 
     @property
@@ -82,8 +89,8 @@ class CoverageReport:
         test file that does not import, whose tests were never run (nor counted)."""
         return tuple(sorted(self.plain.collect_errors.items()))
 
-    def unguarded(self) -> tuple[FixCoverage, ...]:
-        return tuple(fix for fix in self.fixes if not fix.guarded_by)
+    def unguarded(self) -> tuple[RecipeCoverage, ...]:
+        return tuple(recipe for recipe in self.recipes if not recipe.guarded_by)
 
     def to_json(self) -> list[dict[str, Any]]:
         """One object per fix: pr, collection, guarded_by, plus the plain run's failing
@@ -98,12 +105,12 @@ class CoverageReport:
         ]
         return [
             {
-                "pr": entry.fix.pr,
-                "collection": entry.fix.collection,
-                "title": entry.fix.title,
+                "pr": entry.recipe.pr,
+                "collection": entry.recipe.collection,
+                "title": entry.recipe.title,
                 "guarded_by": list(entry.guarded_by),
-                "partial": entry.fix.partial,
-                "not_reverted": [item.text() for item in entry.fix.not_reverted],
+                "partial": entry.recipe.partial,
+                "not_reverted": [item.text() for item in entry.recipe.not_reverted],
                 "tests": dict(entry.cells),
                 "plain_failing": plain_failing,
                 "collect_errors": collect_errors,
@@ -111,18 +118,69 @@ class CoverageReport:
                 "run_error": entry.run.error,
                 "seconds": round(entry.run.seconds, 3),
             }
-            for entry in self.fixes
+            for entry in self.recipes
         ]
 
 
+def coverage_recipes(
+    specs: Sequence[str],
+    *,
+    run_all: bool,
+    collection: str | None,
+    notes: list[str],
+    whole_only: bool = False,
+) -> tuple[list[Recipe], str | None]:
+    """The recipes named by -r (every one that applies here when none), within --collection,
+    and the revert of an outer prtoggle run to keep in force in every run (or None).
+
+    The selection rule chooses each PR's recipes (with --collection, `C:N`: collection C's
+    only); a PR none of whose recipes applies is refused. `all` (the default) keeps every
+    recipe that applies and notes what it left out. A PR the outer run reverts is left
+    out (it is reverted in the plain run too). `notes` gets the lines to print on stderr
+    as they arise.
+    """
+    registry = load_default_registry()
+    if run_all and specs:
+        raise CommandUsageError("give -r PRS or --all, not both")
+    outer = outer_revert(os.environ, command="coverage", registry=registry)
+    if outer.note is not None:
+        notes.append(outer.note)
+    scope = registry.in_collection(collection)
+    values = tuple(specs) or ("all",)
+    if collection is not None:
+        values = tuple(_qualified(value, collection, registry) for value in values)
+    choice = revert_selections(values, scope, search_path=[os.getcwd()])
+    notes.extend(choice.notes)
+    selections, whole_notes = whole_selections(
+        choice.selections, whole_only=whole_only, everything=choice.everything
+    )
+    notes.extend(whole_notes)
+    order = {name: index for index, name in enumerate(registry.collections())}
+    chosen = {r for s in selections for r in s.recipes if r.pr not in outer.prs}
+    return sorted(chosen, key=lambda recipe: (recipe.pr, order[recipe.collection])), outer.spec
+
+
+@contextmanager
+def coverage_runner(*, cold: bool) -> Iterator[CommandRunner]:
+    """The warm worker (unless `cold` or PRTOGGLE_WARM=0) that runs the suite's pytest runs.
+
+    torch, triton and pytest are imported once; not the fixes' modules: a conftest may set
+    variables (TRITON_INTERPRET) that their import reads.
+    """
+    preload = [*HEAVY_MODULES, "pytest"]
+    with command_runner(warm=warm_enabled(cold=cold), preload=preload) as runner:
+        yield runner
+
+
 def run_coverage(
-    fixes: Sequence[Recipe],
+    recipes: Sequence[Recipe],
     command: Sequence[str],
     *,
     jobs: int,
     timeout: float = DEFAULT_TIMEOUT,
     on_run: Callable[[SuiteRun], None] | None = None,
     runner: CommandRunner | None = None,
+    keep: str | None = None,
 ) -> CoverageReport:
     """Run `command` plain and once per fix reverted (`jobs` at a time) and compare.
 
@@ -130,25 +188,26 @@ def run_coverage(
     so a PR number held by two collections gets one run per recipe and a guard is
     credited only to the recipe whose revert caused it. `runner` starts each run
     (default: a fresh process; a WarmWorker's `run` forks it warm). When anything (an
-    Interrupted from a signal) leaves early, queued runs are cancelled.
+    Interrupted from a signal) leaves early, queued runs are cancelled. `keep`: an outer
+    prtoggle run's SGLANG_DEBUG_REVERT_PR, in force in every run, the plain one included.
     """
     if not command:
         raise RunnerError("no command given: expected a pytest command line after `--`")
     started = time.monotonic()
-    specs = list(dict.fromkeys(recipe_spec(fix) for fix in fixes))  # one run per recipe
+    specs = list(dict.fromkeys(recipe_spec(recipe) for recipe in recipes))  # one run per recipe
     gate = PlainGate()
-    run = functools.partial(run_suite, command, timeout=timeout, runner=runner)
+    run = functools.partial(run_suite, command, timeout=timeout, runner=runner, keep=keep)
     tasks = [
         gate.plain(functools.partial(run, prs=(), on_started=gate.opened.set)),
         *(gate.after_plain((spec,), functools.partial(run, prs=(spec,))) for spec in specs),
     ]
 
-    def report_run(_index: int, done: SuiteRun) -> None:
+    def tell_run(_index: int, done: SuiteRun) -> None:
         if on_run is not None and done.started and not done.plugin_missing:
             on_run(done)
 
     runs: dict[tuple[int | str, ...], SuiteRun] = {
-        done.prs: done for done in run_parallel(tasks, jobs=jobs, on_done=report_run)
+        done.prs: done for done in run_parallel(tasks, jobs=jobs, on_done=tell_run)
     }
     plain = runs[()]
     if plain.plugin_missing:
@@ -158,21 +217,21 @@ def run_coverage(
     if not plain.outcomes:
         raise RunnerError(f"the plain run of {' '.join(command)!r} ran no test")
     entries = tuple(
-        FixCoverage(
-            fix=fix,
-            run=runs[(recipe_spec(fix),)],
-            cells=compare(plain, runs[(recipe_spec(fix),)]),
+        RecipeCoverage(
+            recipe=recipe,
+            run=runs[(recipe_spec(recipe),)],
+            cells=compare(plain, runs[(recipe_spec(recipe),)]),
         )
-        for fix in fixes
+        for recipe in recipes
     )
     return CoverageReport(
-        command=tuple(command), plain=plain, fixes=entries, seconds=time.monotonic() - started
+        command=tuple(command), plain=plain, recipes=entries, seconds=time.monotonic() - started
     )
 
 
-def recipe_spec(fix: Recipe) -> str:
+def recipe_spec(recipe: Recipe) -> str:
     """`collection:PR`: the SGLANG_DEBUG_REVERT_PR value that reverts exactly `fix`."""
-    return f"{fix.collection}:{fix.pr}"
+    return f"{recipe.collection}:{recipe.pr}"
 
 
 def compare(plain: SuiteRun, reverted: SuiteRun) -> dict[str, Cell]:
@@ -181,6 +240,16 @@ def compare(plain: SuiteRun, reverted: SuiteRun) -> dict[str, Cell]:
     for test, outcome in sorted(plain.outcomes.items()):
         cells[test] = _cell(test, outcome, reverted)
     return cells
+
+
+def _qualified(value: str, collection: str, registry: Registry) -> str:
+    """`-r` value with every bare PR number qualified by --collection (`all` kept)."""
+    requests = parse_revert_requests(value, registry=registry, source="-r")
+    if requests is None:
+        return value
+    return ",".join(
+        request.text if request.collection else f"{collection}:{request.pr}" for request in requests
+    )
 
 
 def _cell(test: str, plain: NodeOutcome, reverted: SuiteRun) -> Cell:

@@ -6,7 +6,7 @@ import datetime
 import html
 import shlex
 
-from prtoggle.commands.coverage import CELL_MEANINGS, CELL_SYMBOLS, CoverageReport, FixCoverage
+from prtoggle.commands.coverage import CELL_MEANINGS, CELL_SYMBOLS, CoverageReport, RecipeCoverage
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2329; background: #fff; }
@@ -46,8 +46,8 @@ def render_html(report: CoverageReport) -> str:
     fixes) and the failures apart."""
     unguarded = report.unguarded()
     summary = (
-        f"{len(report.fixes)} fixes, {len(report.tests)} tests, "
-        f"{len(report.fixes) - len(unguarded)} guarded; {report.seconds:.1f} s"
+        f"{len(report.recipes)} fixes, {len(report.tests)} tests, "
+        f"{len(report.recipes) - len(unguarded)} guarded; {report.seconds:.1f} s"
     )
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -72,12 +72,12 @@ def render_html(report: CoverageReport) -> str:
 def _matrix(report: CoverageReport) -> str:
     head = "".join(
         f'<th class="pr{" not-imported" if entry.run.never_imported else ""}" '
-        f'title="{_e(entry.fix.title)}">#{entry.fix.pr}'
-        f"<small>{_e(entry.fix.collection)}</small>"
+        f'title="{_e(entry.recipe.title)}">#{entry.recipe.pr}'
+        f"<small>{_e(entry.recipe.collection)}</small>"
         f"{'<small>never imported</small>' if entry.run.never_imported else ''}</th>"
-        for entry in report.fixes
+        for entry in report.recipes
     )
-    counts = "".join(_count_cell(len(entry.guarded_by)) for entry in report.fixes)
+    counts = "".join(_count_cell(len(entry.guarded_by)) for entry in report.recipes)
     rows = [
         "<thead>",
         f'<tr><th class="test">test</th>{head}<th class="count">fixes guarded</th></tr>',
@@ -85,8 +85,8 @@ def _matrix(report: CoverageReport) -> str:
         "</thead><tbody>",
     ]
     for test in report.tests:
-        cells = "".join(_cell(entry, test) for entry in report.fixes)
-        guarded = sum(entry.cells[test] == "guards" for entry in report.fixes)
+        cells = "".join(_cell(entry, test) for entry in report.recipes)
+        guarded = sum(entry.cells[test] == "guards" for entry in report.recipes)
         rows.append(
             f'<tr><th class="test">{_test_label(test)}</th>{cells}'
             f'<td class="count">{guarded}</td></tr>'
@@ -103,9 +103,9 @@ def _test_label(test: str) -> str:
     return f'<span class="path">{_e(path)}::</span><span class="name">{_e(name)}</span>'
 
 
-def _cell(entry: FixCoverage, test: str) -> str:
+def _cell(entry: RecipeCoverage, test: str) -> str:
     cell = entry.cells[test]
-    title = f"PR {entry.fix.pr} reverted: {CELL_MEANINGS[cell]}"
+    title = f"PR {entry.recipe.pr} reverted: {CELL_MEANINGS[cell]}"
     return f'<td class="cell {cell}" title="{_e(title)}">{_e(CELL_SYMBOLS[cell])}</td>'
 
 
@@ -122,11 +122,11 @@ def _legend() -> str:
     return f'<ul class="legend">{items}</ul>'
 
 
-def _unguarded_line(unguarded: tuple[FixCoverage, ...]) -> str:
+def _unguarded_line(unguarded: tuple[RecipeCoverage, ...]) -> str:
     if not unguarded:
         return "<p>Every fix is guarded by at least one test.</p>"
     names = ", ".join(
-        f"#{entry.fix.pr} ({entry.fix.collection}"
+        f"#{entry.recipe.pr} ({entry.recipe.collection}"
         f"{', never imported' if entry.run.never_imported else ''})"
         for entry in unguarded
     )
@@ -158,8 +158,8 @@ def _plain_failing(report: CoverageReport) -> str:
 
 def _run_errors(report: CoverageReport) -> str:
     items = "".join(
-        f"<li>#{entry.fix.pr}: {_e(entry.run.error)}</li>"
-        for entry in report.fixes
+        f"<li>#{entry.recipe.pr}: {_e(entry.run.error)}</li>"
+        for entry in report.recipes
         if entry.run.error is not None
     )
     return f"<h2>Reverted runs that do not count</h2><ul>{items}</ul>" if items else ""

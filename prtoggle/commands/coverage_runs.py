@@ -17,9 +17,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE, BOOTSTRAP_FAILURE_PREFIX, REVERT_ENV
+from prtoggle.protocol import (
+    BOOTSTRAP_FAILURE_EXIT_CODE,
+    BOOTSTRAP_FAILURE_PREFIX,
+    REVERT_ENV,
+    RUN_REPORT_ENV,
+)
 from prtoggle.pytest_plugin.outcomes import (
     NO_VARIANTS_OPTION,
     REPORT_OPTION,
@@ -29,10 +33,11 @@ from prtoggle.pytest_plugin.outcomes import (
     report_options,
     started_marker,
 )
-
-if TYPE_CHECKING:
-    from prtoggle.runners.child_process import CommandRun
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.revert import child_report
+from prtoggle.revert.toggle import child_env
+from prtoggle.runners.child_outcome import PATCH_FAILURE_NAMES, output_tail
+from prtoggle.runners.child_process import CommandRun, run_child
+from prtoggle.runners.warm_client import CommandRunner
 
 
 @dataclass(frozen=True)
@@ -73,18 +78,19 @@ def run_suite(
     timeout: float,
     runner: CommandRunner | None = None,
     on_started: Callable[[], None] | None = None,
+    keep: str | None = None,
 ) -> SuiteRun:
     """Run the pytest command once with `prs` (N or `C:N`) reverted at start-up.
 
     `on_started` is called (from another thread) once the run's pytest session has started:
-    the plugin is loaded and its options understood.
+    the plugin is loaded and its options understood. `keep`: an outer prtoggle run's
+    SGLANG_DEBUG_REVERT_PR, in force too (what the run's processes report is passed on to
+    that run).
     """
-    from prtoggle.revert import child_report
-    from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_process import run_child
-
     base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
-    env = child_env(prs, base=base) if prs else base
+    specs = (*([keep] if keep else []), *prs)
+    env = child_env(specs, base=base) if specs else base
+    outer_reports = os.environ.get(RUN_REPORT_ENV) if keep else None
     with tempfile.TemporaryDirectory(prefix="prtoggle-coverage-") as directory:
         report_path = Path(directory) / "report.json"
         argv = [*command, *report_options(report_path), "--continue-on-collection-errors"]
@@ -95,6 +101,8 @@ def run_suite(
             run = (runner or run_child)(argv, env=env, timeout=timeout)
             numbers = tuple(int(str(spec).rpartition(":")[2]) for spec in prs)
             reports = child_report.read_reports(landing)
+            if outer_reports:
+                child_report.forward_reports(landing, to=Path(outer_reports))
             not_landed = child_report.not_landed(numbers, reports, command=command)
             never = bool(numbers) and all(child_report.never_imported(n, reports) for n in numbers)
         if run.timed_out:
@@ -181,8 +189,6 @@ def _watching(marker: Path, on_found: Callable[[], None] | None) -> Iterator[Non
 
 def _plugin_missing(run: CommandRun, command: Sequence[str]) -> str | None:
     """The one-line error when pytest did not know the plugin's options (plugin not loaded)."""
-    from prtoggle.runners.child_outcome import output_tail
-
     for line in reversed(output_tail(run).splitlines()):
         if "unrecognized arguments:" in line and (
             NO_VARIANTS_OPTION in line or REPORT_OPTION in line
@@ -198,8 +204,6 @@ def _plugin_missing(run: CommandRun, command: Sequence[str]) -> str | None:
 
 def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
     """Why a run wrote no report: the start-up hook refused a revert, or the last line."""
-    from prtoggle.runners.child_outcome import output_tail
-
     lines = output_tail(run).splitlines()
     refused = [line for line in lines if line.startswith(f"{BOOTSTRAP_FAILURE_PREFIX}: ")]
     if run.returncode == BOOTSTRAP_FAILURE_EXIT_CODE and refused:
@@ -211,8 +215,6 @@ def _no_report_error(run: CommandRun, prs: tuple[int | str, ...]) -> str:
 
 def _patch_failure(report: PytestReport, prs: tuple[int | str, ...]) -> str | None:
     """Why the run does not count: a revert that failed to apply (seen in any error)."""
-    from prtoggle.runners.child_outcome import PATCH_FAILURE_NAMES
-
     errors = [o.error for o in report.tests.values() if o.error] + [*report.collect_errors.values()]
     for error in errors:
         type_name = error.split(":", 1)[0].strip().rsplit(".", 1)[-1]

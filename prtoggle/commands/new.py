@@ -6,14 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prtoggle.errors import RegistryError
-from prtoggle.patching.source_files import SourceTree
+from prtoggle.errors import CommandUsageError, RegistryError
+from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.recipes.authoring.from_diff import (
     DraftNames,
     NotRevertedChange,
     SkippedChange,
     draft_from_diff,
 )
+from prtoggle.recipes.authoring.git import Commit, commit_of, commit_of_patch, tree_at
+from prtoggle.recipes.authoring.modules import installed_roots
 from prtoggle.recipes.authoring.recipe_file import (
     RecipeHeader,
     checked_recipe,
@@ -91,3 +93,53 @@ def new_from_diff(
     targets = tuple(t.target for t in checked.targets)
     skipped = tuple(draft.skipped)
     return NewRecipe(header.pr, path, targets, checked.names, checked.not_reverted, skipped)
+
+
+def draft_from_git(
+    rev: str,
+    *,
+    repo: Path | None,
+    source_root: Path | None,
+    pr: int | None,
+    title: str | None,
+    url: str | None,
+) -> tuple[str, str, RecipeHeader, list[SourceTree]]:
+    """Commit `rev` of `repo` (default: the working directory): its diff, where it comes
+    from, the recipe's header and the trees to place it in (`source_root`, else the tree
+    at the commit)."""
+    repo = repo or Path.cwd()
+    commit = commit_of(repo, rev)
+    header = commit_header(commit, rev, pr=pr, title=title, url=url)
+    roots = [open_source_tree(source_root)] if source_root is not None else [tree_at(repo, commit)]
+    return commit.diff, f"{rev} of {repo}", header, roots
+
+
+def diff_header(
+    text: str, source: str, *, pr: int | None, title: str | None, url: str | None
+) -> RecipeHeader:
+    """--pr, --title and --url; what they leave out from the diff's `git show` or `git
+    format-patch` header, when it has one."""
+    commit = commit_of_patch(text)
+    if commit is not None:
+        return commit_header(commit, source, pr=pr, title=title, url=url)
+    if pr is None:
+        raise CommandUsageError("--pr is required with --from-diff (the fix's PR number)")
+    return RecipeHeader(pr, title or "", url)
+
+
+def commit_header(
+    commit: Commit, where: str, *, pr: int | None, title: str | None, url: str | None
+) -> RecipeHeader:
+    """PR, title and merged date from the commit's subject and date, unless --pr/--title
+    say; the URL from --url, else the forge of the commit's remote."""
+    pr = pr or commit.pr
+    if pr is None:
+        raise CommandUsageError(
+            f"--pr is required: the subject of {where} ({commit.subject!r}) has no (#<number>)"
+        )
+    return RecipeHeader(pr, title or commit.title, url or commit.url(pr), commit.date)
+
+
+def source_roots(source_root: Path | None) -> list[SourceTree]:
+    """The trees a diff is placed in: `source_root`, else the installed packages' roots."""
+    return [open_source_tree(source_root)] if source_root is not None else installed_roots()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prtoggle.commands.selections import load_default_registry
 from prtoggle.errors import RegistryError, TargetResolutionError
 from prtoggle.patching.editor import edit_text, edits_apply
-from prtoggle.patching.source_files import SourceTree
+from prtoggle.patching.source_files import SourceTree, open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.patching.types import Edit, Patch
 from prtoggle.recipes.authoring.moved import find_moved
@@ -15,6 +16,8 @@ from prtoggle.recipes.authoring.reanchor import reanchor
 from prtoggle.recipes.authoring.recipe_file import write_recipe
 from prtoggle.recipes.authoring.yaml_edits import rewrite_patches
 from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.from_sglang import read_recipes, recipe_file_text
+from prtoggle.recipes.resolution import import_free_source_root
 from prtoggle.recipes.schema import Recipe, load_recipe_text
 from prtoggle.recipes.yaml_reading import read_recipe_text
 
@@ -45,6 +48,19 @@ class Rebase:
     edits: list[EditStatus] = field(default_factory=list)
     path: Path | None = None
     reason: str = ""
+
+
+def rebase_pr(pr: int, *, collection: str | None, source_root: Path | None, out: Path) -> Rebase:
+    """Rebase the recipe of `pr` (in `collection`) onto `source_root`, else onto the installed
+    package of its targets (none installed: an error asking for a source root)."""
+    recipe = load_default_registry(collection=collection).get(pr, collection=collection)
+    root = source_root or import_free_source_root(recipe)
+    if root is None:
+        raise TargetResolutionError(
+            f"PR {pr}: the package of its targets is not installed; expected --source-root "
+            "(a directory, wheel or sdist)"
+        )
+    return rebase_recipe(recipe, tree=open_source_tree(root), out=out)
 
 
 def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:
@@ -132,8 +148,6 @@ def _recipe_text(recipe: Recipe) -> str:
     recipes (held in a Python module) as `import-sglang` writes them."""
     if recipe.path.suffix in (".yaml", ".yml"):
         return read_recipe_text(recipe.path)
-    from prtoggle.recipes.from_sglang import read_recipes, recipe_file_text
-
     for found in read_recipes(recipe.path):
         if found.pr == recipe.pr:
             return recipe_file_text(found)

@@ -8,18 +8,17 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import DETECTION_ENV, OUTCOME_PREFIX, REVERT_ENV, module_command
+from prtoggle.recipes.registry import Recipe
+from prtoggle.revert.toggle import child_env
 from prtoggle.runners.child_outcome import last_exception
 from prtoggle.runners.child_process import CommandRun, run_child
 from prtoggle.runners.gpu_leases import CUDA_VISIBLE_DEVICES, GpuLeases, visible_gpus
 from prtoggle.runners.pool import run_parallel
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
-    from prtoggle.runners.warm_client import CommandRunner
+from prtoggle.runners.warm_client import CommandRunner
 
 OutcomeKind = Literal["clean", "failure", "crash", "timeout"]
 _VARIANTS = ("fixed", "reverted")  # run_repros relies on this order
@@ -71,8 +70,6 @@ def scenario_env(prs: Sequence[int], *, base: Mapping[str, str] | None = None) -
     env = dict(os.environ if base is None else base)
     env.pop(REVERT_ENV, None)
     if prs:
-        from prtoggle.revert.toggle import child_env
-
         env = child_env(tuple(prs), base=env)
     env.update(DETECTION_ENV)
     return env
@@ -164,21 +161,25 @@ class ReproResult:
 
 
 def repro_fix(
-    fix: Recipe, *, device: str = "cpu", provider: str | None = None, timeout: float | None = None
+    recipe: Recipe,
+    *,
+    device: str = "cpu",
+    provider: str | None = None,
+    timeout: float | None = None,
 ) -> ReproResult:
     """Run the fix's scenario fixed and reverted, each in its own child with detection on."""
-    if fix.repro is None:
-        raise RunnerError(f"PR {fix.pr} has no repro scenario (no `repro:` in {fix.path})")
+    if recipe.repro is None:
+        raise RunnerError(f"PR {recipe.pr} has no repro scenario (no `repro:` in {recipe.path})")
     options: dict[str, Any] = {"device": device, "provider": provider, "timeout": timeout}
-    fixed = run_scenario(fix.repro, prs=(), **options)
-    reverted = run_scenario(fix.repro, prs=(fix.pr,), **options)
+    fixed = run_scenario(recipe.repro, prs=(), **options)
+    reverted = run_scenario(recipe.repro, prs=(recipe.pr,), **options)
     return ReproResult(
-        pr=fix.pr, module=fix.repro, expect=fix.expect, fixed=fixed, reverted=reverted
+        pr=recipe.pr, module=recipe.repro, expect=recipe.expect, fixed=fixed, reverted=reverted
     )
 
 
 def run_repros(
-    fixes: Sequence[Recipe],
+    recipes: Sequence[Recipe],
     *,
     device: str,
     provider: str | None,
@@ -215,10 +216,10 @@ def run_repros(
             env = {**os.environ, CUDA_VISIBLE_DEVICES: gpu}
             return run_scenario(module, prs=prs, base_env=env, **options)
 
-    runs = [(fix, variant) for fix in fixes for variant in _VARIANTS]
+    runs = [(recipe, variant) for recipe in recipes for variant in _VARIANTS]
     tasks = [
-        functools.partial(run_one, str(fix.repro), (fix.pr,) if variant == "reverted" else ())
-        for fix, variant in runs
+        functools.partial(run_one, str(recipe.repro), (recipe.pr,) if variant == "reverted" else ())
+        for recipe, variant in runs
     ]
 
     def done(index: int, result: ScenarioResult) -> None:
@@ -228,13 +229,13 @@ def run_repros(
     results = run_parallel(tasks, jobs=jobs, on_done=done)
     return [
         ReproResult(
-            pr=fix.pr,
-            module=str(fix.repro),
-            expect=fix.expect,
+            pr=recipe.pr,
+            module=str(recipe.repro),
+            expect=recipe.expect,
             fixed=results[2 * index],
             reverted=results[2 * index + 1],
         )
-        for index, fix in enumerate(fixes)
+        for index, recipe in enumerate(recipes)
     ]
 
 

@@ -48,6 +48,9 @@ from prtoggle.pytest_plugin.outcomes import (
     report_options,
 )
 from prtoggle.pytest_plugin.session import ENV_INI, SessionState, start_session, undo
+from prtoggle.revert.toggle import child_env, reverted
+from prtoggle.runners.child_outcome import output_tail
+from prtoggle.runners.child_process import run_child
 
 GUARD_FIXTURE = "prtoggle_guard"
 FIXED_ID = "fixed"
@@ -158,8 +161,6 @@ def prtoggle_guard(request: pytest.FixtureRequest) -> Iterator[Guard | None]:
     if param.subprocess:
         yield param
         return
-    from prtoggle.revert.toggle import reverted
-
     with reverted(param.pr):
         yield param
 
@@ -259,10 +260,6 @@ def _outcome_in_child(
     item: pytest.Function, nodeid: str, *, prs: tuple[int, ...], timeout: float
 ) -> NodeOutcome:
     """The outcome of test `nodeid` in a child pytest with `prs` reverted."""
-    from prtoggle.revert.toggle import child_env
-    from prtoggle.runners.child_outcome import output_tail
-    from prtoggle.runners.child_process import run_child
-
     skip_prefixes = ("PYTEST_XDIST", "PYTEST_CURRENT")
     base = {k: v for k, v in os.environ.items() if not k.startswith(skip_prefixes)}
     with tempfile.TemporaryDirectory(prefix="prtoggle-") as directory:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from prtoggle.errors import PrToggleError
+from prtoggle.recipes.registry import default_registry
 
 MARKER = "guards_pr"
 DEFAULT_CHILD_TIMEOUT = 900.0
@@ -49,16 +50,14 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
     if len(args) != 1 or not isinstance(args[0], int) or isinstance(args[0], bool):
         raise _collect_error(where, "expected one PR number, e.g. guards_pr(26521)")
     pr = args[0]
-    from prtoggle.recipes.registry import default_registry
-
     try:
-        fixes = default_registry().find(pr)  # one per collection holding PR
-        fix = next((candidate for candidate in fixes if candidate.expect), fixes[0])
+        recipes = default_registry().find(pr)  # one per collection holding PR
+        recipe = next((candidate for candidate in recipes if candidate.expect), recipes[0])
     except PrToggleError as exc:
         raise _collect_error(where, str(exc)) from exc
-    expect = kwargs.get("expect", fix.expect)
+    expect = kwargs.get("expect", recipe.expect)
     if not isinstance(expect, str) or not expect:
-        raise _collect_error(where, f"no expect= given and PR {pr} ({fix.path}) has no expect")
+        raise _collect_error(where, f"no expect= given and PR {pr} ({recipe.path}) has no expect")
     try:
         pattern = re.compile(expect)
     except re.error as exc:

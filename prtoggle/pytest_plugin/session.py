@@ -19,8 +19,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from prtoggle.errors import PrToggleError
 from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
+from prtoggle.recipes.registry import default_registry
+from prtoggle.revert.toggle import active_reverts, maybe_revert_pr_fix, parse_revert_spec, restore
 
 ENV_INI = "prtoggle_env_reverts"
 """The ini setting by which a suite asks the plugin to apply SGLANG_DEBUG_REVERT_PR."""
@@ -52,8 +55,6 @@ class SessionState:
 def start_session(*, option: str, env_asked: bool) -> SessionState:
     """Apply what the session asked for (see the module's docstring); PrToggleError if it
     cannot be (nothing is left applied then)."""
-    from prtoggle.revert.toggle import active_reverts
-
     state = SessionState()
     held = active_reverts()
     env_asked = env_asked or bool(os.environ.get(RUN_REPORT_ENV))  # a prtoggle parent asked
@@ -72,8 +73,6 @@ def start_session(*, option: str, env_asked: bool) -> SessionState:
 def undo(state: SessionState) -> None:
     """Restore what start_session reverted and the variable it set."""
     if state.applied:
-        from prtoggle.revert.toggle import restore
-
         for pr in reversed(state.applied):
             restore(pr)
         state.applied = ()
@@ -81,10 +80,6 @@ def undo(state: SessionState) -> None:
 
 
 def _apply(state: SessionState, *, option: str, env_value: str) -> None:
-    from prtoggle.errors import PrToggleError
-    from prtoggle.recipes.registry import default_registry
-    from prtoggle.revert.toggle import active_reverts, maybe_revert_pr_fix, parse_revert_spec
-
     registered = default_registry().prs()
     env_prs = parse_revert_spec(env_value, registered=registered)
     option_prs = parse_revert_spec(option, registered=registered, source="--revert-pr")

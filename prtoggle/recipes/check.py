@@ -89,21 +89,23 @@ class TargetDiff:
         return "\n".join(out) + "\n"
 
 
-def check_fixes(
+def check_registry(
     *,
     registry: Registry,
     source_root: Path | SourceTree | None = None,
     prs: Sequence[int] | None = None,
 ) -> list[TargetCheck]:
     """check_fix for every fix of `registry` (or of `prs`, in every collection), in PR order."""
-    fixes = [
-        fix for pr in (prs if prs is not None else registry.prs()) for fix in registry.find(pr)
+    recipes = [
+        recipe
+        for pr in (prs if prs is not None else registry.prs())
+        for recipe in registry.find(pr)
     ]
     tree = _open(source_root)
-    return [check for fix in fixes for check in check_fix(fix, tree=tree)]
+    return [check for recipe in recipes for check in check_fix(recipe, tree=tree)]
 
 
-def check_fix(fix: Recipe, *, tree: SourceTree | None = None) -> list[TargetCheck]:
+def check_fix(recipe: Recipe, *, tree: SourceTree | None = None) -> list[TargetCheck]:
     """For every target of `fix`: its edits apply exactly once, compile and take effect.
 
     Nothing is patched: the edited code is compiled, never swapped in. With `tree`,
@@ -111,24 +113,26 @@ def check_fix(fix: Recipe, *, tree: SourceTree | None = None) -> list[TargetChec
     their modules are imported. A target whose top-level package is missing is absent.
     """
     results = []
-    for patch in fix.patches:
-        status, message, found_as = _check_target(fix, patch, tree=tree)
+    for patch in recipe.patches:
+        status, message, found_as = _check_target(recipe, patch, tree=tree)
         results.append(
             TargetCheck(
-                pr=fix.pr,
+                pr=recipe.pr,
                 target=patch.target,
                 ok=status == "ok",
                 message=message,
                 status=status,
-                collection=fix.collection,
+                collection=recipe.collection,
                 source=tree.label if tree is not None else None,
                 found_as=found_as,
             )
         )
-    return results + _whole_fix_checks(fix, tree=tree)
+    return results + _whole_fix_checks(recipe, tree=tree)
 
 
-def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> list[TargetDiff]:
+def recipe_diffs(
+    recipe: Recipe, *, source_root: Path | SourceTree | None = None
+) -> list[TargetDiff]:
     """One TargetDiff per target of `fix`; raises the first PrToggleError met.
 
     An edit that cannot take effect (a decorator line, a default not evaluable in the
@@ -136,18 +140,18 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
     would not carry out, nor a diff of a version outside the recipe's `applies_to`.
     """
     tree = _open(source_root)
-    outside = out_of_range(fix, tree=tree)
+    outside = out_of_range(recipe, tree=tree)
     if outside is not None:
-        raise VersionRangeError(f"{fix.label}: no diff to show: {outside}")
+        raise VersionRangeError(f"{recipe.label}: no diff to show: {outside}")
     diffs = []
-    for patch in fix.patches:
+    for patch in recipe.patches:
         source, function = _target_source(patch.target, tree=tree)
-        layer = fix.edit_layer(patch.target)
+        layer = recipe.edit_layer(patch.target)
         build_replacement(source, [layer], function=function, evaluate=False)
         edited = apply_layers(source, [layer])
         diffs.append(
             TargetDiff(
-                pr=fix.pr,
+                pr=recipe.pr,
                 target=patch.target,
                 filename=source.filename,
                 first_line=source.first_line,
@@ -158,29 +162,29 @@ def fix_diffs(fix: Recipe, *, source_root: Path | SourceTree | None = None) -> l
     return diffs
 
 
-def _whole_fix_checks(fix: Recipe, *, tree: SourceTree | None) -> list[TargetCheck]:
+def _whole_fix_checks(recipe: Recipe, *, tree: SourceTree | None) -> list[TargetCheck]:
     """The recipe's `names` and `not_reverted` entries checked (issue 27), one row each."""
-    if not fix.names and not fix.not_reverted:
+    if not recipe.names and not recipe.not_reverted:
         return []
     from prtoggle.recipes.names_check import check_whole_fix
 
-    outside = out_of_range(fix, tree=tree)
+    outside = out_of_range(recipe, tree=tree)
     return [
         TargetCheck(
-            pr=fix.pr,
+            pr=recipe.pr,
             target=found.target,
             ok=outside is None and found.status == "ok",
             message=outside or found.message,
             status="not-applicable" if outside is not None else found.status,
-            collection=fix.collection,
+            collection=recipe.collection,
             source=tree.label if tree is not None else None,
         )
-        for found in check_whole_fix(fix, tree=tree)
+        for found in check_whole_fix(recipe, tree=tree)
     ]
 
 
 def _check_target(
-    fix: Recipe, patch: Patch, *, tree: SourceTree | None
+    recipe: Recipe, patch: Patch, *, tree: SourceTree | None
 ) -> tuple[CheckStatus, str, str | None]:
     """(status, message, where the function is defined when re-exported)."""
     top = patch.target.split(".", 1)[0]
@@ -188,12 +192,14 @@ def _check_target(
         return "absent", f"package {top} is not in {tree.label}", None
     if tree is None and not _installed(top):
         return "absent", f"package {top} is not installed", None
-    outside = out_of_range(fix, tree=tree)
+    outside = out_of_range(recipe, tree=tree)
     if outside is not None:
         return "not-applicable", outside, None
     try:
         source, function = _target_source(patch.target, tree=tree)
-        build_replacement(source, [fix.edit_layer(patch.target)], function=function, evaluate=False)
+        build_replacement(
+            source, [recipe.edit_layer(patch.target)], function=function, evaluate=False
+        )
     except PrToggleError as exc:
         return _failure_status(exc), str(exc), None
     return "ok", "", source.found_as

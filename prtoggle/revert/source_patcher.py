@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
-from prtoggle.patching import EditLayer, import_target
+from prtoggle.patching import EditLayer, edit_text, import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.patch_schema import one_edit_kind
 from prtoggle.recipes.schema import load_patches
@@ -81,8 +81,6 @@ def apply_edits(*, source: str, edits: Iterable[Any]) -> str:
     Matching and errors are prtoggle's: lines compared whitespace-stripped, exactly one
     match, diagnostics with line numbers counted from 1.
     """
-    from prtoggle.patching import edit_text
-
     converted = [_as_edit(edit, index) for index, edit in enumerate(edits, start=1)]
     text = edit_text(source=source, edits=converted)
     return text if source.endswith("\n") or not text.endswith("\n") else text[:-1]

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from prtoggle.protocol import BOOTSTRAP_FAILURE_PREFIX
-
-if TYPE_CHECKING:
-    from prtoggle.runners.child_process import CommandRun
+from prtoggle.runners.child_process import CommandRun
 
 PATCH_FAILURE_NAMES = ("PatchApplicationError", "TargetResolutionError", "UnsupportedTargetError")
 """Errors by which a child's start-up says a revert did not apply (bisect: skip)."""

@@ -18,6 +18,7 @@ from prtoggle.protocol import (
     REVERT_ENV,
     RUN_REPORT_ENV,
 )
+from prtoggle.revert.processes import BOOTSTRAP_DIR
 
 RUNTIME_VARIABLES = frozenset(
     {
@@ -98,8 +99,6 @@ def _differing_variables(env: Mapping[str, str], base: Mapping[str, str]) -> lis
 
 
 def _python_path(env: Mapping[str, str]) -> list[str]:
-    from prtoggle.revert.toggle import BOOTSTRAP_DIR
-
     entries = env.get("PYTHONPATH", "").split(os.pathsep)
     return [entry for entry in entries if entry and entry != str(BOOTSTRAP_DIR)]
 

@@ -148,3 +148,18 @@ def python_command(code: str) -> list[str]:
 def without_in_force_lines(stderr: str) -> str:
     """`stderr` less the in-force lines of the reverting processes (IN_FORCE_LINE)."""
     return IN_FORCE_LINE.sub("", stderr)
+
+
+def second_collection(fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A collection `sglang` holding ANSWER_FIX again (sglang's text: patches only)."""
+    directory = fake_project.registry_dir.parent / "sglang"
+    directory.mkdir()
+    (directory / f"{ANSWER_FIX}.yaml").write_text(
+        f"patches:\n  - target: {TARGET_MODULE}.answer\n    edits:\n"
+        "      - match: value = 42\n        replacement: value = 40\n"
+        "  - target: absent_engine.layers.forward\n    edits:\n      - match: x = 1\n"
+    )
+    monkeypatch.setenv(
+        "PRTOGGLE_YAML_PATH", os.pathsep.join([str(fake_project.registry_dir), str(directory)])
+    )
+    return directory

@@ -53,6 +53,17 @@ def imports_between_parts() -> dict[str, set[str]]:
     return edges
 
 
+def _imported_modules(path: Path) -> list[str]:
+    """Every module `path` imports absolutely (top level, type-only, inside functions)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
 def documented_table() -> dict[str, set[str]]:
     """The "may import" table of docs/internals.md."""
     text = (ROOT / "docs" / "internals.md").read_text()
@@ -81,6 +92,23 @@ def test_no_part_imports_a_part_its_row_does_not_allow() -> None:
 
 def test_the_table_of_docs_internals_is_the_table_of_this_test() -> None:
     assert documented_table() == ALLOWED
+
+
+def test_cli_imports_commands_and_commands_never_import_cli() -> None:
+    edges = imports_between_parts()
+    assert "commands" in edges["cli"]
+    assert "cli" not in ALLOWED["commands"]
+    assert "cli" not in edges["commands"]
+
+
+def test_bench_scripts_import_no_cli_module() -> None:
+    imports = {
+        f"{path.name}: {name}"
+        for path in sorted((ROOT / "bench").glob("*.py"))
+        for name in _imported_modules(path)
+        if name == "prtoggle.cli" or name.startswith("prtoggle.cli.")
+    }
+    assert imports == set()
 
 
 def test_the_check_sees_an_import_upward() -> None:

@@ -7,6 +7,7 @@ its own PYTHONPATH, a child that changes directory under a relative PRTOGGLE_YAM
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -191,4 +192,71 @@ def test_an_empty_revert_spec_is_one_error_line_and_status_2(project: Path, spec
         f"error: -r {spec!r} names no PR (an unset shell variable?); expected PR numbers "
         "(26521,24856), COLLECTION:PR (sglang:27460) or 'all'; to run COMMAND with nothing "
         "reverted, run it without prtoggle\n"
+    )
+
+
+BOTH_REVERTED_FAILS = (
+    "import os, sys\n"
+    "sys.path.insert(0, os.getcwd())\n"
+    "import nest_a, nest_b\n"
+    "sys.exit(1 if (nest_a.answer(), nest_b.answer()) == (10, 20) else 0)\n"
+)
+"""Bad only when both reverts are in force: the outer one (10) and the bisected one (20)."""
+
+
+def test_bisect_inside_a_run_keeps_the_outer_revert_in_every_run_and_says_so(
+    project: Path,
+) -> None:
+    bisect = [*PRTOGGLE, "bisect", "-r", str(INNER), "--", sys.executable, "-c"]
+    result = run(project, "run", "-r", str(OUTER), "--", *bisect, BOTH_REVERTED_FAILS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == f"reverting {INNER} alone makes the command fail"
+    assert result.stderr.splitlines() == [
+        f"prtoggle bisect: SGLANG_DEBUG_REVERT_PR='{OUTER}' of the outer prtoggle run stays "
+        f"in force in every run (PR {OUTER} reverted throughout, never a candidate)",
+        f"prtoggle run: PR {OUTER} in force in 3 processes (recipes/{OUTER})",
+    ]
+
+
+def test_bisect_under_a_revert_exported_by_hand_says_in_one_line_it_is_not_kept(
+    project: Path,
+) -> None:
+    env = {**env_for(project), "SGLANG_DEBUG_REVERT_PR": str(OUTER)}
+    args = ["bisect", "-r", str(INNER), "--", sys.executable, "-c", BOTH_REVERTED_FAILS]
+    result = run(project, *args, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-2] == "no culprit found (attribute, 2 runs)"
+    assert result.stderr.splitlines() == [
+        f"prtoggle bisect: SGLANG_DEBUG_REVERT_PR='{OUTER}' from the environment is not kept: "
+        "bisect chooses what each of its runs reverts (inside a prtoggle run the two would be "
+        "composed)",
+    ]
+
+
+GUARD_TEST = """\
+import nest_a, nest_b
+
+
+def test_answers():
+    assert (nest_a.answer(), nest_b.answer()) == (10, 2)
+"""
+"""Passes with the outer revert alone in force; fails once the inner one is reverted too."""
+
+
+def test_coverage_inside_a_run_keeps_the_outer_revert_in_every_run_and_says_so(
+    project: Path,
+) -> None:
+    (project / "test_answers.py").write_text(GUARD_TEST)
+    pytest_command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    coverage = [*PRTOGGLE, "coverage", "--cold", "--json", "-r", str(INNER), "--"]
+    command = [*coverage, *pytest_command, "test_answers.py"]
+    result = run(project, "run", "-r", str(OUTER), "--", *command)
+    assert result.returncode == 0, result.stdout + result.stderr
+    matrix = json.loads(result.stdout)
+    assert [(fix["pr"], fix["guarded_by"], fix["plain_failing"]) for fix in matrix] == [
+        (INNER, ["test_answers.py::test_answers"], [])
+    ]
+    assert result.stderr.splitlines()[0] == (
+        f"prtoggle coverage: SGLANG_DEBUG_REVERT_PR='{OUTER}' of the outer prtoggle run stays "
+        f"in force in every run (PR {OUTER} reverted throughout, never a candidate)"
     )

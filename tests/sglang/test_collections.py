@@ -162,15 +162,15 @@ def test_run_all_runs_and_names_what_it_left_out(sglang_env: dict[str, str]) -> 
     )
 
 
-def test_run_all_waits_only_for_the_prs_it_kept_to_land(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from prtoggle.cli.run import run_environment
+def test_run_all_waits_only_for_the_prs_it_kept_to_land() -> None:
+    from prtoggle.commands.run import run_environment
 
-    prs, env = run_environment(["all"], command=[sys.executable, "-c", "pass"], base={})
+    notes: list[str] = []
+    command = [sys.executable, "-c", "pass"]
+    prs, env = run_environment(["all"], command=command, notes=notes, base={})
     assert prs == (21649, 22832, 24856, 25015, 26329, 26521, 26972, 27360, 27460)  # no 27338
     assert env["SGLANG_DEBUG_REVERT_PR"].split(",")[:2] == ["fixes:21649", "sglang:21649"]
-    assert "1 stale (sglang-upstream/27338)" in capsys.readouterr().err
+    assert "1 stale (sglang-upstream/27338)" in "\n".join(notes)
 
 
 def test_coverage_of_sglangs_22832_is_refused_never_reported_guarded(

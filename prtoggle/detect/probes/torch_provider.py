@@ -27,12 +27,12 @@ from prtoggle.detect.probes.witness import (
     INT64_MIN,
     NUM_COLUMNS,
     UNHIT_WHEN,
+    DeviceTable,
+    ProbeItem,
 )
 
 if TYPE_CHECKING:
     import torch
-
-    from prtoggle.detect.probes.witness import DeviceTable, ProbeItem
 
 
 def record_float(table: DeviceTable, items: Sequence[ProbeItem], *, check_inf: bool) -> None:

@@ -33,11 +33,11 @@ import triton
 import triton.language as tl
 
 from prtoggle.detect.probes import witness
+from prtoggle.detect.probes.witness import DeviceTable, ProbeItem
 
 if TYPE_CHECKING:
     import torch
 
-    from prtoggle.detect.probes.witness import DeviceTable, ProbeItem
 
 BLOCK_SIZE = 1024
 PROGRAMS_PER_SM = 4

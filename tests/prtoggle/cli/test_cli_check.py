@@ -12,6 +12,8 @@ from cli_fakes import (
     ANSWER_FIX,
     BROKEN_FIX,
     FIRST_HALF_FIX,
+    HARMLESS_FIX,
+    SECOND_HALF_FIX,
     TARGET_MODULE,
     TARGET_SOURCE,
     FakeProject,
@@ -282,4 +284,59 @@ def test_a_stale_recipe_is_followed_by_the_rebase_command_that_proposes_an_updat
     assert result.output.splitlines()[-1] == (
         f"hint: `prtoggle rebase {ANSWER_FIX} --collection registry --source-root {wheel}` "
         "proposes an updated recipe for the stale one"
+    )
+
+
+REGISTERED = f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
+
+
+def test_check_reports_each_target_and_fails_on_a_broken_revert(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("check")
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert f"{ANSWER_FIX}  {TARGET_MODULE}.answer: ok" in lines
+    [broken] = [line for line in lines if line.startswith(str(BROKEN_FIX))]
+    assert broken.startswith(f"{BROKEN_FIX}  {TARGET_MODULE}.answer: STALE: ")
+    assert lines[-2:] == [
+        "4 of 5 targets of 5 fixes revert cleanly",
+        f"hint: `prtoggle rebase {BROKEN_FIX} --collection registry` proposes an updated "
+        "recipe for the stale one",
+    ]
+
+
+def test_check_of_good_fixes_exits_zero(fake_project: FakeProject) -> None:
+    result = invoke("check", str(ANSWER_FIX), str(FIRST_HALF_FIX))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == "2 of 2 targets of 2 fixes revert cleanly"
+
+
+def test_check_source_root_json(fake_project: FakeProject) -> None:
+    source_root = str(fake_project.source_dir)
+    result = invoke("check", "--source-root", source_root, "--json", str(BROKEN_FIX))
+    assert result.exit_code == 1
+    [record] = json.loads(result.output)
+    assert (record["pr"], record["target"], record["ok"]) == (
+        BROKEN_FIX,
+        f"{TARGET_MODULE}.answer",
+        False,
+    )
+    assert record["message"] != ""
+
+
+def test_check_missing_source_root_is_a_usage_error(fake_project: FakeProject) -> None:
+    result = invoke("check", "--source-root", "/no/such/dir")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: Invalid value for '--source-root': Path '/no/such/dir' does not exist "
+        "(see `prtoggle check --help`)\n",
+    )
+
+
+def test_check_of_an_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -> None:
+    result = invoke("check", str(ANSWER_FIX), "4711")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: PR 4711 is not registered; registered PRs: {REGISTERED} "
     )

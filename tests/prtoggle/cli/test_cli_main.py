@@ -1,4 +1,4 @@
-"""The command group: commands loaded when used, `prtoggle --help` as an eager group prints it."""
+"""The command group: commands loaded when used, help, one-line errors, no torch at start-up."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import sys
 
 import click
 import pytest
-from click.testing import CliRunner
+from cli_fakes import FakeProject, fake_project
+from click.testing import CliRunner, Result
 
 from prtoggle.cli.common import PrToggleGroup
 from prtoggle.cli.main import COMMANDS, cli, load_command
+
+__all__ = ["fake_project"]  # the fixture, imported for pytest
 
 IMPORTED_COMMAND_MODULES = """\
 import sys
@@ -75,3 +78,84 @@ def test_each_summary_is_the_first_paragraph_of_the_command_help(name: str) -> N
     assert command.name == name
     assert command.help is not None
     assert " ".join(command.help.split("\n\n")[0].split()) == COMMANDS[name].summary
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
+
+
+def test_an_unknown_option_is_one_error_line_not_click_usage_text(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("list", "--bogus")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        "error: No such option '--bogus' (see `prtoggle list --help`)\n",
+    )
+
+
+def test_an_unknown_command_names_the_commands() -> None:
+    result = invoke("lsit")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "error: no command 'lsit': expected one of bench, bisect, check, coverage, "
+        "import-sglang, list, new, rebase, repro, run, show (see `prtoggle --help`)\n",
+    )
+
+
+def test_python_dash_m_prtoggle_help_lists_the_commands() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "prtoggle", "--help"], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.startswith("Usage: prtoggle [OPTIONS] COMMAND [ARGS]...")
+    for command in ("bisect", "check", "list", "repro", "run", "show"):
+        assert f"\n  {command} " in result.stdout
+
+
+@pytest.mark.parametrize("command", ["list", "show", "check", "run", "repro", "bisect", "bench"])
+def test_every_command_has_help_with_examples(command: str) -> None:
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert f"  Examples:\n    prtoggle {command}" in result.output
+
+
+def test_the_examples_of_show_and_list_run_on_the_shipped_recipes() -> None:
+    for command in ("show", "list"):
+        examples = invoke(command, "--help").output.split("Examples:\n", 1)[1].splitlines()
+        for line in filter(None, (example.strip() for example in examples)):
+            result = invoke(*line.split()[1:])
+            assert result.exit_code == 0, f"{line}: {result.output}"
+
+
+def test_importing_the_cli_does_not_import_torch() -> None:
+    code = "import prtoggle.cli.main, sys; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    "argv", [["list"], ["show", "--collection", "fixes", "26521"], ["list", "--json"]]
+)
+def test_listing_commands_do_not_import_torch(argv: list[str]) -> None:
+    code = (
+        f"import sys\nfrom prtoggle.cli.main import main\nsys.argv = ['prtoggle', *{argv!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    status = exc.code\n"
+        "assert status in (0, None), status\nassert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_a_broken_registry_is_a_one_line_error(fake_project: FakeProject) -> None:
+    (fake_project.registry_dir / "bad.yaml").write_text("pr: [unclosed\n")
+    result = invoke("list")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {fake_project.registry_dir / 'bad.yaml'}:")
+    assert "Traceback" not in result.output
+
+
+def test_bare_prtoggle_prints_its_usage_not_an_error_line() -> None:
+    result = invoke()
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Usage: prtoggle [OPTIONS] COMMAND [ARGS]...\n\n")
+    assert "\nCommands:\n  bench " in result.stderr
+    assert result.stdout == ""

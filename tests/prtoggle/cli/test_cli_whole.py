@@ -202,7 +202,7 @@ def test_coverage_marks_a_fix_whose_revert_is_partial(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from prtoggle.cli.coverage import print_report
-    from prtoggle.commands.coverage import CoverageReport, FixCoverage, SuiteRun
+    from prtoggle.commands.coverage import CoverageReport, RecipeCoverage, SuiteRun
     from prtoggle.pytest_plugin.outcomes import NodeOutcome
     from prtoggle.recipes.schema import load_recipe
 
@@ -215,8 +215,8 @@ def test_coverage_marks_a_fix_whose_revert_is_partial(
         prs=(931,), outcomes={"t.py::t": NodeOutcome("failed")}, collect_errors={},
         seconds=1.0, exit_code=1,
     )  # fmt: skip
-    entry = FixCoverage(fix=fix, run=reverted, cells={"t.py::t": "guards"})
-    report = CoverageReport(command=("pytest",), plain=plain, fixes=(entry,), seconds=2.0)
+    entry = RecipeCoverage(recipe=fix, run=reverted, cells={"t.py::t": "guards"})
+    report = CoverageReport(command=("pytest",), plain=plain, recipes=(entry,), seconds=2.0)
     record = report.to_json()[0]
     print_report(report)
     lines = capsys.readouterr().out.splitlines()

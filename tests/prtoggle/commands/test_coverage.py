@@ -108,7 +108,7 @@ def test_run_coverage_builds_the_matrix_and_keeps_plain_failures_apart(
     ]
     report = run_coverage(fixes, pytest_command(suite), jobs=2, timeout=120)
     guarded = {
-        entry.fix.pr: [t.split("::")[-1] for t in entry.guarded_by] for entry in report.fixes
+        entry.recipe.pr: [t.split("::")[-1] for t in entry.guarded_by] for entry in report.recipes
     }
     assert guarded == {
         ANSWER_FIX: ["test_answer"],
@@ -118,8 +118,8 @@ def test_run_coverage_builds_the_matrix_and_keeps_plain_failures_apart(
         BROKEN_FIX: [],
     }
     assert [t.split("::")[-1] for t in report.plain_failing] == ["test_always_fails"]
-    assert [entry.fix.pr for entry in report.unguarded()] == [HARMLESS_FIX, BROKEN_FIX]
-    broken = report.fixes[-1]
+    assert [entry.recipe.pr for entry in report.unguarded()] == [HARMLESS_FIX, BROKEN_FIX]
+    broken = report.recipes[-1]
     assert broken.run.error is not None
     assert broken.run.error.startswith(
         f"the revert of PR {BROKEN_FIX} (registry) did not apply: "

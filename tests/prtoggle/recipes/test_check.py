@@ -9,7 +9,7 @@ import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
 from prtoggle.errors import PatchApplicationError, VersionRangeError
-from prtoggle.recipes.check import TargetCheck, TargetDiff, check_fixes, fix_diffs
+from prtoggle.recipes.check import TargetCheck, TargetDiff, check_registry, recipe_diffs
 from prtoggle.recipes.registry import Registry, load_registry
 from prtoggle.revert import toggle
 
@@ -78,7 +78,7 @@ def test_check_reports_each_target_and_patches_nothing(
 ) -> None:
     path = modules.write("app.core", APP_MODULE)
     registry = registry_for(tmp_path)
-    checks = check_fixes(registry=registry)
+    checks = check_registry(registry=registry)
     module = sys.modules["app.core"]
     assert module.Backend().forward(1) == 1 and module.Backend().width == 8
     yaml_path = tmp_path / "reg" / "922.yaml"
@@ -124,7 +124,7 @@ def test_check_of_a_source_tree_never_imports_it(tmp_path: Path) -> None:
     (root / "app" / "core").mkdir(parents=True)
     (root / "app" / "__init__.py").write_text("raise RuntimeError('must not be imported')\n")
     (root / "app" / "core" / "__init__.py").write_text(APP_MODULE)
-    checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
+    checks = check_registry(registry=registry_for(tmp_path), source_root=root, prs=[921])
     assert checks == [
         TargetCheck(pr=921, target=target, ok=True, message="", collection="reg", source=str(root))
         for target in ("app.core.Backend.forward", "app.core.Backend.width")
@@ -136,7 +136,7 @@ def test_check_of_a_source_tree_names_the_missing_file_or_definition(tmp_path: P
     root = tmp_path / "tree"
     (root / "app").mkdir(parents=True)
     (root / "app" / "core.py").write_text("class Backend:\n    pass\n")
-    checks = check_fixes(registry=registry_for(tmp_path), source_root=root, prs=[921])
+    checks = check_registry(registry=registry_for(tmp_path), source_root=root, prs=[921])
     assert [check.message for check in checks] == [
         f"app.core.Backend.forward: {root / 'app' / 'core.py'} has no definition of 'forward' "
         "in Backend",
@@ -145,7 +145,7 @@ def test_check_of_a_source_tree_names_the_missing_file_or_definition(tmp_path: P
     ]
     empty = tmp_path / "empty"
     (empty / "app").mkdir(parents=True)
-    missing = check_fixes(registry=registry_for(tmp_path), source_root=empty, prs=[921])
+    missing = check_registry(registry=registry_for(tmp_path), source_root=empty, prs=[921])
     assert missing[0].status == "stale"
     assert missing[0].message == (
         f"app.core.Backend.forward: no module file for it under {empty}; looked for "
@@ -159,7 +159,7 @@ def test_check_of_a_source_tree_names_the_missing_file_or_definition(tmp_path: P
 def test_a_target_whose_package_is_not_in_the_tree_is_absent_not_failed(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    checks = check_fixes(registry=registry_for(tmp_path), source_root=empty, prs=[921])
+    checks = check_registry(registry=registry_for(tmp_path), source_root=empty, prs=[921])
     assert [(c.status, c.ok, c.failed, c.message) for c in checks] == [
         ("absent", False, False, f"package app is not in {empty}"),
         ("absent", False, False, f"package app is not in {empty}"),
@@ -171,7 +171,7 @@ def test_diff_hunks_carry_real_file_line_numbers(tmp_path: Path) -> None:
     (root / "app").mkdir(parents=True)
     (root / "app" / "core.py").write_text(APP_MODULE)
     fix = registry_for(tmp_path).get(921)
-    diffs = fix_diffs(fix, source_root=root)
+    diffs = recipe_diffs(fix, source_root=root)
     path = root / "app" / "core.py"
     assert [(d.target, d.filename, d.first_line) for d in diffs] == [
         ("app.core.Backend.forward", str(path), 13),
@@ -196,8 +196,8 @@ def test_diff_of_an_imported_module_matches_the_source_tree_diff(
     modules: ModuleFactory, tmp_path: Path
 ) -> None:
     path = modules.write("app.core", APP_MODULE)
-    imported = fix_diffs(registry_for(tmp_path).get(921))
-    from_tree = fix_diffs(registry_for(tmp_path).get(921), source_root=modules.root)
+    imported = recipe_diffs(registry_for(tmp_path).get(921))
+    from_tree = recipe_diffs(registry_for(tmp_path).get(921), source_root=modules.root)
     assert imported == from_tree
     assert imported[1] == TargetDiff(
         pr=921,
@@ -214,7 +214,7 @@ def test_every_shipped_fix_applies_to_the_fixes_tree_without_importing_it() -> N
 
     registry = load_registry(dirs=[shipped_yaml_dir() / "fixes"])
     assert registry.prs(), f"no fix YAML in {shipped_yaml_dir()}"
-    checks = check_fixes(registry=registry, source_root=shipped_yaml_dir().parent)
+    checks = check_registry(registry=registry, source_root=shipped_yaml_dir().parent)
     assert [check for check in checks if not check.ok] == []
     assert {check.pr for check in checks} == set(registry.prs())
 
@@ -228,14 +228,16 @@ def test_a_diff_of_a_tree_outside_the_recipes_applies_to_is_refused(tmp_path: Pa
     write_fix(tmp_path / "reg", 923, "applies_to: app<3\n" + FIX.replace("pr: 921\n", ""))
     fix = load_registry(dirs=[tmp_path / "reg"]).get(923)
     with pytest.raises(VersionRangeError) as caught:
-        fix_diffs(fix, source_root=tree)
+        recipe_diffs(fix, source_root=tree)
     assert str(caught.value) == (
         f"reg/923: no diff to show: app 3.0 (in {tree}) is outside the recipe's range app<3 "
         "(applies_to)"
     )
     assert [
         check.status
-        for check in check_fixes(registry=load_registry(dirs=[tmp_path / "reg"]), source_root=tree)
+        for check in check_registry(
+            registry=load_registry(dirs=[tmp_path / "reg"]), source_root=tree
+        )
     ] == ["not-applicable"] * 2
 
 
@@ -277,8 +279,8 @@ def test_check_refuses_what_the_runtime_refuses_statically_and_live_with_its_rea
         )
     registry = load_registry(dirs=[tmp_path / "reg"])
     modules.write("app.refused", REFUSED_MODULE)
-    static = check_fixes(registry=registry, source_root=modules.root)
-    live = check_fixes(registry=registry)
+    static = check_registry(registry=registry, source_root=modules.root)
+    live = check_registry(registry=registry)
     runtime = []
     for pr in REFUSED_FIXES:
         with pytest.raises(PatchApplicationError) as refused:
