@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tarfile
 import zipfile
 from collections import defaultdict
@@ -86,14 +87,17 @@ class SourceTree:
         names = self._members.get(f"{top}.py", []) + self._members.get("__init__.py", [])
         return any(_under(name, f"{top}.py") or f"/{top}/" in f"/{name}" for name in names)
 
-    def metadata_files(self) -> list[tuple[str, str]]:
+    def metadata_files(
+        self, *, dist_info: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, str]]:
         """(name, text) of the files that may give the tree's distribution and version.
 
         `*.dist-info/METADATA` and `PKG-INFO` at the top or one folder down (a wheel, an
-        sdist), and a directory's own `pyproject.toml`.
+        sdist), and a directory's own `pyproject.toml`. `dist_info`: in a directory, read
+        only the `*.dist-info` folders whose name (without `.dist-info`) it accepts.
         """
         if self._archive is None:
-            paths = [*self.path.glob("*.dist-info/METADATA"), self.path / "PKG-INFO"]
+            paths = [*self._dist_info_metadata(dist_info), self.path / "PKG-INFO"]
             paths.append(self.path / "pyproject.toml")
             return [(str(p), _decode_text(p.read_bytes())) for p in paths if p.is_file()]
         if isinstance(self._archive, zipfile.ZipFile):
@@ -115,6 +119,24 @@ class SourceTree:
                 if index >= 0:
                     found.add(member[index:])
         return sorted(found)
+
+    def _dist_info_metadata(self, accept: Callable[[str], bool] | None) -> list[Path]:
+        """`*.dist-info/METADATA` of a directory, in `Path.glob`'s order (folders `accept`
+        leaves out are not looked into)."""
+        found = []
+        try:
+            with os.scandir(self.path) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if not name.endswith(".dist-info"):
+                        continue
+                    if accept is not None and not accept(name[: -len(".dist-info")]):
+                        continue
+                    if _is_dir(entry):
+                        found.append(Path(entry.path, "METADATA"))
+        except OSError:
+            return []
+        return found
 
     def looked_for(self, relative: str) -> str:
         if self._archive is None:
@@ -186,6 +208,13 @@ def open_source_tree(path: Path) -> SourceTree:
         if member.endswith(".py"):
             members[PurePosixPath(member).name].append(member)
     return SourceTree(path=path, _members=dict(members), _archive=archive)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _under(member: str, relative: str) -> bool:

@@ -232,9 +232,12 @@ def _module_file(
     )
 
 
-def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Definition]:
+def _definitions(
+    body: list[ast.stmt], *, bound: int | None, lines: list[str]
+) -> dict[str, _Definition]:
     """The definitions of `body` live at runtime, by name (property setters, overloads
-    skipped; the last of a name wins), with those of their class bodies."""
+    skipped; the last of a name wins), with those of their class bodies (`lines`: the
+    module's)."""
     found: dict[str, _Definition] = {}
     for index, node in enumerate(body):
         if not isinstance(node, _DEFINITIONS) or not binds_its_name(node):
@@ -249,8 +252,8 @@ def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Defin
             end=node.end_lineno or node.lineno,
             bound=after,
             body=(_first_line(node.body[0]), node.body[0].lineno, node.body[0].col_offset),
-            members=_definitions(node.body, bound=after) if is_class else {},
-            class_cell=not is_class and _uses_class_cell(node),
+            members=_definitions(node.body, bound=after, lines=lines) if is_class else {},
+            class_cell=not is_class and _may_name_class(node, lines) and _uses_class_cell(node),
             operator=operator_decorator(node),
         )
     return found
@@ -267,6 +270,13 @@ def _uses_class_cell(node: ast.stmt) -> bool:
         if not isinstance(child, ast.ClassDef):
             pending.extend(ast.iter_child_nodes(child))
     return False
+
+
+def _may_name_class(node: ast.stmt, lines: list[str]) -> bool:
+    """Whether the definition's lines hold `super` or `__class__` (or a non-ASCII name,
+    which may read as either): only then is its syntax tree walked for them."""
+    text = "".join(lines[_first_line(node) - 1 : node.end_lineno or node.lineno])
+    return "super" in text or "__class__" in text or not text.isascii()
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -372,11 +382,12 @@ def _parse_module(found: SourceFile) -> _ParsedModule:
     except SyntaxError as exc:
         error = f"{exc.lineno} does not parse: {exc.msg}"
         return _ParsedModule(found.text, None, error, [], None, 0)
+    lines = split_lines(found.text, keepends=True)
     return _ParsedModule(
         text=found.text,
-        definitions=_definitions(module.body, bound=None),
+        definitions=_definitions(module.body, bound=None, lines=lines),
         error="",
-        lines=split_lines(found.text, keepends=True),
+        lines=lines,
         module_names=module_level_names(module),
         future_flags=_future_flags(module),
         imports=import_bindings(module),
