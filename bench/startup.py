@@ -1,6 +1,6 @@
 """CLI start-up: `prtoggle --help`, `list`, `run`, `rebase` timed against `import click, yaml`.
 
-Usage: ``python bench/startup.py [--repeat N] [--only NAME ...] [--json]``.
+Usage: ``python bench/startup.py [--repeat N] [--only NAME ...] [--compare DIR] [--json]``.
 
 Each round runs every command once as a fresh child, in an order that rotates from round
 to round (so a burst of load on a shared machine falls on each command in turn), after
@@ -13,6 +13,14 @@ sglang code, rebased onto the installed sglang 0.5.23: moved, re-anchored, decli
 is reported per target: the round's summed time over the number of targets. The
 `prtoggle` console script next to this interpreter is used, so what a user types is
 what is timed (`python -m prtoggle` where there is none).
+
+`--compare DIR` times a second copy of prtoggle in the same rounds (DIR first on the
+children's PYTHONPATH, e.g. a `git archive` of the commit before a change), each of its
+commands named `... (DIR's name)`: a before/after under the same load.
+
+The children run without PYTHONDONTWRITEBYTECODE, so that the warm-up run leaves the
+`.pyc` files an installed (or once-run) prtoggle has: with it set, every run compiled
+prtoggle's modules from source again (40 to 70 ms a command here), which no user pays.
 """
 
 from __future__ import annotations
@@ -45,12 +53,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--only", nargs="+", default=None, metavar="NAME")
+    parser.add_argument("--compare", type=Path, default=None, metavar="DIR")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="prtoggle-startup-") as scratch:
         commands = _commands(Path(scratch))
         if args.only:
             commands = {name: commands[name] for name in ["reference", *args.only]}
+        if args.compare is not None:
+            commands |= _compared(commands, args.compare.resolve())
         load_before = os.getloadavg()
         for runs in commands.values():  # warm the file cache and the .pyc files
             _timed(runs)
@@ -67,13 +78,16 @@ def main() -> None:
     _print_table(report)
 
 
+_DROPPED = (REVERT_ENV, "PYTHONDONTWRITEBYTECODE")
+"""Left out of the children's environment (see the module docstring)."""
+
 Run = tuple[list[str], dict[str, str], tuple[int, ...]]
 """One child: its argv, its environment and the exit statuses that mean it did its work."""
 
 
 def _commands(scratch: Path) -> dict[str, list[Run]]:
     """Each timed name and the children one timing of it runs."""
-    env = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
+    env = {key: value for key, value in os.environ.items() if key not in _DROPPED}
     python = [sys.executable]
     script = Path(sys.executable).with_name("prtoggle")
     cli = [str(script)] if script.is_file() else [sys.executable, "-m", "prtoggle"]
@@ -91,6 +105,23 @@ def _commands(scratch: Path) -> dict[str, list[Run]]:
         "run -r all": [([*cli, "run", "-r", "all", "--", *python, "-c", "pass"], env, (0,))],
         "rebase (per target)": rebase,
     }
+
+
+def _compared(commands: dict[str, list[Run]], copy: Path) -> dict[str, list[Run]]:
+    """The prtoggle commands of `commands` again, run with `copy` first on PYTHONPATH."""
+    compared = {}
+    for name, runs in commands.items():
+        if name in ("reference", "python -c pass"):
+            continue
+        compared[f"{name} ({copy.name})"] = [
+            (argv, {**env, "PYTHONPATH": os.pathsep.join([str(copy), *_path(env)])}, statuses)
+            for argv, env, statuses in runs
+        ]
+    return compared
+
+
+def _path(env: dict[str, str]) -> list[str]:
+    return [part for part in env.get("PYTHONPATH", "").split(os.pathsep) if part]
 
 
 def _timed(runs: Sequence[Run]) -> tuple[float, float]:
@@ -133,6 +164,8 @@ def _report(
         "load average (before, after)": f"{load_before[0]:.2f}, {os.getloadavg()[0]:.2f}",
         "date (UTC)": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "sglang": _version("sglang"),
+        "bytecode": "written by the warm-up run"
+        + (" (PYTHONDONTWRITEBYTECODE dropped)" if "PYTHONDONTWRITEBYTECODE" in os.environ else ""),
         "rounds": len(rounds),
         "rebase targets": len(commands.get("rebase (per target)", [])),
         "commands": figures,
@@ -147,6 +180,7 @@ def _spread(values: list[float]) -> list[float]:
 
 
 def _goal(name: str) -> str:
+    name = name.split(" (", 1)[0]
     if name in GOALS:
         return f"<= {GOALS[name]}x"
     if name.startswith("rebase"):
@@ -158,14 +192,14 @@ def _print_table(report: dict[str, object]) -> None:
     for key, value in report.items():
         if key != "commands":
             print(f"{key:30s} {value}")
-    print(f"\n{'command':22s} {'wall s (q1 med q3)':24s} {'cpu s (med)':12s} ratio (q1 med q3)")
+    print(f"\n{'command':36s} {'wall s (q1 med q3)':24s} {'cpu s (med)':12s} ratio (q1 med q3)")
     commands = report["commands"]
     assert isinstance(commands, dict)
     for name, figure in commands.items():
         wall, cpu, ratio = figure["wall s"], figure["cpu s"], figure["ratio to reference"]
         shown = " ".join(f"{v:.3f}" for v in wall)
         ratios = " ".join(f"{v:.2f}" for v in ratio)
-        print(f"{name:22s} {shown:24s} {cpu[1]:<12.3f} {ratios}  {figure['goal']}")
+        print(f"{name:36s} {shown:24s} {cpu[1]:<12.3f} {ratios}  {figure['goal']}")
 
 
 def _cpu_model() -> str:

@@ -72,6 +72,7 @@ def test_the_startup_benchmark_times_every_command_against_the_reference() -> No
         "rebase (per target)",
     ]
     assert report["rebase targets"] == 5
+    assert report["bytecode"].startswith("written by the warm-up run")
     assert report["commands"]["reference"]["ratio to reference"] == [1.0, 1.0, 1.0]
     assert report["commands"]["list"]["goal"] == "<= 3.6x"
     assert all(f["wall s"][1] > 0 for f in report["commands"].values())

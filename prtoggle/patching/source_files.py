@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import tarfile
 import zipfile
 from collections import defaultdict
@@ -70,10 +73,9 @@ class SourceTree:
 
     def _read_uncached(self, relative: str) -> SourceFile | None:
         if self._archive is None:
-            candidate = self.path.joinpath(*PurePosixPath(relative).parts)
-            if not candidate.is_file():
-                return None
-            return SourceFile(name=str(candidate), text=_decode(candidate.read_bytes(), candidate))
+            name = self._joined(relative)
+            data = _read_regular_file(name)
+            return None if data is None else SourceFile(name=name, text=_decode(data, name))
         member = self._member(relative)
         if member is None:
             return None
@@ -86,14 +88,17 @@ class SourceTree:
         names = self._members.get(f"{top}.py", []) + self._members.get("__init__.py", [])
         return any(_under(name, f"{top}.py") or f"/{top}/" in f"/{name}" for name in names)
 
-    def metadata_files(self) -> list[tuple[str, str]]:
+    def metadata_files(
+        self, *, dist_info: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, str]]:
         """(name, text) of the files that may give the tree's distribution and version.
 
         `*.dist-info/METADATA` and `PKG-INFO` at the top or one folder down (a wheel, an
-        sdist), and a directory's own `pyproject.toml`.
+        sdist), and a directory's own `pyproject.toml`. `dist_info`: in a directory, read
+        only the `*.dist-info` folders whose name (without `.dist-info`) it accepts.
         """
         if self._archive is None:
-            paths = [*self.path.glob("*.dist-info/METADATA"), self.path / "PKG-INFO"]
+            paths = [*self._dist_info_metadata(dist_info), self.path / "PKG-INFO"]
             paths.append(self.path / "pyproject.toml")
             return [(str(p), _decode_text(p.read_bytes())) for p in paths if p.is_file()]
         if isinstance(self._archive, zipfile.ZipFile):
@@ -106,8 +111,7 @@ class SourceTree:
     def python_files(self, top: str) -> list[str]:
         """Module-relative paths (`top/x/y.py`) of the `.py` files of package `top`."""
         if self._archive is None:
-            base = self.path / top
-            return sorted(p.relative_to(self.path).as_posix() for p in base.rglob("*.py"))
+            return sorted(_python_files_below(self.path, top))
         found = set()
         for members in self._members.values():
             for member in members:
@@ -115,6 +119,35 @@ class SourceTree:
                 if index >= 0:
                     found.add(member[index:])
         return sorted(found)
+
+    def _dist_info_metadata(self, accept: Callable[[str], bool] | None) -> list[Path]:
+        """`*.dist-info/METADATA` of a directory, in `Path.glob`'s order (folders `accept`
+        leaves out are not looked into)."""
+        found = []
+        try:
+            with os.scandir(self.path) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if not name.endswith(".dist-info"):
+                        continue
+                    if accept is not None and not accept(name[: -len(".dist-info")]):
+                        continue
+                    if _is_dir(entry):
+                        found.append(Path(entry.path, "METADATA"))
+        except OSError:
+            return []
+        return found
+
+    def _joined(self, relative: str) -> str:
+        """`str(self.path.joinpath(*PurePosixPath(relative).parts))`, without pathlib for a
+        plain relative path (every part a name): a package's thousands of files are read."""
+        parts = relative.split("/")
+        if not all(part and part != "." for part in parts):
+            return str(self.path.joinpath(*PurePosixPath(relative).parts))
+        base = str(self.path)
+        if base == ".":
+            return relative
+        return f"{base}{relative}" if base.endswith("/") else f"{base}/{relative}"
 
     def looked_for(self, relative: str) -> str:
         if self._archive is None:
@@ -188,11 +221,67 @@ def open_source_tree(path: Path) -> SourceTree:
     return SourceTree(path=path, _members=dict(members), _archive=archive)
 
 
+def _python_files_below(root: Path, top: str) -> list[str]:
+    """`p.relative_to(root).as_posix()` for `p` in `(root / top).rglob("*.py")`, one
+    `os.scandir` per folder (pathlib's rglob scans each twice, through Path objects):
+    every entry named `*.py`, in every folder below that is no symlink."""
+    base = root / top
+    if not base.is_dir():
+        return []
+    prefix = len(str(root)) + (0 if str(root).endswith("/") else 1)
+    found: list[str] = []
+    pending = [str(base)]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as scanned:
+                entries = list(scanned)
+        except PermissionError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                found.append(entry.path[prefix:] if str(root) != "." else entry.path)
+            if _is_dir(entry) and not entry.is_symlink():
+                pending.append(entry.path)
+    return found
+
+
+def _read_regular_file(name: str) -> bytes | None:
+    """The bytes of `name` when `Path(name).is_file()` (a regular file, links followed),
+    else None (missing, a loop, a folder, a FIFO or device: never opened). Through `os`
+    calls alone: a package's thousands of files are read."""
+    try:
+        status = os.stat(name)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return None
+        raise
+    except ValueError:  # a name that cannot be encoded
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        return None
+    descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        chunks = [os.read(descriptor, status.st_size + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(descriptor, 1 << 20))
+    finally:
+        os.close(descriptor)
+    return b"".join(chunks)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
 def _under(member: str, relative: str) -> bool:
     return member == relative or member.endswith(f"/{relative}")
 
 
-def _decode(data: bytes, where: Path) -> str:
+def _decode(data: bytes, where: Path | str) -> str:
     """Decode as an import does (coding cookie, byte-order mark, universal newlines)."""
     try:
         return decode_python_source(data)

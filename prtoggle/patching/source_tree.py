@@ -8,7 +8,7 @@ import gc
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prtoggle.errors import TargetResolutionError
@@ -63,7 +63,7 @@ def find_in_source_tree(target: str, *, source_root: Path | SourceTree) -> Funct
     shape = FunctionShape(
         name=node.name,
         class_name=class_name,
-        freevars=("__class__",) if class_name and node.class_cell else (),
+        freevars=("__class__",) if class_name and _class_cell(node) else (),
         future_flags=parsed.future_flags,
     )
     return FunctionSource(
@@ -95,7 +95,9 @@ class _Definition:
     last statement); `bound` the last line its block can reach: the line before the next
     statement that starts after it, None at the end of the module. `body` is the line
     where the first statement of its body starts (its first decorator's, if any), the
-    line of its keyword and its column offset (in bytes).
+    line of its keyword and its column offset (in bytes). `named_class` keeps the syntax
+    tree of a function whose lines name `super` or `__class__`: whether it closes over its
+    class is found when it is a target (`_class_cell`).
     """
 
     name: str
@@ -106,14 +108,15 @@ class _Definition:
     bound: int | None
     body: tuple[int, int, int]
     members: dict[str, _Definition]
-    class_cell: bool = False
+    named_class: ast.stmt | None = field(default=None, compare=False, repr=False)
     operator: str | None = None
 
 
 @dataclass(frozen=True)
 class _ParsedModule:
     """A module file parsed once per tree: its definitions (None and `error` when it does
-    not parse); the syntax tree itself is not kept."""
+    not parse); the syntax tree itself is not kept (but the few functions' in
+    `_Definition.named_class`)."""
 
     text: str
     definitions: dict[str, _Definition] | None
@@ -232,9 +235,12 @@ def _module_file(
     )
 
 
-def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Definition]:
+def _definitions(
+    body: list[ast.stmt], *, bound: int | None, lines: list[str]
+) -> dict[str, _Definition]:
     """The definitions of `body` live at runtime, by name (property setters, overloads
-    skipped; the last of a name wins), with those of their class bodies."""
+    skipped; the last of a name wins), with those of their class bodies (`lines`: the
+    module's)."""
     found: dict[str, _Definition] = {}
     for index, node in enumerate(body):
         if not isinstance(node, _DEFINITIONS) or not binds_its_name(node):
@@ -249,11 +255,17 @@ def _definitions(body: list[ast.stmt], *, bound: int | None) -> dict[str, _Defin
             end=node.end_lineno or node.lineno,
             bound=after,
             body=(_first_line(node.body[0]), node.body[0].lineno, node.body[0].col_offset),
-            members=_definitions(node.body, bound=after) if is_class else {},
-            class_cell=not is_class and _uses_class_cell(node),
+            members=_definitions(node.body, bound=after, lines=lines) if is_class else {},
+            named_class=node if not is_class and _may_name_class(node, lines) else None,
             operator=operator_decorator(node),
         )
     return found
+
+
+def _class_cell(definition: _Definition) -> bool:
+    """Whether the function closes over `__class__` (its syntax tree is walked only now,
+    for the one target asked for, and only where its lines name `super` or `__class__`)."""
+    return definition.named_class is not None and _uses_class_cell(definition.named_class)
 
 
 def _uses_class_cell(node: ast.stmt) -> bool:
@@ -267,6 +279,13 @@ def _uses_class_cell(node: ast.stmt) -> bool:
         if not isinstance(child, ast.ClassDef):
             pending.extend(ast.iter_child_nodes(child))
     return False
+
+
+def _may_name_class(node: ast.stmt, lines: list[str]) -> bool:
+    """Whether the definition's lines hold `super` or `__class__` (or a non-ASCII name,
+    which may read as either): only then is its syntax tree walked for them."""
+    text = "".join(lines[_first_line(node) - 1 : node.end_lineno or node.lineno])
+    return "super" in text or "__class__" in text or not text.isascii()
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -372,11 +391,12 @@ def _parse_module(found: SourceFile) -> _ParsedModule:
     except SyntaxError as exc:
         error = f"{exc.lineno} does not parse: {exc.msg}"
         return _ParsedModule(found.text, None, error, [], None, 0)
+    lines = split_lines(found.text, keepends=True)
     return _ParsedModule(
         text=found.text,
-        definitions=_definitions(module.body, bound=None),
+        definitions=_definitions(module.body, bound=None, lines=lines),
         error="",
-        lines=split_lines(found.text, keepends=True),
+        lines=lines,
         module_names=module_level_names(module),
         future_flags=_future_flags(module),
         imports=import_bindings(module),

@@ -133,10 +133,15 @@ def check_without_import(
 def checks_per_fix(
     fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
 ) -> dict[Recipe, list[TargetCheck]]:
-    """check_fix for each fix against its package's files (absent when not found)."""
+    """check_fix for each fix against its package's files (absent when not found).
+
+    The fixes whose packages lie in one directory share one tree: its files are parsed and
+    its version is read once for all of them (the tree lives for this call only).
+    """
     from prtoggle.patching.source_files import open_source_tree
     from prtoggle.recipes.check import check_fix
 
+    trees: dict[Path, SourceTree] = {}
     results: dict[Recipe, list[TargetCheck]] = {}
     for fix in fixes:
         root = import_free_source_root(fix, search_path=search_path)
@@ -144,7 +149,9 @@ def checks_per_fix(
             reason = absent_reason(fix, search_path=search_path)
             results[fix] = _absent_checks(fix, reason or "its packages lie in several places")
             continue
-        results[fix] = check_fix(fix, tree=open_source_tree(root))
+        if root not in trees:
+            trees[root] = open_source_tree(root)
+        results[fix] = check_fix(fix, tree=trees[root])
     return results
 
 

@@ -1,22 +1,28 @@
-"""Recipe version ranges (`applies_to`): parse one, and find the version it is checked against."""
+"""Recipe version ranges (`applies_to`): parse one, and find the version it is checked against.
+
+`packaging` decides what a range means. A range made only of plain releases compared by
+`==`, `!=`, `<`, `<=`, `>`, `>=` (`sglang>=0.5.11,<0.5.15`) is read and tested without
+importing it, with the same answers, for a plain release (`0.5.23`): that is every range
+the shipped recipes carry, and every process under `prtoggle run` reads them. Anything
+else (`~=`, wildcards, pre-releases, local versions) goes to `packaging`.
+"""
 
 from __future__ import annotations
 
-import importlib.metadata
-import tomllib
+import functools
+import operator
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from email.parser import Parser
 from typing import TYPE_CHECKING, Protocol
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from prtoggle.errors import VersionRangeError
+from prtoggle.recipes.installed_versions import installed_version, name_and_version_headers
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from packaging.requirements import Requirement
 
     from prtoggle.patching.source_files import SourceTree
 
@@ -25,18 +31,28 @@ APPLIES_TO_EXAMPLE = "sglang>=0.5.11,<0.5.15"
 
 @dataclass(frozen=True)
 class VersionRange:
-    """`applies_to` of a recipe: one distribution and the versions of it the recipe is for."""
+    """`applies_to` of a recipe: one distribution and the versions of it the recipe is for.
+
+    `clauses` is the range read without `packaging` (operator, release with its trailing
+    zeros dropped), or () where `packaging` reads `text`.
+    """
 
     distribution: str
-    specifier: SpecifierSet
     text: str
+    clauses: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def contains(self, version: str) -> bool:
         """Whether `version` is in the range (pre-releases included); unparsable: False."""
+        plain = _plain_version(version)
+        if self.clauses and plain is not None:
+            return all(_compare(op, plain, bound) for op, bound in self.clauses)
+        from packaging.version import InvalidVersion, Version
+
         try:
-            return self.specifier.contains(Version(version), prereleases=True)
+            parsed = Version(version)
         except InvalidVersion:
             return False
+        return _requirement(self.text).specifier.contains(parsed, prereleases=True)
 
 
 class Ranged(Protocol):
@@ -54,8 +70,16 @@ class Ranged(Protocol):
 
 def parse_version_range(text: str) -> VersionRange:
     """Parse `name<specifiers>`; ValueError says what is wrong (the caller adds the place)."""
+    plain = _PLAIN_RANGE.fullmatch(text)
+    if plain is not None:
+        clauses = tuple(
+            (op, _release(version)) for op, version in _CLAUSE.findall(plain["specifiers"])
+        )
+        return VersionRange(distribution=plain["name"], text=text.strip(), clauses=clauses)
+    from packaging.requirements import InvalidRequirement
+
     try:
-        requirement = Requirement(text)
+        requirement = _requirement(text)
     except InvalidRequirement as exc:
         raise ValueError(
             f"is not a distribution name followed by version specifiers, like "
@@ -65,27 +89,24 @@ def parse_version_range(text: str) -> VersionRange:
         raise ValueError("takes a name and version specifiers only (no extras, markers or URL)")
     if not str(requirement.specifier):
         raise ValueError(f"names no versions; give specifiers, like {APPLIES_TO_EXAMPLE!r}")
-    return VersionRange(
-        distribution=requirement.name, specifier=requirement.specifier, text=text.strip()
-    )
+    return VersionRange(distribution=requirement.name, text=text.strip())
 
 
-def installed_version(distribution: str) -> str | None:
-    """The version of the installed distribution, None when it is not installed."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 compares it (`packaging.utils.canonicalize_name`)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def tree_version(tree: SourceTree, distribution: str) -> str | None:
     """The version of `distribution` a tree holds, None when it does not say.
 
     Read from a wheel's `*.dist-info/METADATA`, an sdist's `PKG-INFO`, or a directory's
-    `*.dist-info/METADATA`, `PKG-INFO` or static `[project] version` of `pyproject.toml`.
+    `*.dist-info/METADATA`, `PKG-INFO` or static `[project] version` of `pyproject.toml`:
+    the first of those files whose name is the distribution's. In a directory only the
+    `*.dist-info` folders named after it are read (a site-packages holds hundreds).
     """
-    versions = tree.memo("versions", "", lambda: _versions_in(tree))
-    return versions.get(canonicalize_name(distribution))
+    wanted = canonical_name(distribution)
+    return tree.memo("version", wanted, lambda: _version_in(tree, wanted))
 
 
 def out_of_range(fix: Ranged, *, tree: SourceTree | None) -> str | None:
@@ -122,6 +143,59 @@ def require_installed_in_range(fix: Ranged) -> None:
     )
 
 
+_PLAIN_VERSION = r"[0-9]+(?:\.[0-9]+)*"
+_PLAIN_CLAUSE = rf"(?:==|!=|<=|>=|<|>)[ \t]*{_PLAIN_VERSION}"
+_PLAIN_RANGE = re.compile(
+    rf"[ \t]*(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)[ \t]*"
+    rf"(?P<specifiers>{_PLAIN_CLAUSE}(?:[ \t]*,[ \t]*{_PLAIN_CLAUSE})*)[ \t]*"
+)
+"""A range `packaging` reads as a name and plain-release clauses, nothing else."""
+_CLAUSE = re.compile(rf"(==|!=|<=|>=|<|>)[ \t]*({_PLAIN_VERSION})")
+_POST_VERSION = re.compile(rf"(?P<release>{_PLAIN_VERSION})(?:\.post(?P<post>[0-9]+))?")
+_COMPARE: dict[str, Callable[[tuple[object, ...], tuple[object, ...]], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """A plain release as PEP 440 compares it: numbers, trailing zeros dropped."""
+    numbers = [int(part) for part in text.split(".")]
+    while numbers and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def _plain_version(version: str) -> tuple[tuple[int, ...], int] | None:
+    """A release with an optional `.postN` as PEP 440 orders it: (release, N or -1)."""
+    found = _POST_VERSION.fullmatch(version)
+    if found is None:
+        return None
+    return _release(found["release"]), -1 if found["post"] is None else int(found["post"])
+
+
+def _compare(op: str, version: tuple[tuple[int, ...], int], bound: tuple[int, ...]) -> bool:
+    """PEP 440's clause `op bound` (a plain release) for a release or post-release.
+
+    Ordered as (release, post): `<V` leaves out only V's pre-releases, so it is a
+    comparison; `>V` also leaves out V's post-releases, so it compares releases alone.
+    """
+    if op == ">":
+        return version[0] > bound
+    return _COMPARE[op](version, (bound, -1))
+
+
+@functools.lru_cache(maxsize=64)
+def _requirement(text: str) -> Requirement:
+    from packaging.requirements import Requirement
+
+    return Requirement(text)
+
+
 def _excludes(fix: Ranged, version: str | None) -> bool:
     """A known version outside the recipe's range (an unknown one: the text decides)."""
     return (
@@ -129,18 +203,24 @@ def _excludes(fix: Ranged, version: str | None) -> bool:
     )
 
 
-def _versions_in(tree: SourceTree) -> dict[str, str]:
-    """Distribution (canonical name) -> version, for what the tree's metadata files say."""
-    versions: dict[str, str] = {}
-    for name, text in tree.metadata_files():
+def _version_in(tree: SourceTree, wanted: str) -> str | None:
+    """The version the first of the tree's metadata files named `wanted` gives."""
+
+    def named_after(folder: str) -> bool:  # `name-version`; the file's Name decides
+        folder = canonical_name(folder)
+        return folder == wanted or folder.startswith(f"{wanted}-")
+
+    for name, text in tree.metadata_files(dist_info=named_after):
         found = _name_and_version(name, text)
-        if found is not None:
-            versions.setdefault(canonicalize_name(found[0]), found[1])
-    return versions
+        if found is not None and canonical_name(found[0]) == wanted:
+            return found[1]
+    return None
 
 
 def _name_and_version(name: str, text: str) -> tuple[str, str] | None:
     if name.endswith("pyproject.toml"):
+        import tomllib
+
         try:
             project = tomllib.loads(text).get("project", {})
         except tomllib.TOMLDecodeError:
@@ -149,7 +229,12 @@ def _name_and_version(name: str, text: str) -> tuple[str, str] | None:
             return project["name"], project["version"]
         return None
     head = text.replace("\r\n", "\n").split("\n\n", 1)[0]  # the long description follows
-    headers = Parser().parsestr(head, headersonly=True)
-    if headers["Name"] and headers["Version"]:
-        return str(headers["Name"]), str(headers["Version"])
+    headers = name_and_version_headers(head)
+    if headers is None:  # anything but `Key: value` lines: the email parser reads it
+        from email.parser import Parser
+
+        parsed = Parser().parsestr(head, headersonly=True)
+        headers = {key: str(parsed[key] or "") for key in ("name", "version")}
+    if headers.get("name") and headers.get("version"):
+        return headers["name"], headers["version"]
     return None

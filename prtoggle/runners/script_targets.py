@@ -6,8 +6,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from prtoggle.recipes.registry import Recipe
+if TYPE_CHECKING:
+    from prtoggle.recipes.registry import Recipe
 
 _OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
 

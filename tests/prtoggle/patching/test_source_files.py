@@ -89,3 +89,44 @@ def test_the_total_read_from_one_archive_is_bounded_too(
         f"{sdist}!many-1.0/many/b.py: reading it would take {sdist} past 100 bytes read "
         "uncompressed; refused unread (a damaged archive or a zip bomb?)"
     )
+
+
+def package_with_odd_entries(root: Path) -> Path:
+    """pkg/ with a hidden folder, a folder named like a module, a symlinked folder, a
+    FIFO named like a module and a module behind a symlink."""
+    package = root / "pkg"
+    for folder in ("sub/deeper", ".hidden", "named.py"):
+        (package / folder).mkdir(parents=True)
+    for module in ("__init__.py", "sub/a.py", "sub/deeper/b.py", ".hidden/c.py", "sub/d.txt"):
+        (package / module).write_text(f"# {module}\nvalue = 1\r\n")
+    elsewhere = root / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "e.py").write_text("e = 1\n")
+    (package / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (package / "alias.py").symlink_to(package / "sub" / "a.py")
+    os.mkfifo(package / "pipe.py")
+    return root
+
+
+def test_a_folders_python_files_are_what_rglob_finds(tmp_path: Path) -> None:
+    root = package_with_odd_entries(tmp_path)
+    expected = sorted(p.relative_to(root).as_posix() for p in (root / "pkg").rglob("*.py"))
+    assert "pkg/linked/e.py" not in expected  # rglob does not walk into a linked folder
+    assert open_source_tree(root).python_files("pkg") == expected
+    assert open_source_tree(root).python_files("absent") == []
+    os.chdir(root)
+    assert open_source_tree(Path(".")).python_files("pkg") == expected
+
+
+def test_a_folders_file_reads_as_pathlib_reads_it_and_a_fifo_is_never_opened(
+    tmp_path: Path,
+) -> None:
+    root = package_with_odd_entries(tmp_path)
+    tree = open_source_tree(root)
+    for relative in ["pkg/sub/a.py", "pkg/alias.py", "pkg/./sub//a.py", "pkg/sub/../sub/a.py"]:
+        found = tree.read(relative)
+        path = root.joinpath(*Path(relative).parts)
+        assert found is not None
+        assert (found.name, found.text) == (str(path), "# sub/a.py\nvalue = 1\n")
+    for absent in ["pkg/pipe.py", "pkg/named.py", "pkg/missing.py", "pkg/sub/a.py/x.py"]:
+        assert tree.read(absent) is None  # the FIFO would block a plain open

@@ -69,6 +69,50 @@ def test_nested_class_method_skips_overload_stubs(tmp_path: Path) -> None:
     )
 
 
+CLASS_CELLS = """\
+class Base:
+    def hello(self):
+        return "base"
+
+
+class Plain(Base):
+    def hello(self):
+        return Base.hello(self)
+
+
+class Named(Base):
+    @staticmethod
+    def helper():
+        return 1
+
+    def hello(self):
+        def inner():
+            return super(Named, self).hello()
+
+        return inner()
+
+
+class Spelled(Base):
+    def hello(self):
+        return \uff53uper().hello()  # a fullwidth s: NFKC makes the name plain ASCII
+"""
+
+
+@pytest.mark.parametrize(("cls", "cell"), [("Plain", False), ("Named", True), ("Spelled", True)])
+def test_a_method_closes_over_its_class_exactly_when_the_live_one_does(
+    tmp_path: Path, cls: str, cell: bool
+) -> None:
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "__init__.py").write_text("")
+    (tmp_path / "cells" / "mod.py").write_text(CLASS_CELLS, encoding="utf-8")
+    source = find_in_source_tree(f"cells.mod.{cls}.hello", source_root=tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(CLASS_CELLS, "cells.py", "exec"), namespace)
+    live = vars(namespace[cls])["hello"]
+    assert ("__class__" in live.__code__.co_freevars) is cell
+    assert source.shape.freevars == (("__class__",) if cell else ())
+
+
 def test_property_resolves_to_its_getter_not_its_setter(tmp_path: Path) -> None:
     source = find_in_source_tree("pkg.mod.Outer.size", source_root=tree(tmp_path))
     assert (source.first_line, source.filename) == (14, str(tmp_path / "pkg" / "mod.py"))

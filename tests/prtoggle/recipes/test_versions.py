@@ -159,3 +159,72 @@ def test_a_revert_where_the_installed_version_is_outside_the_range_is_refused(
         f"{tmp_path / 'pack' / '22832.yaml'} covers prtoggle-fake-dist>=0.5.11,<0.5.15 "
         "(applies_to); use a recipe for 0.5.23 or install a version in that range"
     )
+
+
+RANGES = [
+    f"{op}{bound}"
+    for op in ("==", "!=", "<=", ">=", "<", ">")
+    for bound in ("0", "0.5", "0.5.0", "0.5.14", "1", "0.05.14")
+]
+VERSIONS = ["0", "0.5", "0.5.0", "0.5.13", "0.5.14", "0.5.14.0", "0.5.15", "1.0", "10"]
+VERSIONS += ["0.5.14.post1", "0.5.13.post2", "0.5.14.0.post0", "0.5.14rc1", "0.5.14+local"]
+VERSIONS += ["0.5.14.dev0", "1!0.5", "v0.5.14", "not-a-version"]
+
+
+@pytest.mark.parametrize("specifiers", [*RANGES, ">=0.5.11, <0.5.15", "!=0.5.14,>0.5"])
+def test_a_range_of_plain_releases_answers_as_packaging_does(specifiers: str) -> None:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    found = parse_version_range(f"prtoggle-fake-dist {specifiers}")
+    assert found.clauses  # read without packaging
+    expected = SpecifierSet(specifiers.replace(" ", ""))
+    for version in VERSIONS:
+        try:
+            wanted = expected.contains(Version(version), prereleases=True)
+        except InvalidVersion:
+            wanted = False
+        assert (version, found.contains(version)) == (version, wanted)
+
+
+@pytest.mark.parametrize(
+    "text", ["sglang~=0.5.1", "sglang==0.5.*", "sglang>=0.5rc1", "sglang===0.5", "sglang>=0.5,"]
+)
+def test_any_other_range_is_packagings_to_read(text: str) -> None:
+    found = parse_version_range(text)
+    assert found.clauses == ()
+    from packaging.requirements import Requirement
+
+    specifier = Requirement(text).specifier
+    for version in ["0.5.1", "0.5.3", "0.6", "0.5rc2", "0.5"]:
+        assert found.contains(version) == specifier.contains(version, prereleases=True)
+
+
+def test_a_directory_reads_only_the_dist_info_folders_named_after_the_distribution(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    install_fake_distribution(site, version="0.5.11")
+    for index in range(3):
+        other = site / f"other_{index}-1.0.dist-info"
+        other.mkdir()
+        (other / "METADATA").write_text(metadata(f"other-{index}", "1.0"))
+    misnamed = site / "zzz-1.0.dist-info"
+    misnamed.mkdir()
+    (misnamed / "METADATA").write_text(metadata("prtoggle-misnamed", "9.9"))
+    tree = open_source_tree(site)
+    assert tree_version(tree, "Prtoggle.Fake_Dist") == "0.5.11"
+    assert tree_version(tree, "other-1") == "1.0"
+    assert tree_version(tree, "missing") is None
+    assert tree_version(tree, "prtoggle-misnamed") is None  # its folder is not named so
+
+
+def test_a_metadata_head_the_line_scan_cannot_read_goes_to_the_email_parser(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    dist_info = site / "prtoggle_fake_dist-1.dist-info"
+    dist_info.mkdir(parents=True)
+    folded = "Metadata-Version: 2.1\nName: prtoggle-fake-dist\nVersion: 0.5.11\n  .post1\n\nx\n"
+    (dist_info / "METADATA").write_text(folded)
+    assert tree_version(open_source_tree(site), "prtoggle-fake-dist") == "0.5.11\n  .post1"
