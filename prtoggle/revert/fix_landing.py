@@ -8,8 +8,6 @@ the name changes, last landed first, to the identical objects. Used under the re
 
 from __future__ import annotations
 
-import ast
-import functools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -167,20 +165,8 @@ def _names_its_module_may_bind(function: FunctionType) -> frozenset[str]:
     """Names the source of `function`'s module binds at its top level, under a condition
     too (`if is_flashinfer_available(): import flashinfer`): absent here, they are the
     module's own condition, not the revert's doing, as `check` reads the source."""
+    from prtoggle.patching.module_scope import module_scope
+
     filename = getattr(sys.modules.get(function.__module__), "__file__", None)
-    if not filename:
-        return frozenset()
-    return _module_bindings(filename)
-
-
-@functools.lru_cache(maxsize=64)
-def _module_bindings(filename: str) -> frozenset[str]:
-    from prtoggle.patching.lines import decode_python_source
-    from prtoggle.patching.source_tree import module_level_names
-
-    try:
-        with open(filename, "rb") as stream:
-            names = module_level_names(ast.parse(decode_python_source(stream.read())))
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
-    return frozenset() if names is None else names
+    found = module_scope(filename) if filename else None
+    return frozenset() if found is None or found.bound is None else found.bound

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
 
 import pytest
@@ -133,6 +134,26 @@ def test_class_define_uses_the_real_class_for_zero_argument_super(app: App) -> N
     applied.restore()
     assert vars(core.Child)["forward"] is forward and vars(core.Child)["extra"] is extra
     assert "tag" not in vars(core.Child)
+
+
+def test_defined_functions_compile_as_their_module_compiles_them(app: App) -> None:
+    # `math.floor(x)` on a name the module imports compiles to other bytecode (CPython
+    # 3.11) than on any other name: a define must know the module's imports.
+    core, _ = app
+    text = "def _floor(x):\n    return math.floor(x)\n"
+    namespace: dict[str, object] = {}
+    exec(compile(f"import math\n{text}", "pre.py", "exec"), namespace)
+    expected = namespace["_floor"].__code__  # type: ignore[attr-defined]
+    applied = apply("app.core", define=text)
+    assert core._floor.__code__.co_code == expected.co_code
+    applied.restore()
+    method = "def _floor(self, x):\n    return math.floor(x)\n"
+    exec(
+        compile(f"import math\nclass C:\n{textwrap.indent(method, '    ')}", "", "exec"), namespace
+    )
+    applied = apply("app.core.Child", define=method)
+    assert core.Child._floor.__code__.co_code == namespace["C"]._floor.__code__.co_code  # type: ignore[attr-defined]
+    applied.restore()
 
 
 def test_removing_a_name_that_is_not_there_refuses_and_changes_nothing(app: App) -> None:

@@ -1,0 +1,106 @@
+"""What a module's source binds in its own scope, read once per file: its names and its imports."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from prtoggle.patching.lines import decode_python_source
+from prtoggle.patching.reexports import is_type_checking
+
+CACHE_SIZE = 64
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_NEW_SCOPES = (*_DEFINITIONS, ast.Lambda)
+
+
+@dataclass(frozen=True)
+class ModuleScope:
+    """A module file's top-level names: `bound` as `module_level_names` reads them (None: a
+    star import makes them unknown), `imported` every name an import statement binds in
+    the module's scope (conditional and `if TYPE_CHECKING:` ones included)."""
+
+    bound: frozenset[str] | None
+    imported: frozenset[str]
+
+
+def imported_names(tree: ast.Module) -> frozenset[str]:
+    """Every name an `import` or `from ... import` binds in the module's own scope, at any
+    depth of `if`, `try`, `with`, loops (never inside a def, class or lambda).
+
+    Python compiles `name.attr(...)` differently when `name` is imported in the module
+    scope (CPython 3.11: LOAD_ATTR instead of LOAD_METHOD), whether the import runs or not:
+    code compiled apart from its module must know these names to be the same code.
+    """
+    names: set[str] = set()
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+        elif not isinstance(node, _NEW_SCOPES):
+            pending.extend(child for child in ast.iter_child_nodes(node) if _may_hold(child))
+    return frozenset(names)
+
+
+def module_level_names(module: ast.Module) -> frozenset[str] | None:
+    """Names the module binds at its top level (None: a star import makes them unknown).
+
+    The body of `if TYPE_CHECKING:` is left out: it never runs.
+    """
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(module.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return None
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, _DEFINITIONS):
+            names.add(node.name)
+        elif isinstance(node, ast.If) and is_type_checking(node.test):
+            pending.extend(node.orelse)  # the body runs for type checkers only
+        else:
+            names.update(
+                child.id
+                for child in ast.walk(node)
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)
+            )
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                pending.extend(
+                    child for child in getattr(node, field, []) if isinstance(child, ast.stmt)
+                )
+            for handler in getattr(node, "handlers", []):
+                pending.extend(handler.body)
+    return frozenset(names)
+
+
+def imports_declaration(names: Collection[str]) -> list[ast.stmt]:
+    """`if 0: import a, b, ...`: statements that make `names` imported names of the scope
+    they are compiled in, without running anything (the compiler drops the block)."""
+    if not names:
+        return []
+    body: list[ast.stmt] = [ast.Import(names=[ast.alias(name=n) for n in sorted(names)])]
+    return [ast.If(test=ast.Constant(value=0), body=body, orelse=[])]
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def module_scope(filename: str) -> ModuleScope | None:
+    """The ModuleScope of the source file `filename` (None: unreadable or not Python).
+
+    Parsed once per file name (the last CACHE_SIZE kept): a revert reads it for each
+    function it compiles and for its global check.
+    """
+    try:
+        with open(filename, "rb") as stream:
+            tree = ast.parse(decode_python_source(stream.read()))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return ModuleScope(bound=module_level_names(tree), imported=imported_names(tree))
+
+
+def _may_hold(node: ast.AST) -> bool:
+    """Whether a statement's child may hold statements of the same scope (an expression
+    holds no statement; a handler or a match case does)."""
+    return isinstance(node, ast.stmt | ast.excepthandler | ast.match_case)
