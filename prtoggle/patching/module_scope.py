@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from prtoggle.patching.lines import decode_python_source
@@ -13,6 +14,10 @@ from prtoggle.patching.reexports import is_type_checking
 CACHE_SIZE = 64
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _NEW_SCOPES = (*_DEFINITIONS, ast.Lambda)
+
+
+ImportChange = tuple[frozenset[str], frozenset[str]]
+"""(names imported by the revert, names it removes) in one module."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,34 @@ def module_scope(filename: str) -> ModuleScope | None:
     return ModuleScope(bound=module_level_names(tree), imported=imported_names(tree))
 
 
+def imported_in(module: str, filename: str | None) -> frozenset[str]:
+    """The names module `module` (source file `filename`) imports in its scope, as the
+    revert being landed leaves them (see imports_changed)."""
+    found = module_scope(filename) if filename else None
+    names = frozenset() if found is None else found.imported
+    added, removed = _IMPORT_CHANGES.get(module, (frozenset(), frozenset()))
+    return (names - removed) | added
+
+
+@contextlib.contextmanager
+def imports_changed(changes: Mapping[str, ImportChange]) -> Iterator[None]:
+    """While a revert lands: per module, the import names its `define`s bind (added) and the
+    names it removes, so the code it compiles there compiles as in the pre-fix module.
+    Process-global for the duration (a landing runs under the revert lock)."""
+    saved = dict(_IMPORT_CHANGES)
+    _IMPORT_CHANGES.update(changes)
+    try:
+        yield
+    finally:
+        _IMPORT_CHANGES.clear()
+        _IMPORT_CHANGES.update(saved)
+
+
 def _may_hold(node: ast.AST) -> bool:
     """Whether a statement's child may hold statements of the same scope (an expression
     holds no statement; a handler or a match case does)."""
     return isinstance(node, ast.stmt | ast.excepthandler | ast.match_case)
+
+
+_IMPORT_CHANGES: dict[str, ImportChange] = {}
+"""Module -> ImportChange of the revert landing now (see imports_changed)."""

@@ -23,7 +23,7 @@ from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
 from prtoggle.errors import PatchApplicationError, TargetResolutionError
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
-from prtoggle.patching.module_scope import module_scope
+from prtoggle.patching.module_scope import imported_in
 from prtoggle.patching.targets import PendingTarget, module_exists
 
 ATOMS = (int, str, bytes, bool, type(None), float)
@@ -150,7 +150,9 @@ def apply_names(
                 first_line=first_line,
                 class_name=None if scope.cls is None else scope.cls.__name__,
                 future_flags=_future_flags(scope.module),
-                imported=_imported(scope.module),
+                imported=imported_in(
+                    scope.module.__name__, getattr(scope.module, "__file__", None)
+                ),
             )
         _refuse_missing(scope, remove, label=label)
         before = {name: vars(scope.holder).get(name, ABSENT) for name in [*defined, *remove]}
@@ -333,11 +335,9 @@ def _future_flags(module: ModuleType) -> int:
     return FUTURE_ANNOTATIONS if type(feature).__name__ == "_Feature" else 0
 
 
-def _imported(module: ModuleType) -> frozenset[str]:
-    """The names the module's source imports in its scope (see module_scope)."""
-    filename = getattr(module, "__file__", None)
-    found = module_scope(filename) if isinstance(filename, str) else None
-    return frozenset() if found is None else found.imported
+def _file(module: ModuleType) -> str | None:
+    found = getattr(module, "__file__", None)
+    return found if isinstance(found, str) else None
 
 
 def _first_missing(dotted: str) -> str:

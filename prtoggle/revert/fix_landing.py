@@ -8,6 +8,7 @@ the name changes, last landed first, to the identical objects. Used under the re
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError
+from prtoggle.patching.module_scope import ImportChange, imports_changed
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
 from prtoggle.recipes.registry import Recipe
@@ -42,13 +44,16 @@ class ActiveFix:
     names_pending: dict[int, str] = field(default_factory=dict)  # entry -> module waited for
 
     def land_ready(self, *, finished: str | None, initial: bool, on_wait: OnWait) -> None:
-        """Land every name change, then every target, whose module is complete now."""
+        """Land every name change, then every target, whose module is complete now (the
+        code compiled as the pre-fix module compiles it: its imports as the fix's names
+        leave them)."""
         entries = range(len(self.fix.names)) if initial else list(self.names_pending)
-        for index in entries:
-            self._names_or_wait(index, finished=finished, on_wait=on_wait)
-        targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
-        for target in targets:
-            self.patch_or_wait(target, finished=finished, on_wait=on_wait)
+        with imports_changed(_import_changes(self.fix)):
+            for index in entries:
+                self._names_or_wait(index, finished=finished, on_wait=on_wait)
+            targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
+            for target in targets:
+                self.patch_or_wait(target, finished=finished, on_wait=on_wait)
 
     def patch_or_wait(self, target: str, *, finished: str | None, on_wait: OnWait) -> None:
         """Patch `target` if its module has finished importing, else record it as pending."""
@@ -113,6 +118,10 @@ class ActiveFix:
 
     def reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
         """`module` was re-executed: its new objects get this fix's names and swaps again."""
+        with imports_changed(_import_changes(self.fix)):
+            self._reland_reloaded(module, on_wait=on_wait)
+
+    def _reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
         relanded: set[int] = set()
         for index, applied in list(self.names_applied):
             if applied.scope.module.__name__ != module:
@@ -159,6 +168,21 @@ class ActiveFix:
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)
+
+
+def _import_changes(fix: Recipe) -> dict[str, ImportChange]:
+    """Per scope of `fix`'s names: the names its `define` imports, and those it removes."""
+    changes: dict[str, ImportChange] = {}
+    for change in fix.names:
+        added = frozenset(
+            (alias.asname or alias.name).split(".")[0]
+            for node in (ast.parse(change.define).body if change.define.strip() else [])
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        )
+        old_added, old_removed = changes.get(change.scope, (frozenset(), frozenset()))
+        changes[change.scope] = (old_added | added, old_removed | frozenset(change.remove))
+    return changes
 
 
 def _names_its_module_may_bind(function: FunctionType) -> frozenset[str]:
