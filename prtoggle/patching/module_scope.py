@@ -28,6 +28,17 @@ class ModuleScope:
 
     bound: frozenset[str] | None
     imported: frozenset[str]
+    from_imports: frozenset[tuple[int, str, str, str]] = frozenset()
+    """(level, module, name, local name) of each `from module import name [as local]`."""
+
+    def imports_from(self, module: str, *, package: str) -> frozenset[tuple[str, str]]:
+        """(name, local name) of what this file imports from `module` by name, relative
+        imports resolved against `package` (the file's own package)."""
+        found = set()
+        for level, source, name, local in self.from_imports:
+            if _absolute(level, source, package) == module:
+                found.add((name, local))
+        return frozenset(found)
 
 
 def imported_names(tree: ast.Module) -> frozenset[str]:
@@ -102,7 +113,16 @@ def module_scope(filename: str) -> ModuleScope | None:
             tree = ast.parse(decode_python_source(stream.read()))
     except (OSError, SyntaxError, ValueError):
         return None
-    return ModuleScope(bound=module_level_names(tree), imported=imported_names(tree))
+    return ModuleScope(
+        bound=module_level_names(tree),
+        imported=imported_names(tree),
+        from_imports=frozenset(
+            (node.level, node.module or "", alias.name, alias.asname or alias.name)
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        ),
+    )
 
 
 def imported_in(module: str, filename: str | None) -> frozenset[str]:
@@ -126,6 +146,14 @@ def imports_changed(changes: Mapping[str, ImportChange]) -> Iterator[None]:
     finally:
         _IMPORT_CHANGES.clear()
         _IMPORT_CHANGES.update(saved)
+
+
+def _absolute(level: int, module: str, package: str) -> str:
+    if not level:
+        return module
+    parts = package.split(".") if package else []
+    base = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+    return ".".join([*base, module] if module else base)
 
 
 def _may_hold(node: ast.AST) -> bool:

@@ -105,6 +105,21 @@ def test_copies_in_other_modules_follow_by_identity_and_atoms_by_name(app: App) 
     assert user.LIMIT == 8192
 
 
+def test_an_equal_atom_not_imported_from_the_scope_and_an_import_of_the_scope_stay(
+    modules: ModuleFactory,
+) -> None:
+    # `TYPE_CHECKING` (False, from typing) is in many modules; removing the scope's import of
+    # it, or its own `LIMIT` changing, must not touch another module's equal value.
+    core = modules.load("app.core", "from typing import TYPE_CHECKING\nLIMIT = 8192\n")
+    other = modules.load("app.other", "from typing import TYPE_CHECKING\nLIMIT = 8192\n")
+    user = modules.load("app.user", "from app.core import LIMIT\n")
+    applied = apply("app.core", define="LIMIT = 4096\n", remove=("TYPE_CHECKING",))
+    assert "TYPE_CHECKING" not in vars(core) and other.TYPE_CHECKING is False
+    assert (core.LIMIT, user.LIMIT, other.LIMIT) == (4096, 4096, 8192)
+    applied.restore()
+    assert core.TYPE_CHECKING is False and user.LIMIT == 8192
+
+
 def test_an_imported_function_rebound_in_the_scope_is_not_followed_to_its_own_module(
     app: App,
 ) -> None:
