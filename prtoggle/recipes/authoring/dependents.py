@@ -22,6 +22,7 @@ from prtoggle.recipes.authoring.statements import (
     Body,
     Statement,
     bound_names,
+    is_type_checking_block,
     made_from_body,
     read_body,
 )
@@ -117,8 +118,8 @@ def _readers(post: Body, changed: set[str]) -> list[_Reader]:
     statements.update((s.first, s) for s in post.others)
     found = []
     for _, statement in sorted(statements.items()):
-        if bound_names(statement.node) & changed:
-            continue
+        if bound_names(statement.node) & changed or is_type_checking_block(statement.node):
+            continue  # the revert's own statements; code that never runs
         reads = load_time_reads(statement.node) & changed
         if reads:
             found.append(_Reader(statement, frozenset(reads)))

@@ -85,7 +85,8 @@ def test_values_defaults_decorator_arguments_and_class_members_reading_it_are_re
 
 def test_readers_no_define_can_re_run_are_listed_with_their_line(tmp_path: Path) -> None:
     before = (
-        "import dataclasses\nfrom reg import register\n\n_MAX = 8\nprint(_MAX)\n\n\n"
+        "import dataclasses\nfrom reg import register\n\n_MAX = 8\nprint(_MAX)\n"
+        "if TYPE_CHECKING:\n    X = _MAX\n"
         "@dataclasses.dataclass\nclass Config:\n    n: int = _MAX\n\n\n"
         "class Sized(Base, size=_MAX):\n    pass\n\n\n"
         "@register(limit=_MAX)\ndef handler():\n    pass\n"
