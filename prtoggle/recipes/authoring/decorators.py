@@ -63,6 +63,34 @@ OP_REGISTRATIONS = frozenset(
 whole; defining a def under them again is not sound (an op registered twice)."""
 
 
+KERNEL_OBJECTS = frozenset(
+    {
+        "triton.jit",
+        "jit",
+        "triton.autotune",
+        "autotune",
+        "triton.heuristics",
+        "heuristics",
+        "torch.jit.script",
+        "numba.jit",
+        "numba.njit",
+        "njit",
+    }
+)
+"""Decorators that turn a def into a kernel object (a triton JITFunction or Autotuner, a
+TorchScript or numba function), not a Python function: the runtime refuses a code swap
+of it, so a change inside one is listed, never patched."""
+
+
+def kernel_object(decorators: Sequence[ast.expr]) -> str | None:
+    """The first decorator that makes the def a kernel object (`@triton.jit`), if any."""
+    for node in decorators:
+        name = decorator_name(node)
+        if name in KERNEL_OBJECTS:
+            return f"@{name}"
+    return None
+
+
 def reapplied(decorators: Sequence[ast.expr], *, whole_class: bool = False) -> str | None:
     """None when every decorator is re-applied soundly by a `define`; else the first that
     is not (`@name`)."""

@@ -15,7 +15,7 @@ from prtoggle.recipes.authoring.changes import (
     Scope,
     ScopeNames,
 )
-from prtoggle.recipes.authoring.decorators import droppable, reapplied
+from prtoggle.recipes.authoring.decorators import droppable, kernel_object, reapplied
 from prtoggle.recipes.authoring.dependents import follow_load_time_reads
 from prtoggle.recipes.authoring.lines import LineMap
 from prtoggle.recipes.authoring.statements import (
@@ -141,6 +141,11 @@ class Comparer:
         p, q = old.statement.node, new.statement.node
         assert isinstance(p, _DEFS) and isinstance(q, _DEFS)
         qualname = f"{scope.prefix}{p.name}"
+        kernel = kernel_object(q.decorator_list) or kernel_object(p.decorator_list)
+        if kernel is not None:
+            why = f"{qualname} changed ({kernel}: a kernel object, not a function, no swap)"
+            self._list([old], [new], pre, post, why)
+            return
         same_head = type(p) is type(q) and _keys(p.decorator_list) == _keys(q.decorator_list)
         unsound = reapplied(p.decorator_list) or reapplied(q.decorator_list)
         definable = scope.names_ok and unsound is None

@@ -225,3 +225,13 @@ def test_a_byte_order_mark_file_names_the_right_function_when_its_first_line_cha
 def test_draft_names_keep_the_scope_file_and_first_changed_line(tmp_path: Path) -> None:
     result = draft(tmp_path, "A = 1\nB = 2\n", "A = 1\nB = 3\n")
     assert result.names == [DraftNames("pkg.mod", "B = 2\n", (), "pkg/mod.py", 2)]
+
+
+def test_a_change_inside_a_triton_kernel_is_listed_not_patched(tmp_path: Path) -> None:
+    # @triton.jit makes a JITFunction, not a function: the runtime refuses its code swap.
+    before = "import triton\n\n\n@triton.jit\ndef kernel(x):\n    return x + 1\n"
+    after = before.replace("x + 1", "x + 2")
+    result = draft(tmp_path, before, after)
+    assert (result.targets, result.names) == ([], [])
+    reason = "kernel changed (@triton.jit: a kernel object, not a function, no swap)"
+    assert listed(result) == [(6, "return x + 2", reason)]
