@@ -1,9 +1,10 @@
 """Compare two imported modules as a running program sees them: functions, values, members.
 
 Used by `whole_fix_imports.py` (a pre-fix module against the reverted post-fix one). Per
-top-level name: functions by their code (`co_code`, `co_consts` recursively, the names
-and variables, arguments, generator/async flags), defaults, keyword defaults and closure
-cells; classes of the module by their bases (by name) and every member of their own
+top-level name: functions by their code (`co_code`, where it differs the same instructions
+once the NOPs that only mark line numbers are left out; `co_consts` recursively, the
+names and variables, arguments, generator/async flags), defaults, keyword defaults and
+closure cells; classes of the module by their bases (by name) and every member of their own
 namespace by name, methods as functions (static and class methods, properties, cached
 properties and `__wrapped__` wrappers unwrapped); modules by name; other values by `==`
 where their type defines equality, else by type and then their attributes (a bounded
@@ -13,6 +14,7 @@ depth); containers item by item. An object is always the same as itself. Annotat
 
 from __future__ import annotations
 
+import dis
 import functools
 import importlib.util
 import sys
@@ -225,6 +227,8 @@ class _Comparer:
 
 def _code(a: CodeType, b: CodeType) -> str | None:
     for name in CODE_FIELDS:
+        if name == "co_code" and a.co_code != b.co_code and _instructions(a) == _instructions(b):
+            continue  # the same instructions; NOPs that only mark a line number aside
         if getattr(a, name) != getattr(b, name):
             return f"{a.co_name}: {name} differs"
     if a.co_flags & FLAGS != b.co_flags & FLAGS:
@@ -241,6 +245,24 @@ def _code(a: CodeType, b: CodeType) -> str | None:
         if why is not None:
             return why
     return None
+
+
+def _instructions(code: CodeType) -> list[tuple[str, object]]:
+    """The code's instructions without NOP and EXTENDED_ARG (a NOP only keeps a line
+    number in the line table; which ones stay depends on how lines are numbered), each
+    jump by the index of the instruction it goes to."""
+    kept = [i for i in dis.get_instructions(code) if i.opname not in ("NOP", "EXTENDED_ARG")]
+    index = {i.offset: n for n, i in enumerate(kept)}
+    offsets = sorted(index)
+    out: list[tuple[str, object]] = []
+    for instruction in kept:
+        if instruction.opcode in dis.hasjabs or instruction.opcode in dis.hasjrel:
+            target = instruction.argval
+            at = next((o for o in offsets if o >= target), None)
+            out.append((instruction.opname, index.get(at) if at is not None else None))
+        else:
+            out.append((instruction.opname, instruction.arg))
+    return out
 
 
 def _cells(function: FunctionType) -> list[object]:
