@@ -17,11 +17,11 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Literal
 
 from prtoggle.errors import PrToggleError
-from prtoggle.patching.define_code import compile_define
+from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define
 from prtoggle.patching.global_reads import missing_in
 from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree
@@ -75,7 +75,7 @@ def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) ->
             filename=str(fix.path),
             first_line=change.define_line or change.line,
             class_name=scope.class_name,
-            future_flags=0,
+            future_flags=scope.future_flags,
         )
     except SyntaxError as exc:
         return WholeFixCheck(target, "error", f"define does not compile: {exc}")
@@ -92,6 +92,7 @@ class _Scope:
     names: frozenset[str] | None
     class_name: str | None
     file: str  # the module's file: the edited functions checked are those in it
+    future_flags: int = 0  # `from __future__ import annotations`: define compiles with it
 
     @property
     def kind(self) -> str:
@@ -110,14 +111,15 @@ def _static_scope(scope: str, tree: SourceTree) -> _Scope:
             continue
         parsed = ast.parse(found.text)
         top = module_level_names(parsed)
+        flags = _static_future_flags(parsed)
         if class_name is None:
-            return _Scope(module, top, top, None, found.name)
+            return _Scope(module, top, top, None, found.name, flags)
         node = next(
             (n for n in parsed.body if isinstance(n, ast.ClassDef) and n.name == class_name), None
         )
         if node is None:
             raise _Stale(f"{found.name} has no class {class_name!r} at its top level")
-        return _Scope(module, top, _class_names(node), class_name, found.name)
+        return _Scope(module, top, _class_names(node), class_name, found.name, flags)
     raise _Stale(f"no module file for it under {tree.label}")
 
 
@@ -126,7 +128,8 @@ def _live_scope(change: NameChange) -> _Scope:
     try:
         module = importlib.import_module(scope)
         names = frozenset(vars(module))
-        return _Scope(scope, names, names, None, str(getattr(module, "__file__", "")))
+        file = str(getattr(module, "__file__", ""))
+        return _Scope(scope, names, names, None, file, _live_future_flags(module))
     except ModuleNotFoundError as exc:
         if exc.name is None or not scope.startswith(exc.name):
             raise _Stale(f"importing it failed: {exc}") from exc
@@ -139,7 +142,8 @@ def _live_scope(change: NameChange) -> _Scope:
     if not isinstance(found, type):
         raise _Stale(f"module {parent} has no class {class_name!r}")
     file = str(getattr(holder, "__file__", ""))
-    return _Scope(parent, frozenset(vars(holder)), frozenset(vars(found)), class_name, file)
+    flags = _live_future_flags(holder)
+    return _Scope(parent, frozenset(vars(holder)), frozenset(vars(found)), class_name, file, flags)
 
 
 def _global_check(
@@ -221,6 +225,17 @@ def _package_parent(top: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def _static_future_flags(module: ast.Module) -> int:
+    futures = [n for n in module.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
+    found = any(alias.name == "annotations" for node in futures for alias in node.names)
+    return FUTURE_ANNOTATIONS if found else 0
+
+
+def _live_future_flags(module: ModuleType) -> int:
+    feature = vars(module).get("annotations")
+    return FUTURE_ANNOTATIONS if type(feature).__name__ == "_Feature" else 0
 
 
 def _class_names(node: ast.ClassDef) -> frozenset[str]:
