@@ -22,7 +22,7 @@ from typing import Literal
 
 from prtoggle.errors import PrToggleError
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define
-from prtoggle.patching.global_reads import missing_in
+from prtoggle.patching.global_reads import global_reads, missing_in
 from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree, module_level_names
@@ -50,6 +50,41 @@ def check_whole_fix(fix: Recipe, *, tree: SourceTree | None) -> list[WholeFixChe
     results = [_check_names(fix, change, tree=tree) for change in fix.names]
     results += [_check_kept(item, tree=tree) for item in fix.not_reverted]
     return results
+
+
+def unresolved_patch_reads(fix: Recipe, *, tree: SourceTree) -> list[tuple[str, str]]:
+    """(target, message) of each patch of `fix` whose reverted code reads a global that its
+    module on `tree` does not bind after the recipe's names (nor a builtin) and that the
+    post-fix code did not read either: the run-time global check refuses such a revert."""
+    problems = []
+    for patch in fix.patches:
+        try:
+            source = find_in_source_tree(patch.target, source_root=tree)
+            edited = build_replacement(source, [fix.edit_layer(patch.target)], evaluate=False)
+            original = build_replacement(source, [], evaluate=False)
+        except PrToggleError:
+            continue  # the target's own check reports it
+        module = _module_of(patch.target, tree)
+        after = set(source.module_names or ()) | global_reads(original.code)
+        for other in fix.names:
+            if other.scope == module:
+                after.difference_update(other.remove)
+                after.update(other.defined)
+        missing = missing_in(edited.code, names=after)
+        if source.module_names is not None and missing:
+            why = f"reads `{missing[0]}`, not defined in module {module} after the revert"
+            problems.append((patch.target, why))
+    return problems
+
+
+def _module_of(target: str, tree: SourceTree) -> str:
+    """The module of a target on `tree`: its longest prefix that is a module file there."""
+    parts = target.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        base = "/".join(parts[:end])
+        if tree.read(f"{base}.py") is not None or tree.read(f"{base}/__init__.py") is not None:
+            return ".".join(parts[:end])
+    return target.rpartition(".")[0]
 
 
 def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) -> WholeFixCheck:
