@@ -166,6 +166,9 @@ class _Comparer:
             ("keyword defaults", a.__kwdefaults__ or {}, b.__kwdefaults__ or {}),
             ("closure", _cells(a), _cells(b)),
         ]
+        cells_a, cells_b = _cells(a), _cells(b)
+        if len(cells_a) == len(cells_b):  # a class in a closure is compared by its name
+            pairs[2] = ("closure", _shallow(cells_a, cells_b), _shallow(cells_b, cells_a))
         for what, old, new in pairs:
             why = self.same(old, new, depth=depth + 1)
             if why is not None:
@@ -273,6 +276,15 @@ def _cells(function: FunctionType) -> list[object]:
         except ValueError:
             out.append(_ABSENT)
     return out
+
+
+def _shallow(mine: list[object], other: list[object]) -> list[object]:
+    """Closure cells, a class replaced by its name where the other side holds a class too
+    (dataclass(slots=True) leaves the class it replaced in its methods' closures)."""
+    return [
+        _name(a) if isinstance(a, type) and isinstance(b, type) else a
+        for a, b in zip(mine, other, strict=True)
+    ]
 
 
 def _members(cls: type) -> dict[str, object]:

@@ -231,7 +231,8 @@ def _copies(
     """(module name, holder, attribute, scope name) of every copy of a replaced object."""
     if scope.cls is not None:
         return []
-    imported = imported_in(scope.name, _file(scope.module))
+    source = module_scope(_file(scope.module) or "")
+    imported = frozenset() if source is None else source.imported  # as the file has it
     present = {
         name: value
         for name, value in before.items()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import typing
 import warnings
 from pathlib import Path
 
@@ -270,3 +271,17 @@ def test_reverted_code_compiles_with_the_imports_the_fix_removed_as_the_pre_fix_
     with toggle.reverted(932, registry=load_registry(dirs=[tmp_path / "reg"])):
         assert codec.encode("ab") == '{"a": null, "b": null}'
         assert codec.encode.__code__.co_code == expected.co_code
+
+
+def test_removing_an_import_the_fix_added_leaves_the_same_object_in_other_modules(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    # `Optional` is typing's: other modules importing it hold no copy of the scope's.
+    typed = modules.load("app.typed", "from typing import Optional\n")
+    other = modules.load("app.other", "from typing import Optional\n")
+    fix = "pr: 934\nnames:\n  - scope: app.typed\n    remove: [Optional]\n"
+    write_fix(tmp_path / "reg", 934, fix)
+    with toggle.reverted(934, registry=load_registry(dirs=[tmp_path / "reg"])):
+        assert "Optional" not in vars(typed)
+        assert other.Optional is typing.Optional
+    assert typed.Optional is typing.Optional
