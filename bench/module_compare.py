@@ -53,6 +53,8 @@ CODE_FIELDS = (
 FLAGS = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200
 """*args, **kwargs, generator, coroutine, iterable coroutine, async generator."""
 MAX_DEPTH = 6
+LOCATION = frozenset({"starting_line_number", "file_name"})
+"""Attributes that say where an object's source lies (a triton kernel's), not what it is."""
 
 
 @dataclass
@@ -213,6 +215,8 @@ class _Comparer:
         if set(state_a) != set(state_b):
             return _keys_differ(state_a, state_b)
         for key in state_a:
+            if key in LOCATION:
+                continue
             why = self.same(state_a[key], state_b[key], depth=depth + 1)
             if why is not None:
                 return f".{key}: {why}"
@@ -251,21 +255,35 @@ def _code(a: CodeType, b: CodeType) -> str | None:
 
 
 def _instructions(code: CodeType) -> list[tuple[str, object]]:
-    """The code's instructions without NOP and EXTENDED_ARG (a NOP only keeps a line
-    number in the line table; which ones stay depends on how lines are numbered), each
-    jump by the index of the instruction it goes to."""
+    """The code's instructions as the line numbering leaves them alike: without NOP and
+    EXTENDED_ARG (a NOP only keeps a line number in the line table), each jump by the
+    instruction it ends at (a jump to an unconditional jump followed: CPython threads such
+    jumps only between instructions of one line) and without its direction."""
     kept = [i for i in dis.get_instructions(code) if i.opname not in ("NOP", "EXTENDED_ARG")]
     index = {i.offset: n for n, i in enumerate(kept)}
     offsets = sorted(index)
+
+    def target(instruction: dis.Instruction) -> int | None:
+        seen: set[int] = set()
+        while True:
+            at = next((o for o in offsets if o >= instruction.argval), None)
+            if at is None or index[at] in seen:
+                return None if at is None else index[at]
+            seen.add(index[at])
+            following = kept[index[at]]
+            if following.opname not in _UNCONDITIONAL:
+                return index[at]
+            instruction = following
+
     out: list[tuple[str, object]] = []
     for instruction in kept:
-        if instruction.opcode in dis.hasjabs or instruction.opcode in dis.hasjrel:
-            target = instruction.argval
-            at = next((o for o in offsets if o >= target), None)
-            out.append((instruction.opname, index.get(at) if at is not None else None))
-        else:
-            out.append((instruction.opname, instruction.arg))
+        name = instruction.opname.replace("_FORWARD", "").replace("_BACKWARD", "")
+        jumps = instruction.opcode in dis.hasjabs or instruction.opcode in dis.hasjrel
+        out.append((name, target(instruction) if jumps else instruction.arg))
     return out
+
+
+_UNCONDITIONAL = ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
 
 
 def _cells(function: FunctionType) -> list[object]:
