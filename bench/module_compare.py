@@ -53,8 +53,19 @@ CODE_FIELDS = (
 FLAGS = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200
 """*args, **kwargs, generator, coroutine, iterable coroutine, async generator."""
 MAX_DEPTH = 6
-LOCATION = frozenset({"starting_line_number", "file_name"})
-"""Attributes that say where an object's source lies (a triton kernel's), not what it is."""
+LOCATION = frozenset(
+    {
+        "starting_line_number",
+        "file_name",
+        "raw_src",
+        "def_file_line_number",
+        "def_file_col_number",
+        "__globals__",
+    }
+)
+"""Attributes of a triton kernel that say where its source lies (its lines as the file
+indents them) and which namespace it reads, not what it is: its dedented source `_src`,
+its function and its arguments are compared."""
 
 
 @dataclass

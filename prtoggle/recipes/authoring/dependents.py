@@ -167,7 +167,7 @@ def _why_not(
     if any(n not in pre.bindings for n in names):
         return f"{qualname} (added by the fix)"
     if isinstance(node, _DEFS):
-        unsound = reapplied(node.decorator_list)
+        unsound = reapplied(node.decorator_list, kernels=True)
         if unsound is not None:
             return f"{qualname} ({unsound} not re-applied)"
     return None

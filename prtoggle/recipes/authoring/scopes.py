@@ -143,6 +143,12 @@ class Comparer:
         qualname = f"{scope.prefix}{p.name}"
         kernel = kernel_object(q.decorator_list) or kernel_object(p.decorator_list)
         if kernel is not None:
+            unsound = reapplied(p.decorator_list, kernels=True) or reapplied(
+                q.decorator_list, kernels=True
+            )
+            if scope.names_ok and unsound is None:
+                self.define(scope, old, pre=pre, post=post, new=new)
+                return
             why = f"{qualname} changed ({kernel}: a kernel object, not a function, no swap)"
             self._list([old], [new], pre, post, why)
             return

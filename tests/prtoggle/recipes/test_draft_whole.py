@@ -227,11 +227,18 @@ def test_draft_names_keep_the_scope_file_and_first_changed_line(tmp_path: Path) 
     assert result.names == [DraftNames("pkg.mod", "B = 2\n", (), "pkg/mod.py", 2)]
 
 
-def test_a_change_inside_a_triton_kernel_is_listed_not_patched(tmp_path: Path) -> None:
-    # @triton.jit makes a JITFunction, not a function: the runtime refuses its code swap.
+def test_a_triton_kernel_is_defined_back_whole_and_another_kernel_object_listed(
+    tmp_path: Path,
+) -> None:
+    # @triton.jit makes a JITFunction, not a function: the runtime refuses a code swap.
+    # Defined again, it is a new kernel that compiles the pre-fix source; a TorchScript
+    # function has no such sound define.
     before = "import triton\n\n\n@triton.jit\ndef kernel(x):\n    return x + 1\n"
-    after = before.replace("x + 1", "x + 2")
-    result = draft(tmp_path, before, after)
+    result = draft(tmp_path, before, before.replace("x + 1", "x + 2"))
+    assert result.targets == [] and result.not_reverted == []
+    assert names(result) == [("pkg.mod", before[before.index("@") :], ())]
+    scripted = before.replace("@triton.jit", "@torch.jit.script")
+    result = draft(tmp_path, scripted, scripted.replace("x + 1", "x + 2"))
     assert (result.targets, result.names) == ([], [])
-    reason = "kernel changed (@triton.jit: a kernel object, not a function, no swap)"
+    reason = "kernel changed (@torch.jit.script: a kernel object, not a function, no swap)"
     assert listed(result) == [(6, "return x + 2", reason)]
