@@ -42,13 +42,20 @@ class ActiveFix:
     pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
     names_applied: list[tuple[int, AppliedNames]] = field(default_factory=list)
     names_pending: dict[int, str] = field(default_factory=dict)  # entry -> module waited for
+    _imports: dict[str, ImportChange] | None = None
+
+    def import_changes(self) -> dict[str, ImportChange]:
+        """Per scope, the import names this fix's names add and remove (read once)."""
+        if self._imports is None:
+            self._imports = _import_changes(self.fix)
+        return self._imports
 
     def land_ready(self, *, finished: str | None, initial: bool, on_wait: OnWait) -> None:
         """Land every name change, then every target, whose module is complete now (the
         code compiled as the pre-fix module compiles it: its imports as the fix's names
         leave them)."""
         entries = range(len(self.fix.names)) if initial else list(self.names_pending)
-        with imports_changed(_import_changes(self.fix)):
+        with imports_changed(self.import_changes()):
             for index in entries:
                 self._names_or_wait(index, finished=finished, on_wait=on_wait)
             targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
@@ -118,7 +125,7 @@ class ActiveFix:
 
     def reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
         """`module` was re-executed: its new objects get this fix's names and swaps again."""
-        with imports_changed(_import_changes(self.fix)):
+        with imports_changed(self.import_changes()):
             self._reland_reloaded(module, on_wait=on_wait)
 
     def _reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
