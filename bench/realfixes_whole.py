@@ -14,8 +14,9 @@ does not use the drafting code, per module the fix touched:
   statements binding a defined or removed name taken out of its scope, the import names
   taken out of their statement, the `define` statements added), is compared with pre/:
   per scope (the module, each class on both sides) every name's binding statements by
-  normalized AST dump, classes by their header and then member by member, the other
-  statements in order; code under ``if TYPE_CHECKING:`` never runs and is left aside;
+  normalized AST dump (a docstring read as the `__doc__ = <value>` it binds), classes by
+  their header and then member by member, the other statements in order; code under
+  ``if TYPE_CHECKING:`` never runs and is left aside;
 - every difference left must be listed in `not_reverted` (same file, a line of the
   statement, or where a removed one stood); every `not_reverted` entry must name a
   post-fix file and line that exist, and its `code` must be on that line.
@@ -175,15 +176,20 @@ def _judge_module(
     for first, last, text in sorted(spans, reverse=True):
         reverted[first - 1 : last] = text
     tree = ast.parse("\n".join(reverted) + "\n")
-    tree.body = _hoist(tree.body)
+    tree.body = _docstrings(_hoist(tree.body))
     for entry in recipe.get("names") or []:
         if _owner(entry["scope"], modules) == module:
             _apply_names(tree, entry, module, pre_text, verdict)
     post_tree = ast.parse(post_text)
+    post_tree.body = _docstrings(post_tree.body)
     mapping = _line_mapping(pre_lines, post_lines)
     _check_branch_guard(recipe, module, post_tree.body, verdict)
     differences = _compare(
-        _hoist(ast.parse(pre_text).body), tree.body, _hoist(post_tree.body), mapping, prefix=""
+        _docstrings(_hoist(ast.parse(pre_text).body)),
+        tree.body,
+        _hoist(post_tree.body),
+        mapping,
+        prefix="",
     )
     for what, first, last in differences:
         if not any(first - 1 <= e["line"] <= last + 1 for e in listed):
@@ -335,6 +341,21 @@ def _hoist(body: list[ast.stmt]) -> list[ast.stmt]:
         else:
             out.append(node)
     return out
+
+
+def _docstrings(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The body (and its classes' bodies) with a docstring read as what it binds:
+    `__doc__ = <its value>` (a define may bind the pre-fix value)."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            node.body = _docstrings(node.body)
+    first = body[0] if body else None
+    value = first.value if isinstance(first, ast.Expr) else None
+    if first is None or not isinstance(value, ast.Constant) or not isinstance(value.value, str):
+        return body
+    target = ast.Name(id="__doc__", ctx=ast.Store())
+    assign = ast.Assign(targets=[target], value=value, lineno=first.lineno)
+    return [ast.copy_location(assign, first), *body[1:]]
 
 
 def _check_branch_guard(

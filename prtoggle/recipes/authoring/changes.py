@@ -39,13 +39,18 @@ class ScopeNames:
     define: dict[int, tuple[Statement, list[ast.alias] | None]] = field(default_factory=dict)
     remove: list[str] = field(default_factory=list)
     body: Body | None = None
+    values: dict[int, str] = field(default_factory=dict)
+    """Statements written for the revert, by pre-fix line: `__doc__ = '...'` (a docstring)."""
 
     def define_text(self) -> str:
         """The pre-fix statements, in their order; an import reduced to the names it binds
         that changed, as the module wrote it."""
         assert self.body is not None or not self.define
         parts = []
-        for first in sorted(self.define):
+        for first in sorted({*self.define, *self.values}):
+            if first in self.values:
+                parts.append(self.values[first])
+                continue
             statement, aliases = self.define[first]
             node = statement.node
             whole = aliases is None or len(aliases) == len(getattr(node, "names", ()))

@@ -54,13 +54,31 @@ class Comparer:
     out: ModuleChanges
     lines: LineMap
 
-    def scope(self, pre: Body, post: Body, scope: Scope) -> None:
+    def scope(self, pre: Body, post: Body, scope: Scope, *, block: bool = False) -> None:
+        """Compare a module's or class's bodies (`block`: an `if` block's, no docstring)."""
+        if not block:
+            self._docstring(pre, post, scope)
         self._others(pre, post, scope)
         order = {name: b[0].statement.first for name, b in post.bindings.items()}
         for name, bindings in pre.bindings.items():
             order.setdefault(name, self.lines.post_of_pre(bindings[0].statement.first))
         for name in sorted(order, key=lambda n: (order[n], n)):
             self._name(name, pre, post, scope)
+
+    def _docstring(self, pre: Body, post: Body, scope: Scope) -> None:
+        """A changed docstring of the scope: its pre-fix value bound as `__doc__` (what the
+        docstring statement binds); a class made from its body keeps a missing one listed
+        (dataclass writes its own)."""
+        old, new = _docstring(pre), _docstring(post)
+        before, after = (_doc_value(s) for s in (old, new))
+        if before == after or not scope.names_ok or (scope.fields and None in (before, after)):
+            return
+        for body, statement in ((pre, old), (post, new)):
+            if statement is not None:
+                body.others.remove(statement)
+        line = self.where(new, post, pre_side=False)[0] if new else None
+        entry = self._entry(scope, line or self.lines.post_of_pre(old.first if old else 1))
+        entry.values[old.first if old else 0] = f"__doc__ = {before!r}\n"
 
     def _others(self, pre: Body, post: Body, scope: Scope) -> None:
         """Statements that bind no simple name, aligned by their code; each difference listed
@@ -93,7 +111,7 @@ class Comparer:
             return False
         trial = ModuleChanges()
         Comparer(trial, self.lines).scope(
-            read_body(p.body, pre.lines), read_body(q.body, post.lines), scope
+            read_body(p.body, pre.lines), read_body(q.body, post.lines), scope, block=True
         )
         entry = trial.names.get(scope.name)
         if trial.patches or trial.listed or trial.inert or entry is None or not entry.remove:
@@ -276,6 +294,25 @@ class Comparer:
         line = self.lines.first_added(statement.first, statement.last) or statement.first
         code = body.lines[line - 1].strip() if line <= len(body.lines) else ""
         return line, code or None
+
+
+def _docstring(body: Body) -> Statement | None:
+    """The body's docstring statement: its first statement, a string constant."""
+    firsts = [b.statement.first for bs in body.bindings.values() for b in bs]
+    first = min(body.others, key=lambda s: s.first, default=None)
+    if first is None or (firsts and min(firsts) < first.first):
+        return None
+    node = first.node
+    value = node.value if isinstance(node, ast.Expr) else None
+    return first if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+
+
+def _doc_value(statement: Statement | None) -> str | None:
+    if statement is None:
+        return None
+    node = statement.node
+    assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    return str(node.value.value)
 
 
 def _same_test(first: ast.stmt, second: ast.stmt) -> bool:

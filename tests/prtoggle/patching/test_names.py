@@ -171,6 +171,21 @@ def test_defined_functions_compile_as_their_module_compiles_them(app: App) -> No
     applied.restore()
 
 
+def test_a_docstring_defined_back_is_the_module_s_and_the_class_s_doc_until_restored(
+    app: App,
+) -> None:
+    core, _ = app
+    module_doc, class_doc = core.__doc__, vars(core.Child)["__doc__"]
+    applied = [
+        apply("app.core", define="__doc__ = 'before the fix'\n"),
+        apply("app.core.Child", define="__doc__ = 'a child, before'\n"),
+    ]
+    assert (core.__doc__, core.Child.__doc__) == ("before the fix", "a child, before")
+    for change in reversed(applied):
+        change.restore()
+    assert core.__doc__ is module_doc and vars(core.Child)["__doc__"] is class_doc
+
+
 def test_removing_a_name_that_is_not_there_refuses_and_changes_nothing(app: App) -> None:
     core, _ = app
     with pytest.raises(PatchApplicationError) as caught:

@@ -242,3 +242,24 @@ def test_a_triton_kernel_is_defined_back_whole_and_another_kernel_object_listed(
     assert (result.targets, result.names) == ([], [])
     reason = "kernel changed (@torch.jit.script: a kernel object, not a function, no swap)"
     assert listed(result) == [(6, "return x + 2", reason)]
+
+
+def test_a_changed_docstring_of_the_module_or_a_class_is_defined_as_its_pre_fix_value(
+    tmp_path: Path,
+) -> None:
+    # A docstring binds `__doc__`; its value keeps the class's indentation, so it is
+    # written as a literal of that value, not as the dedented text.
+    before = (
+        '"""Module, before."""\n\nimport os\n\n\n'
+        'class C:\n    """Class,\n    before."""\n\n    x = 1\n'
+    )
+    after = before.replace("before.", "after.")
+    result = draft(tmp_path, before, after)
+    assert names(result) == [
+        ("pkg.mod", "__doc__ = 'Module, before.'\n", ()),
+        ("pkg.mod.C", "__doc__ = 'Class,\\n    before.'\n", ()),
+    ]
+    assert (result.targets, result.not_reverted) == ([], [])
+    namespace: dict[str, object] = {}
+    exec(before, namespace)
+    assert namespace["C"].__doc__ == "Class,\n    before."  # type: ignore[attr-defined]

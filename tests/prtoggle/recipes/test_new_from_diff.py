@@ -301,11 +301,9 @@ def test_a_diff_whose_every_change_is_listed_exits_2_and_writes_no_unloadable_re
     package = tmp_path / "python" / "pkg"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "mod.py").write_text('"""After."""\nprint(1)\n')
+    (package / "mod.py").write_text("import os\nprint(2)\n")
     diff = tmp_path / "fix.diff"
-    diff.write_text(
-        git_diff("python/pkg/mod.py", '"""Before."""\nprint(1)\n', '"""After."""\nprint(1)\n')
-    )
+    diff.write_text(git_diff("python/pkg/mod.py", "import os\nprint(1)\n", "import os\nprint(2)\n"))
     out = tmp_path / "out"
     args = ("--from-diff", str(diff), "--pr", "7", "--source-root", str(tmp_path / "python"))
     code, _, err = run_new(*args, "--out", str(out))
