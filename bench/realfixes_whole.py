@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from prtoggle import apply_edits
+from prtoggle.patching.define_code import parse_define
 
 ALLOWED = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef)
 ALLOWED_MORE = (ast.AsyncFunctionDef, ast.ClassDef)
@@ -248,7 +249,7 @@ def _apply_names(
         body = owner.body
     define = entry.get("define") or ""
     try:
-        statements = ast.parse(define).body
+        statements = parse_define(define).body
     except SyntaxError as exc:
         verdict.mark("wrong", f"names {scope}: define does not parse ({exc.msg})")
         return
@@ -375,7 +376,10 @@ def _check_branch_guard(
     entries = [e for e in recipe.get("names") or [] if e["scope"] == module]
     removed = {name for e in entries for name in e.get("remove") or []}
     defined = {
-        name for e in entries for n in ast.parse(e.get("define") or "").body for name in _bound(n)
+        name
+        for e in entries
+        for n in parse_define(e.get("define") or "").body
+        for name in _bound(n)
     }
     if (removed | defined) & (branch - top) and not removed & (branch - top):
         verdict.mark(
@@ -510,10 +514,10 @@ def _define_is_pre_text(define: str, pre: str) -> bool:
     """Each def or class of `define` is the pre-fix text of one, byte for byte (dedented)."""
     lines = define.splitlines(keepends=True)
     pre_blocks = {textwrap.dedent(b) for b in _blocks(pre)}
-    for node in ast.parse(define).body:
+    for node in parse_define(define).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            text = "".join(inspect.getblock(lines[first - 1 :]))
+            text = textwrap.dedent("".join(inspect.getblock(lines[first - 1 :])))
             if text not in pre_blocks:
                 return False
     return True

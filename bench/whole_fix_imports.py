@@ -21,8 +21,9 @@ included) and compared with the reverted module by `module_compare.py`.
 Per module: whole, differs (each name and why), not importable (why: the post-fix module,
 or the pre-fix file, fails to import here), refused (the revert did not land: why), added
 (a module the fix added whole: it has no pre-fix counterpart). A case is whole when every
-module is; `claims whole, differs` counts a recipe without `not_reverted` (and nothing
-skipped in the package) whose revert landed and differs: it must be 0.
+module is; `claims whole, differs` counts a recipe without `not_reverted` (what `new`
+skipped lies outside the package or never runs) whose revert landed and differs: it
+must be 0.
 """
 
 from __future__ import annotations
@@ -154,9 +155,7 @@ def judge(case: Case) -> Result:
         result.not_reverted = [
             f"{e['file']}:{e['line']}: {e['reason']}" for e in recipe.get("not_reverted") or []
         ]
-        result.claims_whole = not result.not_reverted and not [
-            s for s in drafted["skipped"] if s["reason"] != "not in the source root"
-        ]
+        result.claims_whole = not result.not_reverted  # skipped: outside, or never runs
         spec = f"{out.name}:{recipe['pr']}"
         judged = _in_child(lambda: _judge_here(case.modules, out, spec))
     failed = f"error: {judged.get('error', '?')}"

@@ -41,7 +41,7 @@ def define_problem(text: str) -> DefineProblem | None:
     (it would bind a name the recipe does not declare).
     """
     try:
-        module = ast.parse(text)
+        module = parse_define(text)
     except SyntaxError as exc:
         return DefineProblem(line=exc.lineno or 1, message=f"does not parse: {exc.msg}")
     for node in module.body:
@@ -54,11 +54,25 @@ def define_problem(text: str) -> DefineProblem | None:
 def define_bindings(text: str) -> tuple[str, ...]:
     """The names a valid `define` text binds at its top level, in order, each once."""
     names: list[str] = []
-    for node in ast.parse(text).body:
+    for node in parse_define(text).body:
         for name in _bound_by(node):
             if name not in names:
                 names.append(name)
     return tuple(names)
+
+
+def parse_define(text: str) -> ast.Module:
+    """The statements of a `define` text. Text indented as a whole (a class body's lines as
+    the file has them: a multi-line string keeps the indentation of its lines, which
+    dedenting would change) is parsed as that block, its lines numbered as in the text."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if first[:1] not in (" ", "\t"):
+        return ast.parse(text)
+    wrapped = ast.parse(f"if 1:\n{text}")
+    block = wrapped.body[0]
+    assert isinstance(block, ast.If)
+    ast.increment_lineno(block, -1)
+    return ast.Module(body=block.body, type_ignores=[])
 
 
 def compile_define(
@@ -79,7 +93,7 @@ def compile_define(
     `imported`: the names the module imports in its scope, declared (never run) so the
     functions compile as they do in the module (see module_scope.imported_names).
     """
-    module = ast.parse(text)
+    module = parse_define(text)
     body: list[ast.stmt] = [_without_annotation(node) for node in module.body]
     if class_name is not None:
         wrapper = ast.ClassDef(

@@ -16,6 +16,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError
+from prtoggle.patching.define_code import parse_define
 from prtoggle.patching.module_scope import ImportChange, imports_changed
 from prtoggle.patching.swap import CodeSwapper
 from prtoggle.patching.targets import PendingTarget, resolve_loaded
@@ -183,7 +184,7 @@ def _import_changes(fix: Recipe) -> dict[str, ImportChange]:
     for change in fix.names:
         added = frozenset(
             (alias.asname or alias.name).split(".")[0]
-            for node in (ast.parse(change.define).body if change.define.strip() else [])
+            for node in (parse_define(change.define).body if change.define.strip() else [])
             if isinstance(node, ast.Import | ast.ImportFrom)
             for alias in node.names
         )

@@ -44,20 +44,24 @@ class ScopeNames:
 
     def define_text(self) -> str:
         """The pre-fix statements, in their order; an import reduced to the names it binds
-        that changed, as the module wrote it."""
+        that changed, as the module wrote it. Dedented, unless that would change a
+        multi-line string in them (a method's docstring): then as the file indents them."""
         assert self.body is not None or not self.define
+        statements = [statement for statement, _ in self.define.values()]
+        keep = self.body is not None and any(self.body.dedent_changes(s) for s in statements)
+        indent = self.body.indent(statements[0]) if keep and self.body else ""
         parts = []
         for first in sorted({*self.define, *self.values}):
             if first in self.values:
-                parts.append(self.values[first])
+                parts.append(indent + self.values[first])
                 continue
             statement, aliases = self.define[first]
             node = statement.node
             whole = aliases is None or len(aliases) == len(getattr(node, "names", ()))
-            if whole or not isinstance(node, ast.Import | ast.ImportFrom) or aliases is None:
-                parts.append(self.body.text(statement) if self.body else "")
-            else:
-                parts.append(import_text(node, aliases))
+            if not whole and isinstance(node, ast.Import | ast.ImportFrom) and aliases:
+                parts.append(indent + import_text(node, aliases))
+            elif self.body is not None:
+                parts.append(self.body.text(statement, dedent=not keep))
         return "".join(parts)
 
 

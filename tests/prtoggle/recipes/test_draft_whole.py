@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from prtoggle.patching.define_code import compile_define
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.recipes.authoring.from_diff import (
     Draft,
@@ -263,3 +264,18 @@ def test_a_changed_docstring_of_the_module_or_a_class_is_defined_as_its_pre_fix_
     namespace: dict[str, object] = {}
     exec(before, namespace)
     assert namespace["C"].__doc__ == "Class,\n    before."  # type: ignore[attr-defined]
+
+
+def test_a_method_with_a_multi_line_docstring_is_defined_as_the_file_indents_it(
+    tmp_path: Path,
+) -> None:
+    # Dedented, the docstring's second line would lose the class's indentation: another
+    # __doc__ than the pre-fix method's (Python 3.11 keeps a docstring as written).
+    method = '    def old(self):\n        """Two\n        lines."""\n        return 1\n'
+    before = f"class C:\n    x = 1\n\n{method}"
+    result = draft(tmp_path, before, "class C:\n    x = 1\n")
+    assert names(result) == [("pkg.mod.C", method, ())]
+    code = compile_define(method, filename="r.yaml", first_line=1, class_name="C", future_flags=0)
+    built: dict[str, object] = {}
+    exec(code, {}, built)
+    assert built["C"].old.__doc__ == "Two\n        lines."  # type: ignore[attr-defined]
