@@ -336,12 +336,12 @@ def _unsound(old: Sequence[Binding], new: Sequence[Binding]) -> str | None:
     """The first decorator that a define of `old` would not re-apply soundly, or that a
     define over `new` would not undo."""
     for binding in old:
-        found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS)
+        found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS, kernels=True)
         if found is not None:
             return found
     if old:
         for binding in new:
-            found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS)
+            found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS, kernels=True)
             if found is not None:
                 return found
     return None

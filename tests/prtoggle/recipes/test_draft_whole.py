@@ -238,6 +238,8 @@ def test_a_triton_kernel_is_defined_back_whole_and_another_kernel_object_listed(
     result = draft(tmp_path, before, before.replace("x + 1", "x + 2"))
     assert result.targets == [] and result.not_reverted == []
     assert names(result) == [("pkg.mod", before[before.index("@") :], ())]
+    removed = draft(tmp_path, before, "import triton\n")  # the fix removed the kernel
+    assert names(removed) == [("pkg.mod", before[before.index("@") :], ())]
     scripted = before.replace("@triton.jit", "@torch.jit.script")
     result = draft(tmp_path, scripted, scripted.replace("x + 1", "x + 2"))
     assert (result.targets, result.names) == ([], [])
