@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import PrToggleError
+from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
 
 if TYPE_CHECKING:
     from prtoggle.recipes.schema import Recipe
@@ -130,19 +131,23 @@ def recipe_file_text(recipe: SglangRecipe) -> str:
 
 
 def write_recipes(recipes: list[SglangRecipe], out: Path) -> list[WrittenRecipe]:
-    """Write `<out>/<PR>.yaml` per recipe; a file already holding that text is left alone."""
+    """Write `<out>/<PR>.yaml` per recipe, each atomically; a file already holding that text
+    is left alone. A link or a special file of one of those names is refused before any
+    file is written."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SglangImportError(f"{out}: cannot create the output directory: {exc}") from exc
+    paths = [out / f"{recipe.pr}.yaml" for recipe in recipes]
+    for path in paths:
+        _refuse_unsafe(path)
     written = []
-    for recipe in recipes:
-        path = out / f"{recipe.pr}.yaml"
+    for recipe, path in zip(recipes, paths, strict=True):
         wanted = recipe_file_text(recipe)
         try:
             current = path.read_text(encoding="utf-8") if path.exists() else None
             if current != wanted:
-                path.write_text(wanted, encoding="utf-8")
+                replace_atomically(path, wanted.encode("utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise SglangImportError(f"{path}: cannot write the recipe file: {exc}") from exc
         written.append(WrittenRecipe(pr=recipe.pr, path=path, changed=current != wanted))
@@ -158,6 +163,18 @@ def _cached_upstream(path: str, mtime_ns: int, size: int, collection: str) -> tu
         load_recipe_text(_text_at_file_lines(recipe), path=Path(path), collection=collection)
         for recipe in read_recipes(Path(path))
     )
+
+
+def _refuse_unsafe(path: Path) -> None:
+    """A SglangImportError where `path` is a link or a special file (nothing written)."""
+    try:
+        reason = unsafe_destination(path)
+    except OSError as exc:
+        raise SglangImportError(f"{path}: cannot write the recipe file: {exc}") from exc
+    if reason is not None:
+        raise SglangImportError(
+            f"{path}: {reason}; nothing written; remove it or choose another --out"
+        )
 
 
 def _text_at_file_lines(recipe: SglangRecipe) -> str:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import datetime
-import os
 import re
-import stat
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,17 +22,11 @@ from prtoggle.recipes.authoring.from_diff import (
     add_define,
 )
 from prtoggle.recipes.check import TargetCheck, check_fix
+from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
 from prtoggle.recipes.names_check import check_whole_fix, unresolved_patch_reads
 from prtoggle.recipes.schema import Recipe, load_recipe_text
 
 _CHECK_PREFIX = re.compile(r"^.*?\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
-_FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 class RecipeWriteError(RegistryError):
@@ -152,7 +143,7 @@ def write_recipe(text: str, *, out: Path, pr: int) -> Path:
             f"--out {out}: cannot create the directory: {exc.strerror or exc}"
         ) from exc
     try:
-        _replace_atomically(path, text.encode("utf-8"))
+        replace_atomically(path, text.encode("utf-8"))
     except OSError as exc:
         raise RecipeWriteError(
             f"{path}: cannot write the recipe: {exc.strerror or exc}; nothing written "
@@ -300,69 +291,11 @@ def _not_reverted_mapping(change: NotRevertedChange) -> dict[str, Any]:
 
 def _refuse_destination(path: Path) -> None:
     try:
-        info = path.lstat()
-    except (FileNotFoundError, NotADirectoryError):  # nothing there yet (or OUT to be made)
-        return
+        reason = unsafe_destination(path)
     except OSError as exc:
         raise RecipeWriteError(f"{path}: cannot write the recipe: {exc.strerror or exc}") from exc
-    if stat.S_ISLNK(info.st_mode):
-        raise RecipeWriteError(
-            f"{path}: is a symbolic link (to {os.readlink(path)}); refused: prtoggle never "
-            "writes through a link; remove it or choose another --out"
-        )
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "special")
-        raise RecipeWriteError(
-            f"{path}: is {kind}, not a regular file; refused (a recipe is written as a "
-            "regular file); remove it or choose another --out"
-        )
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    """`data` into a temporary file next to `path`, synced, then renamed over `path`."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _sync_directory(path.parent)
-
-
-def _sync_directory(directory: Path) -> None:
-    """The rename made durable too, where the file system allows a directory fsync."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _umask() -> int:
-    """This process's umask: from /proc where Linux gives it, else set and put back."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # process-global for an instant: the CLI writes from one thread
-    os.umask(mask)
-    return mask
+    if reason is not None:
+        raise RecipeWriteError(f"{path}: {reason}; remove it or choose another --out")
 
 
 class _BlockDumper(yaml.SafeDumper):
