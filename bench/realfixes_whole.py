@@ -14,8 +14,9 @@ does not use the drafting code, per module the fix touched:
   statements binding a defined or removed name taken out of its scope, the import names
   taken out of their statement, the `define` statements added), is compared with pre/:
   per scope (the module, each class on both sides) every name's binding statements by
-  normalized AST dump, classes by their header and then member by member, the other
-  statements in order; code under ``if TYPE_CHECKING:`` never runs and is left aside;
+  normalized AST dump (a docstring read as the `__doc__ = <value>` it binds), classes by
+  their header and then member by member, the other statements in order; code under
+  ``if TYPE_CHECKING:`` never runs and is left aside;
 - every difference left must be listed in `not_reverted` (same file, a line of the
   statement, or where a removed one stood); every `not_reverted` entry must name a
   post-fix file and line that exist, and its `code` must be on that line.
@@ -45,6 +46,7 @@ from typing import Any
 import yaml
 
 from prtoggle import apply_edits
+from prtoggle.patching.define_code import parse_define
 
 ALLOWED = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef)
 ALLOWED_MORE = (ast.AsyncFunctionDef, ast.ClassDef)
@@ -175,15 +177,20 @@ def _judge_module(
     for first, last, text in sorted(spans, reverse=True):
         reverted[first - 1 : last] = text
     tree = ast.parse("\n".join(reverted) + "\n")
-    tree.body = _hoist(tree.body)
+    tree.body = _docstrings(_hoist(tree.body))
     for entry in recipe.get("names") or []:
         if _owner(entry["scope"], modules) == module:
             _apply_names(tree, entry, module, pre_text, verdict)
     post_tree = ast.parse(post_text)
+    post_tree.body = _docstrings(post_tree.body)
     mapping = _line_mapping(pre_lines, post_lines)
     _check_branch_guard(recipe, module, post_tree.body, verdict)
     differences = _compare(
-        _hoist(ast.parse(pre_text).body), tree.body, _hoist(post_tree.body), mapping, prefix=""
+        _docstrings(_hoist(ast.parse(pre_text).body)),
+        tree.body,
+        _hoist(post_tree.body),
+        mapping,
+        prefix="",
     )
     for what, first, last in differences:
         if not any(first - 1 <= e["line"] <= last + 1 for e in listed):
@@ -242,7 +249,7 @@ def _apply_names(
         body = owner.body
     define = entry.get("define") or ""
     try:
-        statements = ast.parse(define).body
+        statements = parse_define(define).body
     except SyntaxError as exc:
         verdict.mark("wrong", f"names {scope}: define does not parse ({exc.msg})")
         return
@@ -337,6 +344,21 @@ def _hoist(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+def _docstrings(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The body (and its classes' bodies) with a docstring read as what it binds:
+    `__doc__ = <its value>` (a define may bind the pre-fix value)."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            node.body = _docstrings(node.body)
+    first = body[0] if body else None
+    value = first.value if isinstance(first, ast.Expr) else None
+    if first is None or not isinstance(value, ast.Constant) or not isinstance(value.value, str):
+        return body
+    target = ast.Name(id="__doc__", ctx=ast.Store())
+    assign = ast.Assign(targets=[target], value=value, lineno=first.lineno)
+    return [ast.copy_location(assign, first), *body[1:]]
+
+
 def _check_branch_guard(
     recipe: dict[str, Any], module: str, post: list[ast.stmt], verdict: Verdict
 ) -> None:
@@ -354,7 +376,10 @@ def _check_branch_guard(
     entries = [e for e in recipe.get("names") or [] if e["scope"] == module]
     removed = {name for e in entries for name in e.get("remove") or []}
     defined = {
-        name for e in entries for n in ast.parse(e.get("define") or "").body for name in _bound(n)
+        name
+        for e in entries
+        for n in parse_define(e.get("define") or "").body
+        for name in _bound(n)
     }
     if (removed | defined) & (branch - top) and not removed & (branch - top):
         verdict.mark(
@@ -489,10 +514,10 @@ def _define_is_pre_text(define: str, pre: str) -> bool:
     """Each def or class of `define` is the pre-fix text of one, byte for byte (dedented)."""
     lines = define.splitlines(keepends=True)
     pre_blocks = {textwrap.dedent(b) for b in _blocks(pre)}
-    for node in ast.parse(define).body:
+    for node in parse_define(define).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            text = "".join(inspect.getblock(lines[first - 1 :]))
+            text = textwrap.dedent("".join(inspect.getblock(lines[first - 1 :])))
             if text not in pre_blocks:
                 return False
     return True

@@ -26,7 +26,8 @@ from prtoggle.recipes.schema import MAX_PR, MIN_PR
 
 
 class NothingPlaceable(RegistryError):
-    """No change of the diff is in the source root's Python code: no recipe to write."""
+    """No change of the diff is in the source root's Python code, or none can be reverted:
+    no recipe to write."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,8 @@ def new_from_diff(
     out: Path,
 ) -> NewRecipe:
     """Draft, check and write the recipe of diff `text`; NothingPlaceable when the diff
-    changes nothing of the Python code under the source root. A recipe that reverts
-    nothing but lists what it cannot revert is written (it says the fix is not revertible).
+    changes nothing of the Python code under the source root, or nothing of it can be
+    reverted (a recipe of `not_reverted` alone would not load: it reverts nothing).
 
     `header.title` empty: the default title naming the changed files. A destination that
     cannot be written (see recipe_destination) is refused before the diff is read.
@@ -88,6 +89,14 @@ def new_from_diff(
             f"{source}: nothing placeable: {len(left)} change(s) skipped "
             f"({'; '.join(reasons)}); expected a change of the Python code under the source "
             "root (--source-root)"
+        )
+    if not checked.targets and not checked.names:
+        listed = checked.not_reverted
+        reasons = sorted({change.reason for change in listed})
+        raise NothingPlaceable(
+            f"{source}: nothing revertible: {len(listed)} change(s) cannot be reverted "
+            f"({'; '.join(reasons)}); no recipe written: a recipe reverts something "
+            "(patches or names)"
         )
     path = write_recipe(checked.text, out=out, pr=header.pr)
     targets = tuple(t.target for t in checked.targets)

@@ -10,6 +10,7 @@ from types import CodeType
 from prtoggle.errors import PatchApplicationError, UnsupportedTargetError
 from prtoggle.patching.editor import NumberedSource
 from prtoggle.patching.enclosing import refuse_new_enclosing_reads
+from prtoggle.patching.module_scope import imports_declaration
 
 FUTURE_FLAGS_MASK = 0
 for _feature in __future__.all_feature_names:
@@ -27,6 +28,8 @@ class FunctionShape:
     `__class__` cell of zero-argument super()); `freevars` None skips the closure check
     (source-tree checks, where no live function exists). `enclosing` holds (name,
     function) for the variables of the enclosing functions (see patching.enclosing).
+    `imported`: the names the module imports in its scope, so the code compiles as it
+    does inside its module (see module_scope.imported_names).
     """
 
     name: str
@@ -35,6 +38,7 @@ class FunctionShape:
     future_flags: int
     qualname: str | None = None
     enclosing: tuple[tuple[str, str], ...] = ()
+    imported: frozenset[str] = frozenset()
 
 
 def compile_function(
@@ -59,7 +63,8 @@ def compile_definition(
     target: str,
 ) -> CodeType:
     """compile_function for a definition parse_definition gave; `definition` is not changed."""
-    module = ast.Module(body=_wrap(definition, shape), type_ignores=[])
+    declared = [_located(node, definition) for node in imports_declaration(shape.imported)]
+    module = ast.Module(body=[*declared, *_wrap(definition, shape)], type_ignores=[])
     try:
         module_code = compile(module, filename, "exec", flags=shape.future_flags, dont_inherit=True)
     except SyntaxError as exc:

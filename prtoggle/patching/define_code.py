@@ -4,8 +4,12 @@ from __future__ import annotations
 import __future__
 
 import ast
+import itertools
+from collections.abc import Collection
 from dataclasses import dataclass
 from types import CodeType
+
+from prtoggle.patching.module_scope import imports_declaration
 
 ALLOWED_STATEMENTS = (
     "import",
@@ -37,7 +41,7 @@ def define_problem(text: str) -> DefineProblem | None:
     (it would bind a name the recipe does not declare).
     """
     try:
-        module = ast.parse(text)
+        module = parse_define(text)
     except SyntaxError as exc:
         return DefineProblem(line=exc.lineno or 1, message=f"does not parse: {exc.msg}")
     for node in module.body:
@@ -50,15 +54,35 @@ def define_problem(text: str) -> DefineProblem | None:
 def define_bindings(text: str) -> tuple[str, ...]:
     """The names a valid `define` text binds at its top level, in order, each once."""
     names: list[str] = []
-    for node in ast.parse(text).body:
+    for node in parse_define(text).body:
         for name in _bound_by(node):
             if name not in names:
                 names.append(name)
     return tuple(names)
 
 
+def parse_define(text: str) -> ast.Module:
+    """The statements of a `define` text. Text indented as a whole (a class body's lines as
+    the file has them: a multi-line string keeps the indentation of its lines, which
+    dedenting would change) is parsed as that block, its lines numbered as in the text."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if first[:1] not in (" ", "\t"):
+        return ast.parse(text)
+    wrapped = ast.parse(f"if 1:\n{text}")
+    block = wrapped.body[0]
+    assert isinstance(block, ast.If)
+    ast.increment_lineno(block, -1)
+    return ast.Module(body=block.body, type_ignores=[])
+
+
 def compile_define(
-    text: str, *, filename: str, first_line: int, class_name: str | None, future_flags: int
+    text: str,
+    *,
+    filename: str,
+    first_line: int,
+    class_name: str | None,
+    future_flags: int,
+    imported: Collection[str] = (),
 ) -> CodeType:
     """Code running `text` as a module body, or (`class_name`) as that class's body.
 
@@ -66,8 +90,10 @@ def compile_define(
     (module globals, a fresh locals mapping) leaves the synthetic class in the locals.
     Annotated assignments become plain ones: a revert never touches `__annotations__`.
     Line numbers are shifted so the text's first line is `first_line` of `filename`.
+    `imported`: the names the module imports in its scope, declared (never run) so the
+    functions compile as they do in the module (see module_scope.imported_names).
     """
-    module = ast.parse(text)
+    module = parse_define(text)
     body: list[ast.stmt] = [_without_annotation(node) for node in module.body]
     if class_name is not None:
         wrapper = ast.ClassDef(
@@ -78,7 +104,9 @@ def compile_define(
             decorator_list=[],
         )
         body = [wrapper]
-    tree = ast.Module(body=body, type_ignores=[])
+    lead = len(list(itertools.takewhile(_future_import, body)))
+    declared = [ast.copy_location(node, body[0]) for node in imports_declaration(imported)]
+    tree = ast.Module(body=[*body[:lead], *declared, *body[lead:]], type_ignores=[])
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first_line - 1)
     return compile(tree, filename, "exec", flags=future_flags, dont_inherit=True)
@@ -106,6 +134,10 @@ def _statement_problem(node: ast.stmt) -> str | None:
     if _walrus_outside_bodies(node):
         return "`:=` would bind a name outside the ones the recipe lists; use `NAME = expr`"
     return None
+
+
+def _future_import(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
 
 
 def _plain_target(target: ast.expr) -> bool:

@@ -16,8 +16,8 @@ def global_reads(code: CodeType) -> frozenset[str]:
     """The names `code` (and the code nested in it) reads from its globals or builtins.
 
     `LOAD_GLOBAL` everywhere; `LOAD_NAME` (class bodies, module code) except names that
-    same body binds. A name some part of the code assigns with `global NAME` is left out:
-    the function creates it itself.
+    same body binds (`__annotations__` too, where the body sets it up). A name some part
+    of the code assigns with `global NAME` is left out: the function creates it itself.
     """
     reads: set[str] = set()
     stored: set[str] = set()
@@ -36,6 +36,8 @@ def global_reads(code: CodeType) -> frozenset[str]:
                 local.add(name)
             elif instruction.opname in _GLOBAL_STORES:
                 stored.add(name)
+            elif instruction.opname == "SETUP_ANNOTATIONS":
+                local.add("__annotations__")  # made by the body itself
         reads.update(loaded - local)
         pending.extend(const for const in current.co_consts if isinstance(const, CodeType))
     return frozenset(reads - stored)

@@ -23,6 +23,7 @@ from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
 from prtoggle.errors import PatchApplicationError, TargetResolutionError
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
+from prtoggle.patching.module_scope import imported_in, module_scope
 from prtoggle.patching.targets import PendingTarget, module_exists
 
 ATOMS = (int, str, bytes, bool, type(None), float)
@@ -149,6 +150,9 @@ def apply_names(
                 first_line=first_line,
                 class_name=None if scope.cls is None else scope.cls.__name__,
                 future_flags=_future_flags(scope.module),
+                imported=imported_in(
+                    scope.module.__name__, getattr(scope.module, "__file__", None)
+                ),
             )
         _refuse_missing(scope, remove, label=label)
         before = {name: vars(scope.holder).get(name, ABSENT) for name in [*defined, *remove]}
@@ -227,7 +231,13 @@ def _copies(
     """(module name, holder, attribute, scope name) of every copy of a replaced object."""
     if scope.cls is not None:
         return []
-    present = {name: value for name, value in before.items() if _own(value, scope.module)}
+    source = module_scope(_file(scope.module) or "")
+    imported = frozenset() if source is None else source.imported  # as the file has it
+    present = {
+        name: value
+        for name, value in before.items()
+        if name not in imported and _own(value, scope.module)
+    }
     by_id = {id(v): n for n, v in present.items() if not isinstance(v, ATOMS)}
     found: list[tuple[str, object, str, str]] = []
     for module_name, module in list(sys.modules.items()):
@@ -238,6 +248,9 @@ def _copies(
         except TypeError:
             continue
         for attribute, scope_name in _held(namespace, present, by_id):
+            atom = isinstance(present[scope_name], ATOMS)
+            if atom and not _imports(module, scope_name, source=scope.name):
+                continue  # an equal value of its own, not imported from the scope: not a copy
             if not isinstance(namespace, dict):
                 raise PatchApplicationError(
                     f"{label}: `{scope_name}` of module {scope.name} is also held as "
@@ -248,9 +261,17 @@ def _copies(
     return found
 
 
+def _imports(module: ModuleType, name: str, *, source: str) -> bool:
+    """Whether `module`'s source imports `name` from module `source` by that name."""
+    found = module_scope(_file(module) or "")
+    package = getattr(module, "__package__", None) or ""
+    return found is not None and (name, name) in found.imports_from(source, package=package)
+
+
 def _own(value: object, module: ModuleType) -> bool:
-    """Whether copies of `value` elsewhere are the scope's: a function or class defined in
-    another module, or a module, is not (its importers got it from there): not followed."""
+    """Whether copies of `value` elsewhere are the scope's: a name the scope's source
+    imports (left out by the caller), a function or class defined in another module, or
+    a module, is not (its importers got it from there): not followed."""
     if value is ABSENT or isinstance(value, ModuleType):
         return False  # a module bound in the scope is an import: everyone's, not the scope's
     if isinstance(value, FunctionType | BuiltinFunctionType | type):
@@ -329,6 +350,11 @@ def _future_flags(module: ModuleType) -> int:
     """`from __future__ import annotations` in the module: the define compiles with it too."""
     feature = vars(module).get("annotations")
     return FUTURE_ANNOTATIONS if type(feature).__name__ == "_Feature" else 0
+
+
+def _file(module: ModuleType) -> str | None:
+    found = getattr(module, "__file__", None)
+    return found if isinstance(found, str) else None
 
 
 def _first_missing(dotted: str) -> str:

@@ -14,11 +14,11 @@ from pathlib import Path
 from prtoggle.errors import TargetResolutionError
 from prtoggle.patching.compiler import FunctionShape
 from prtoggle.patching.lines import split_lines
+from prtoggle.patching.module_scope import module_level_names
 from prtoggle.patching.reexports import (
     MAX_REEXPORT_HOPS,
     ImportBinding,
     import_bindings,
-    is_type_checking,
     package_of,
 )
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
@@ -125,38 +125,6 @@ class _ParsedModule:
     module_names: frozenset[str] | None
     future_flags: int
     imports: dict[str, ImportBinding] | None = None
-
-
-def module_level_names(module: ast.Module) -> frozenset[str] | None:
-    """Names the module binds at its top level (None: a star import makes them unknown).
-
-    The body of `if TYPE_CHECKING:` is left out: it never runs.
-    """
-    names: set[str] = set()
-    pending: list[ast.stmt] = list(module.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            if any(alias.name == "*" for alias in node.names):
-                return None
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, _DEFINITIONS):
-            names.add(node.name)
-        elif isinstance(node, ast.If) and is_type_checking(node.test):
-            pending.extend(node.orelse)  # the body runs for type checkers only
-        else:
-            names.update(
-                child.id
-                for child in ast.walk(node)
-                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)
-            )
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                pending.extend(
-                    child for child in getattr(node, field, []) if isinstance(child, ast.stmt)
-                )
-            for handler in getattr(node, "handlers", []):
-                pending.extend(handler.body)
-    return frozenset(names)
 
 
 def _parsed(tree: SourceTree, found: SourceFile) -> _ParsedModule:

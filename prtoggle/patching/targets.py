@@ -19,6 +19,7 @@ from prtoggle.errors import TargetResolutionError, UnsupportedTargetError
 from prtoggle.patching.compiler import FUTURE_FLAGS_MASK, FunctionShape
 from prtoggle.patching.enclosing import enclosing_variables
 from prtoggle.patching.freshness import refuse_stale_source
+from prtoggle.patching.module_scope import imported_in
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ def function_source(function: types.FunctionType, *, target: str) -> FunctionSou
         future_flags=code.co_flags & FUTURE_FLAGS_MASK,
         qualname=code.co_qualname,
         enclosing=enclosing_variables(file_text, qualname=code.co_qualname, filename=filename),
+        imported=imported_in(function.__module__, filename),
     )
     defined_as = f"{function.__module__}.{code.co_qualname}"
     return FunctionSource(

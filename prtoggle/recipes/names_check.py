@@ -17,12 +17,12 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Literal
 
 from prtoggle.errors import PrToggleError
-from prtoggle.patching.define_code import compile_define
-from prtoggle.patching.global_reads import missing_in
+from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define
+from prtoggle.patching.global_reads import global_reads, missing_in
 from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree, module_level_names
@@ -52,6 +52,41 @@ def check_whole_fix(fix: Recipe, *, tree: SourceTree | None) -> list[WholeFixChe
     return results
 
 
+def unresolved_patch_reads(fix: Recipe, *, tree: SourceTree) -> list[tuple[str, str]]:
+    """(target, message) of each patch of `fix` whose reverted code reads a global that its
+    module on `tree` does not bind after the recipe's names (nor a builtin) and that the
+    post-fix code did not read either: the run-time global check refuses such a revert."""
+    problems = []
+    for patch in fix.patches:
+        try:
+            source = find_in_source_tree(patch.target, source_root=tree)
+            edited = build_replacement(source, [fix.edit_layer(patch.target)], evaluate=False)
+            original = build_replacement(source, [], evaluate=False)
+        except PrToggleError:
+            continue  # the target's own check reports it
+        module = _module_of(patch.target, tree)
+        after = set(source.module_names or ()) | global_reads(original.code)
+        for other in fix.names:
+            if other.scope == module:
+                after.difference_update(other.remove)
+                after.update(other.defined)
+        missing = missing_in(edited.code, names=after)
+        if source.module_names is not None and missing:
+            why = f"reads `{missing[0]}`, not defined in module {module} after the revert"
+            problems.append((patch.target, why))
+    return problems
+
+
+def _module_of(target: str, tree: SourceTree) -> str:
+    """The module of a target on `tree`: its longest prefix that is a module file there."""
+    parts = target.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        base = "/".join(parts[:end])
+        if tree.read(f"{base}.py") is not None or tree.read(f"{base}/__init__.py") is not None:
+            return ".".join(parts[:end])
+    return target.rpartition(".")[0]
+
+
 def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) -> WholeFixCheck:
     target = f"{NAMES_PREFIX}{change.scope}"
     top = change.scope.split(".", 1)[0]
@@ -75,7 +110,7 @@ def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) ->
             filename=str(fix.path),
             first_line=change.define_line or change.line,
             class_name=scope.class_name,
-            future_flags=0,
+            future_flags=scope.future_flags,
         )
     except SyntaxError as exc:
         return WholeFixCheck(target, "error", f"define does not compile: {exc}")
@@ -92,6 +127,7 @@ class _Scope:
     names: frozenset[str] | None
     class_name: str | None
     file: str  # the module's file: the edited functions checked are those in it
+    future_flags: int = 0  # `from __future__ import annotations`: define compiles with it
 
     @property
     def kind(self) -> str:
@@ -110,14 +146,15 @@ def _static_scope(scope: str, tree: SourceTree) -> _Scope:
             continue
         parsed = ast.parse(found.text)
         top = module_level_names(parsed)
+        flags = _static_future_flags(parsed)
         if class_name is None:
-            return _Scope(module, top, top, None, found.name)
+            return _Scope(module, top, top, None, found.name, flags)
         node = next(
             (n for n in parsed.body if isinstance(n, ast.ClassDef) and n.name == class_name), None
         )
         if node is None:
             raise _Stale(f"{found.name} has no class {class_name!r} at its top level")
-        return _Scope(module, top, _class_names(node), class_name, found.name)
+        return _Scope(module, top, _class_names(node), class_name, found.name, flags)
     raise _Stale(f"no module file for it under {tree.label}")
 
 
@@ -126,7 +163,8 @@ def _live_scope(change: NameChange) -> _Scope:
     try:
         module = importlib.import_module(scope)
         names = frozenset(vars(module))
-        return _Scope(scope, names, names, None, str(getattr(module, "__file__", "")))
+        file = str(getattr(module, "__file__", ""))
+        return _Scope(scope, names, names, None, file, _live_future_flags(module))
     except ModuleNotFoundError as exc:
         if exc.name is None or not scope.startswith(exc.name):
             raise _Stale(f"importing it failed: {exc}") from exc
@@ -139,7 +177,8 @@ def _live_scope(change: NameChange) -> _Scope:
     if not isinstance(found, type):
         raise _Stale(f"module {parent} has no class {class_name!r}")
     file = str(getattr(holder, "__file__", ""))
-    return _Scope(parent, frozenset(vars(holder)), frozenset(vars(found)), class_name, file)
+    flags = _live_future_flags(holder)
+    return _Scope(parent, frozenset(vars(holder)), frozenset(vars(found)), class_name, file, flags)
 
 
 def _global_check(
@@ -221,6 +260,17 @@ def _package_parent(top: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def _static_future_flags(module: ast.Module) -> int:
+    futures = [n for n in module.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
+    found = any(alias.name == "annotations" for node in futures for alias in node.names)
+    return FUTURE_ANNOTATIONS if found else 0
+
+
+def _live_future_flags(module: ModuleType) -> int:
+    feature = vars(module).get("annotations")
+    return FUTURE_ANNOTATIONS if type(feature).__name__ == "_Feature" else 0
 
 
 def _class_names(node: ast.ClassDef) -> frozenset[str]:

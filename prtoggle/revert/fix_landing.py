@@ -22,6 +22,7 @@ from prtoggle.recipes.versions import require_installed_in_range
 from prtoggle.revert import module_readiness
 
 if TYPE_CHECKING:  # imported where first needed: a start-up with everything pending skips them
+    from prtoggle.patching.module_scope import ImportChange
     from prtoggle.patching.names import AppliedNames
     from prtoggle.patching.swap import CodeSwapper
 
@@ -50,15 +51,27 @@ class ActiveFix:
     pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
     names_applied: list[tuple[int, AppliedNames]] = field(default_factory=list)
     names_pending: dict[int, str] = field(default_factory=dict)  # entry -> module waited for
+    _imports: dict[str, ImportChange] | None = None
+
+    def import_changes(self) -> dict[str, ImportChange]:
+        """Per scope, the import names this fix's names add and remove (read once)."""
+        if self._imports is None:
+            self._imports = _import_changes(self.fix)
+        return self._imports
 
     def land_ready(self, *, finished: str | None, initial: bool, on_wait: OnWait) -> None:
-        """Land every name change, then every target, whose module is complete now."""
+        """Land every name change, then every target, whose module is complete now (the
+        code compiled as the pre-fix module compiles it: its imports as the fix's names
+        leave them)."""
+        from prtoggle.patching.module_scope import imports_changed
+
         entries = range(len(self.fix.names)) if initial else list(self.names_pending)
-        for index in entries:
-            self._names_or_wait(index, finished=finished, on_wait=on_wait)
-        targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
-        for target in targets:
-            self.patch_or_wait(target, finished=finished, on_wait=on_wait)
+        with imports_changed(self.import_changes()):
+            for index in entries:
+                self._names_or_wait(index, finished=finished, on_wait=on_wait)
+            targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
+            for target in targets:
+                self.patch_or_wait(target, finished=finished, on_wait=on_wait)
 
     def patch_or_wait(self, target: str, *, finished: str | None, on_wait: OnWait) -> None:
         """Patch `target` if its module has finished importing, else record it as pending."""
@@ -125,6 +138,12 @@ class ActiveFix:
 
     def reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
         """`module` was re-executed: its new objects get this fix's names and swaps again."""
+        from prtoggle.patching.module_scope import imports_changed
+
+        with imports_changed(self.import_changes()):
+            self._reland_reloaded(module, on_wait=on_wait)
+
+    def _reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
         from prtoggle.patching.targets import PendingTarget, resolve_loaded
 
         relanded: set[int] = set()
@@ -176,24 +195,29 @@ class ActiveFix:
         self.names_pending.pop(index, None)
 
 
+def _import_changes(fix: Recipe) -> dict[str, ImportChange]:
+    """Per scope of `fix`'s names: the names its `define` imports, and those it removes."""
+    from prtoggle.patching.define_code import parse_define
+
+    changes: dict[str, ImportChange] = {}
+    for change in fix.names:
+        added = frozenset(
+            (alias.asname or alias.name).split(".")[0]
+            for node in (parse_define(change.define).body if change.define.strip() else [])
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        )
+        old_added, old_removed = changes.get(change.scope, (frozenset(), frozenset()))
+        changes[change.scope] = (old_added | added, old_removed | frozenset(change.remove))
+    return changes
+
+
 def _names_its_module_may_bind(function: FunctionType) -> frozenset[str]:
     """Names the source of `function`'s module binds at its top level, under a condition
     too (`if is_flashinfer_available(): import flashinfer`): absent here, they are the
     module's own condition, not the revert's doing, as `check` reads the source."""
+    from prtoggle.patching.module_scope import module_scope
+
     filename = getattr(sys.modules.get(function.__module__), "__file__", None)
-    if not filename:
-        return frozenset()
-    return _module_bindings(filename)
-
-
-@functools.lru_cache(maxsize=64)
-def _module_bindings(filename: str) -> frozenset[str]:
-    from prtoggle.patching.lines import decode_python_source
-    from prtoggle.patching.source_tree import module_level_names
-
-    try:
-        with open(filename, "rb") as stream:
-            names = module_level_names(ast.parse(decode_python_source(stream.read())))
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
-    return frozenset() if names is None else names
+    found = module_scope(filename) if filename else None
+    return frozenset() if found is None or found.bound is None else found.bound

@@ -63,10 +63,47 @@ OP_REGISTRATIONS = frozenset(
 whole; defining a def under them again is not sound (an op registered twice)."""
 
 
-def reapplied(decorators: Sequence[ast.expr], *, whole_class: bool = False) -> str | None:
+KERNEL_OBJECTS = frozenset(
+    {
+        "triton.jit",
+        "jit",
+        "triton.autotune",
+        "autotune",
+        "triton.heuristics",
+        "heuristics",
+        "torch.jit.script",
+        "numba.jit",
+        "numba.njit",
+        "njit",
+    }
+)
+"""Decorators that turn a def into a kernel object (a triton JITFunction or Autotuner, a
+TorchScript or numba function), not a Python function: the runtime refuses a code swap
+of it, so a change inside one is listed, never patched."""
+
+
+def kernel_object(decorators: Sequence[ast.expr]) -> str | None:
+    """The first decorator that makes the def a kernel object (`@triton.jit`), if any."""
+    for node in decorators:
+        name = decorator_name(node)
+        if name in KERNEL_OBJECTS:
+            return f"@{name}"
+    return None
+
+
+TRITON_REAPPLIED = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
+"""Kernel decorators a `define` of the whole pre-fix def re-applies soundly: each makes a
+new kernel object that compiles the pre-fix source on its first call (a fresh cache);
+callers find it by name (other modules' copies are followed) when they compile."""
+
+
+def reapplied(
+    decorators: Sequence[ast.expr], *, whole_class: bool = False, kernels: bool = False
+) -> str | None:
     """None when every decorator is re-applied soundly by a `define`; else the first that
-    is not (`@name`)."""
+    is not (`@name`). `kernels`: triton's kernel decorators count as re-applied."""
     allowed = REAPPLIED | CLASS_REAPPLIED if whole_class else REAPPLIED
+    allowed = allowed | TRITON_REAPPLIED if kernels else allowed
     for node in decorators:
         name = decorator_name(node)
         if name in allowed or (name.rsplit(".", 1)[-1] in ACCESSOR_PARTS and "." in name):

@@ -25,7 +25,7 @@ from prtoggle.recipes.authoring.from_diff import (
     add_define,
 )
 from prtoggle.recipes.check import TargetCheck, check_fix
-from prtoggle.recipes.names_check import check_whole_fix
+from prtoggle.recipes.names_check import check_whole_fix, unresolved_patch_reads
 from prtoggle.recipes.schema import Recipe, load_recipe_text
 
 _CHECK_PREFIX = re.compile(r"^.*?\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
@@ -114,6 +114,7 @@ def checked_recipe(
     names, not_reverted = _checked_names(
         header, names, not_reverted, path=path, roots=[*roots, *_trees(kept)]
     )
+    kept = _reads_resolved(header, kept, names, not_reverted, path=path)
     text = render_recipe(
         header, [(t.target, t.edits) for t in kept], names=names, not_reverted=not_reverted
     )
@@ -211,6 +212,31 @@ def _checked_names(
         reason = f"the revert does not check ({status}: {_why(message)})"
         not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
     return kept, not_reverted
+
+
+def _reads_resolved(
+    header: RecipeHeader,
+    targets: list[DraftTarget],
+    names: Sequence[DraftNames],
+    not_reverted: list[NotRevertedChange],
+    *,
+    path: Path,
+) -> list[DraftTarget]:
+    """The targets whose reverted code reads only names its module binds after the kept
+    `names` (a names entry listed as not checking can leave a global the pre-fix code reads
+    undefined); each other one is listed: the run-time global check would refuse it."""
+    if not targets:
+        return targets
+    text = render_recipe(header, [(t.target, t.edits) for t in targets], names=names)
+    recipe = load_recipe_text(text, path=path, collection="new")
+    problems: dict[str, str] = {}
+    for tree in _trees(targets):
+        problems.update(unresolved_patch_reads(recipe, tree=tree))
+    for target in targets:
+        if target.target in problems:
+            reason = f"the revert does not check (error: {problems[target.target]})"
+            not_reverted.append(NotRevertedChange(target.file, target.line, reason))
+    return [t for t in targets if t.target not in problems]
 
 
 def _failing(

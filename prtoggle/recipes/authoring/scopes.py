@@ -5,10 +5,18 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prtoggle.patching.lines import split_lines
-from prtoggle.recipes.authoring.decorators import droppable, reapplied
+from prtoggle.recipes.authoring.changes import (
+    Listed,
+    ModuleChanges,
+    PatchCandidate,
+    Scope,
+    ScopeNames,
+)
+from prtoggle.recipes.authoring.decorators import droppable, kernel_object, reapplied
+from prtoggle.recipes.authoring.dependents import follow_load_time_reads
 from prtoggle.recipes.authoring.lines import LineMap
 from prtoggle.recipes.authoring.statements import (
     CLASS,
@@ -19,7 +27,6 @@ from prtoggle.recipes.authoring.statements import (
     Statement,
     bound_names,
     header_key,
-    import_text,
     is_type_checking_block,
     made_from_body,
     node_key,
@@ -29,92 +36,28 @@ from prtoggle.recipes.authoring.statements import (
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-@dataclass(frozen=True)
-class PatchCandidate:
-    """A function on both sides whose body a code swap reverts: its lines post-fix and
-    pre-fix (under the post-fix decorators), and the post-fix line of its first change."""
-
-    qualname: str
-    new: tuple[str, ...]
-    old: tuple[str, ...]
-    line: int
-    fallback: str | None
-    """The pre-fix def to `define` when no edits can be drafted (None: no sound define)."""
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A change that stays as the fix made it: post-fix line, its stripped code, reason."""
-
-    line: int
-    code: str | None
-    reason: str
-
-
-@dataclass
-class ScopeNames:
-    """One scope's `names` entry being drafted: pre-fix statements to run, names to delete."""
-
-    scope: str
-    line: int
-    define: dict[int, tuple[Statement, list[ast.alias] | None]] = field(default_factory=dict)
-    remove: list[str] = field(default_factory=list)
-    body: Body | None = None
-
-    def define_text(self) -> str:
-        """The pre-fix statements, in their order; an import reduced to the names it binds
-        that changed, as the module wrote it."""
-        assert self.body is not None or not self.define
-        parts = []
-        for first in sorted(self.define):
-            statement, aliases = self.define[first]
-            node = statement.node
-            whole = aliases is None or len(aliases) == len(getattr(node, "names", ()))
-            if whole or not isinstance(node, ast.Import | ast.ImportFrom) or aliases is None:
-                parts.append(self.body.text(statement) if self.body else "")
-            else:
-                parts.append(import_text(node, aliases))
-        return "".join(parts)
-
-
-@dataclass
-class ModuleChanges:
-    """Everything a module's comparison gives."""
-
-    patches: list[PatchCandidate] = field(default_factory=list)
-    names: dict[str, ScopeNames] = field(default_factory=dict)
-    listed: list[Listed] = field(default_factory=list)
-    inert: list[Listed] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Scope:
-    """Where a comparison is: dotted scope, qualname prefix, whether `names` may act."""
-
-    name: str
-    prefix: str
-    names_ok: bool
-    fields: bool
-    label: str
-
-
 def compare_module(pre: str, post: str, *, module: str, lines: LineMap) -> ModuleChanges:
     """The changes of module `module` from pre-fix text `pre` to post-fix text `post`."""
     pre_tree, post_tree = ast.parse(pre), ast.parse(post)
     out = ModuleChanges()
-    scope = _Scope(module, "", names_ok=True, fields=False, label="module-level code")
+    scope = Scope(module, "", names_ok=True, fields=False, label="module-level code")
     pre_body = read_body(pre_tree.body, split_lines(pre))
     post_body = read_body(post_tree.body, split_lines(post))
-    _Comparer(out, lines).scope(pre_body, post_body, scope)
+    comparer = Comparer(out, lines)
+    comparer.scope(pre_body, post_body, scope)
+    follow_load_time_reads(comparer, pre_body, post_body, scope)
     return out
 
 
 @dataclass
-class _Comparer:
+class Comparer:
     out: ModuleChanges
     lines: LineMap
 
-    def scope(self, pre: Body, post: Body, scope: _Scope) -> None:
+    def scope(self, pre: Body, post: Body, scope: Scope, *, block: bool = False) -> None:
+        """Compare a module's or class's bodies (`block`: an `if` block's, no docstring)."""
+        if not block:
+            self._docstring(pre, post, scope)
         self._others(pre, post, scope)
         order = {name: b[0].statement.first for name, b in post.bindings.items()}
         for name, bindings in pre.bindings.items():
@@ -122,7 +65,22 @@ class _Comparer:
         for name in sorted(order, key=lambda n: (order[n], n)):
             self._name(name, pre, post, scope)
 
-    def _others(self, pre: Body, post: Body, scope: _Scope) -> None:
+    def _docstring(self, pre: Body, post: Body, scope: Scope) -> None:
+        """A changed docstring of the scope: its pre-fix value bound as `__doc__` (what the
+        docstring statement binds); a class made from its body keeps a missing one listed
+        (dataclass writes its own)."""
+        old, new = _docstring(pre), _docstring(post)
+        before, after = (_doc_value(s) for s in (old, new))
+        if before == after or not scope.names_ok or (scope.fields and None in (before, after)):
+            return
+        for body, statement in ((pre, old), (post, new)):
+            if statement is not None:
+                body.others.remove(statement)
+        line = self.where(new, post, pre_side=False)[0] if new else None
+        entry = self._entry(scope, line or self.lines.post_of_pre(old.first if old else 1))
+        entry.values[old.first if old else 0] = f"__doc__ = {before!r}\n"
+
+    def _others(self, pre: Body, post: Body, scope: Scope) -> None:
         """Statements that bind no simple name, aligned by their code; each difference listed
         (but an `if` whose test is the same: its body compared as in `_branch`)."""
         keys_pre = [node_key(s.node) for s in pre.others]
@@ -142,7 +100,7 @@ class _Comparer:
                 for statement in unpaired:
                     self._list_other(statement, pre, scope, pre_side=True)
 
-    def _branch(self, old: Statement, new: Statement, pre: Body, post: Body, scope: _Scope) -> bool:
+    def _branch(self, old: Statement, new: Statement, pre: Body, post: Body, scope: Scope) -> bool:
         """Names changed under an `if` (same test, no else) drafted as the scope's own,
         when sound: only defines and removes, of names bound nowhere else in the scope,
         with at least one remove. A remove refuses the revert where the branch did not
@@ -152,8 +110,8 @@ class _Comparer:
         if p.orelse or q.orelse or not scope.names_ok:
             return False
         trial = ModuleChanges()
-        _Comparer(trial, self.lines).scope(
-            read_body(p.body, pre.lines), read_body(q.body, post.lines), scope
+        Comparer(trial, self.lines).scope(
+            read_body(p.body, pre.lines), read_body(q.body, post.lines), scope, block=True
         )
         entry = trial.names.get(scope.name)
         if trial.patches or trial.listed or trial.inert or entry is None or not entry.remove:
@@ -173,16 +131,16 @@ class _Comparer:
         return True
 
     def _list_other(
-        self, statement: Statement, body: Body, scope: _Scope, *, pre_side: bool
+        self, statement: Statement, body: Body, scope: Scope, *, pre_side: bool
     ) -> None:
-        line, code = self._where(statement, body, pre_side=pre_side)
+        line, code = self.where(statement, body, pre_side=pre_side)
         if is_type_checking_block(statement.node):
             self.out.inert.append(Listed(line, code, "type-checking-only code (never runs)"))
             return
         reason = scope.label + (" removed" if pre_side else " changed")
         self.out.listed.append(Listed(line, code, reason))
 
-    def _name(self, name: str, pre: Body, post: Body, scope: _Scope) -> None:
+    def _name(self, name: str, pre: Body, post: Body, scope: Scope) -> None:
         old, new = pre.bindings.get(name, []), post.bindings.get(name, [])
         if [b.key for b in old] == [b.key for b in new]:
             return
@@ -197,10 +155,21 @@ class _Comparer:
         else:
             self._rebind(name, old, new, bodies=(pre, post), scope=scope)
 
-    def _def(self, old: Binding, new: Binding, pre: Body, post: Body, scope: _Scope) -> None:
+    def _def(self, old: Binding, new: Binding, pre: Body, post: Body, scope: Scope) -> None:
         p, q = old.statement.node, new.statement.node
         assert isinstance(p, _DEFS) and isinstance(q, _DEFS)
         qualname = f"{scope.prefix}{p.name}"
+        kernel = kernel_object(q.decorator_list) or kernel_object(p.decorator_list)
+        if kernel is not None:
+            unsound = reapplied(p.decorator_list, kernels=True) or reapplied(
+                q.decorator_list, kernels=True
+            )
+            if scope.names_ok and unsound is None:
+                self.define(scope, old, pre=pre, post=post, new=new)
+                return
+            why = f"{qualname} changed ({kernel}: a kernel object, not a function, no swap)"
+            self._list([old], [new], pre, post, why)
+            return
         same_head = type(p) is type(q) and _keys(p.decorator_list) == _keys(q.decorator_list)
         unsound = reapplied(p.decorator_list) or reapplied(q.decorator_list)
         definable = scope.names_ok and unsound is None
@@ -208,7 +177,7 @@ class _Comparer:
             self._patch(old, new, pre, post, qualname, fallback=definable)
             return
         if definable:
-            self._define(scope, old, pre=pre, post=post, new=new)
+            self.define(scope, old, pre=pre, post=post, new=new)
             return
         swappable = type(p) is type(q) and _uses_class_cell(p) == _uses_class_cell(q)
         if swappable and _body_lines(old, pre) != _body_lines(new, post):
@@ -217,24 +186,17 @@ class _Comparer:
         what = "decorators" if not same_head else "use of super()/__class__"
         self._list([old], [new], pre, post, f"{what} of {qualname} changed ({why} not re-applied)")
 
-    def _class(self, old: Binding, new: Binding, pre: Body, post: Body, scope: _Scope) -> None:
+    def _class(self, old: Binding, new: Binding, pre: Body, post: Body, scope: Scope) -> None:
         p, q = old.statement.node, new.statement.node
         assert isinstance(p, ast.ClassDef) and isinstance(q, ast.ClassDef)
         qualname = f"{scope.prefix}{q.name}"
         if header_key(p) != header_key(q):
             head = Statement(q, new.statement.first, q.body[0].lineno - 1)
-            line, code = self._where(head, post, pre_side=False)
+            line, code = self.where(head, post, pre_side=False)
             reason = f"class statement of {qualname} changed (bases, keywords or decorators)"
             self.out.listed.append(Listed(line, code, reason))
         fields = made_from_body(p) or made_from_body(q)
-        label = f"a field of {qualname}" if fields else f"class body of {qualname}"
-        inner = _Scope(
-            f"{scope.name}.{q.name}",
-            f"{qualname}.",
-            names_ok=scope.names_ok and not scope.prefix,
-            fields=fields,
-            label=label,
-        )
+        inner = scope.member(q, fields=fields)
         self.scope(
             read_body(p.body, pre.lines, fields=fields),
             read_body(q.body, post.lines, fields=fields),
@@ -248,7 +210,7 @@ class _Comparer:
         new: list[Binding],
         *,
         bodies: tuple[Body, Body],
-        scope: _Scope,
+        scope: Scope,
     ) -> None:
         pre, post = bodies
         qualname = f"{scope.prefix}{name}"
@@ -260,19 +222,19 @@ class _Comparer:
             self._list(old, new, pre, post, f"{qualname} changed ({blocking} not re-applied)")
             return
         if old:
-            self._define(scope, *old, pre=pre, post=post, new=new[0] if new else None)
+            self.define(scope, *old, pre=pre, post=post, new=new[0] if new else None)
             return
         entry = self._entry(scope, self._line(new, post))
         entry.remove.append(name)
         lingering = [droppable(_decorators(b)) for b in new]
         left = next((d for d in lingering if d is not None), None)
         if left is not None:
-            line, code = self._where(new[0].statement, post, pre_side=False)
+            line, code = self.where(new[0].statement, post, pre_side=False)
             reason = f"{qualname} added by the fix is removed, but {left} may have registered it"
             self.out.listed.append(Listed(line, code, reason))
 
-    def _define(
-        self, scope: _Scope, *old: Binding, pre: Body, post: Body, new: Binding | None
+    def define(
+        self, scope: Scope, *old: Binding, pre: Body, post: Body, new: Binding | None
     ) -> None:
         line = self._line([new], post) if new else self.lines.post_of_pre(old[0].statement.first)
         entry = self._entry(scope, line)
@@ -305,22 +267,26 @@ class _Comparer:
         text = pre.text(old.statement) if fallback else None
         self.out.patches.append(PatchCandidate(qualname, new_lines, old_lines, line, text))
 
-    def _entry(self, scope: _Scope, line: int) -> ScopeNames:
+    def _entry(self, scope: Scope, line: int) -> ScopeNames:
         entry = self.out.names.setdefault(scope.name, ScopeNames(scope.name, line))
         entry.line = min(entry.line, line)
         return entry
+
+    def listed(self, line: int, code: str | None, reason: str) -> None:
+        """List a change as not reverted: its post-fix line, that line's code, the reason."""
+        self.out.listed.append(Listed(line, code, reason))
 
     def _list(
         self, old: list[Binding], new: list[Binding], pre: Body, post: Body, reason: str
     ) -> None:
         statement, body = (new[0].statement, post) if new else (old[0].statement, pre)
-        line, code = self._where(statement, body, pre_side=not new)
+        line, code = self.where(statement, body, pre_side=not new)
         self.out.listed.append(Listed(line, code, reason))
 
     def _line(self, bindings: Sequence[Binding], post: Body) -> int:
-        return self._where(bindings[0].statement, post, pre_side=False)[0]
+        return self.where(bindings[0].statement, post, pre_side=False)[0]
 
-    def _where(self, statement: Statement, body: Body, *, pre_side: bool) -> tuple[int, str | None]:
+    def where(self, statement: Statement, body: Body, *, pre_side: bool) -> tuple[int, str | None]:
         """The post-fix line of a statement's first change, and that line's stripped text."""
         if pre_side:
             line = self.lines.post_of_pre_span(statement.first, statement.last)
@@ -328,6 +294,25 @@ class _Comparer:
         line = self.lines.first_added(statement.first, statement.last) or statement.first
         code = body.lines[line - 1].strip() if line <= len(body.lines) else ""
         return line, code or None
+
+
+def _docstring(body: Body) -> Statement | None:
+    """The body's docstring statement: its first statement, a string constant."""
+    firsts = [b.statement.first for bs in body.bindings.values() for b in bs]
+    first = min(body.others, key=lambda s: s.first, default=None)
+    if first is None or (firsts and min(firsts) < first.first):
+        return None
+    node = first.node
+    value = node.value if isinstance(node, ast.Expr) else None
+    return first if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+
+
+def _doc_value(statement: Statement | None) -> str | None:
+    if statement is None:
+        return None
+    node = statement.node
+    assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    return str(node.value.value)
 
 
 def _same_test(first: ast.stmt, second: ast.stmt) -> bool:
@@ -351,12 +336,12 @@ def _unsound(old: Sequence[Binding], new: Sequence[Binding]) -> str | None:
     """The first decorator that a define of `old` would not re-apply soundly, or that a
     define over `new` would not undo."""
     for binding in old:
-        found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS)
+        found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS, kernels=True)
         if found is not None:
             return found
     if old:
         for binding in new:
-            found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS)
+            found = reapplied(_decorators(binding), whole_class=binding.kind == CLASS, kernels=True)
             if found is not None:
                 return found
     return None

@@ -7,6 +7,8 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from prtoggle.patching.define_code import parse_define
+
 IMPORT = "import"
 VALUE = "value"
 DEF = "def"
@@ -50,10 +52,27 @@ class Body:
     others: list[Statement] = field(default_factory=list)
     other_names: set[str] = field(default_factory=set)
 
-    def text(self, statement: Statement) -> str:
+    def text(self, statement: Statement, *, dedent: bool = True) -> str:
         """The statement's lines, dedented, each ending in a newline (the source's bytes)."""
         chosen = self.lines[statement.first - 1 : statement.last]
-        return textwrap.dedent("".join(f"{line}\n" for line in chosen))
+        text = "".join(f"{line}\n" for line in chosen)
+        return textwrap.dedent(text) if dedent else text
+
+    def indent(self, statement: Statement) -> str:
+        """The whitespace before the statement's first line."""
+        line = self.lines[statement.first - 1]
+        return line[: len(line) - len(line.lstrip())]
+
+    def dedent_changes(self, statement: Statement) -> bool:
+        """Whether dedenting the statement's text changes a string in it (a multi-line
+        string's later lines keep the file's indentation)."""
+        if not self.indent(statement):
+            return False
+        try:
+            dedented = ast.parse(self.text(statement))
+        except SyntaxError:
+            return True
+        return _strings(dedented) != _strings(statement.node)
 
 
 def read_body(body: Sequence[ast.stmt], lines: Sequence[str], *, fields: bool = False) -> Body:
@@ -99,7 +118,7 @@ def bound_names(node: ast.stmt) -> set[str]:
 def defined_names(define: str) -> list[str]:
     """The names the top-level statements of `define` bind, in order (found by their AST)."""
     names: list[str] = []
-    for node in ast.parse(define).body:
+    for node in parse_define(define).body:
         names.extend(name for name in sorted(bound_names(node)) if name not in names)
     return names
 
@@ -187,6 +206,11 @@ def _assigned_names(node: ast.stmt) -> list[str] | None:
             return None
         names.extend(item.id for item in items if isinstance(item, ast.Name))
     return names
+
+
+def _strings(node: ast.AST) -> list[str]:
+    found = (n.value for n in ast.walk(node) if isinstance(n, ast.Constant))
+    return [value for value in found if isinstance(value, str)]
 
 
 def _dotted(node: ast.expr) -> str:

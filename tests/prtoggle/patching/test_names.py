@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
 
 import pytest
@@ -104,6 +105,21 @@ def test_copies_in_other_modules_follow_by_identity_and_atoms_by_name(app: App) 
     assert user.LIMIT == 8192
 
 
+def test_an_equal_atom_not_imported_from_the_scope_and_an_import_of_the_scope_stay(
+    modules: ModuleFactory,
+) -> None:
+    # `TYPE_CHECKING` (False, from typing) is in many modules; removing the scope's import of
+    # it, or its own `LIMIT` changing, must not touch another module's equal value.
+    core = modules.load("app.core", "from typing import TYPE_CHECKING\nLIMIT = 8192\n")
+    other = modules.load("app.other", "from typing import TYPE_CHECKING\nLIMIT = 8192\n")
+    user = modules.load("app.user", "from app.core import LIMIT\n")
+    applied = apply("app.core", define="LIMIT = 4096\n", remove=("TYPE_CHECKING",))
+    assert "TYPE_CHECKING" not in vars(core) and other.TYPE_CHECKING is False
+    assert (core.LIMIT, user.LIMIT, other.LIMIT) == (4096, 4096, 8192)
+    applied.restore()
+    assert core.TYPE_CHECKING is False and user.LIMIT == 8192
+
+
 def test_an_imported_function_rebound_in_the_scope_is_not_followed_to_its_own_module(
     app: App,
 ) -> None:
@@ -133,6 +149,41 @@ def test_class_define_uses_the_real_class_for_zero_argument_super(app: App) -> N
     applied.restore()
     assert vars(core.Child)["forward"] is forward and vars(core.Child)["extra"] is extra
     assert "tag" not in vars(core.Child)
+
+
+def test_defined_functions_compile_as_their_module_compiles_them(app: App) -> None:
+    # `math.floor(x)` on a name the module imports compiles to other bytecode (CPython
+    # 3.11) than on any other name: a define must know the module's imports.
+    core, _ = app
+    text = "def _floor(x):\n    return math.floor(x)\n"
+    namespace: dict[str, object] = {}
+    exec(compile(f"import math\n{text}", "pre.py", "exec"), namespace)
+    expected = namespace["_floor"].__code__  # type: ignore[attr-defined]
+    applied = apply("app.core", define=text)
+    assert core._floor.__code__.co_code == expected.co_code
+    applied.restore()
+    method = "def _floor(self, x):\n    return math.floor(x)\n"
+    exec(
+        compile(f"import math\nclass C:\n{textwrap.indent(method, '    ')}", "", "exec"), namespace
+    )
+    applied = apply("app.core.Child", define=method)
+    assert core.Child._floor.__code__.co_code == namespace["C"]._floor.__code__.co_code  # type: ignore[attr-defined]
+    applied.restore()
+
+
+def test_a_docstring_defined_back_is_the_module_s_and_the_class_s_doc_until_restored(
+    app: App,
+) -> None:
+    core, _ = app
+    module_doc, class_doc = core.__doc__, vars(core.Child)["__doc__"]
+    applied = [
+        apply("app.core", define="__doc__ = 'before the fix'\n"),
+        apply("app.core.Child", define="__doc__ = 'a child, before'\n"),
+    ]
+    assert (core.__doc__, core.Child.__doc__) == ("before the fix", "a child, before")
+    for change in reversed(applied):
+        change.restore()
+    assert core.__doc__ is module_doc and vars(core.Child)["__doc__"] is class_doc
 
 
 def test_removing_a_name_that_is_not_there_refuses_and_changes_nothing(app: App) -> None:

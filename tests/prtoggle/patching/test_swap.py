@@ -330,3 +330,50 @@ def test_a_patch_preamble_runs_at_the_top_of_the_body_after_the_docstring(
     assert module.halve.__doc__ == "Half of x."
     swapper.unpatch(target, 5)
     assert target.__code__ is original and module.halve(4) == 2.0
+
+
+IMPORTS_MODULE = """\
+import json
+from collections import OrderedDict
+
+if False:
+    import textwrap
+
+
+def encode(value):
+    table = OrderedDict(value=value)
+    text = textwrap.indent(json.dumps(table), "")
+    return json.dumps(text)
+"""
+PRE_FIX_ENCODE = """\
+def encode(value):
+    table = OrderedDict.fromkeys([value])
+    text = textwrap.indent(json.dumps(table), "")
+    return json.dumps(text, sort_keys=True)
+"""
+
+
+def test_a_swapped_function_is_the_bytecode_its_module_compiles_from_the_pre_fix_text(
+    modules: ModuleFactory,
+) -> None:
+    # Python 3.11 compiles `name.attr(...)` on a name imported in the module scope (run or
+    # not) as LOAD_ATTR, on any other name as LOAD_METHOD: compiled apart from its module,
+    # the reverted code must still know which names the module imports.
+    modules.load("imports_demo", IMPORTS_MODULE)
+    encode = loaded_function("imports_demo.encode")
+    pre_fix_module = IMPORTS_MODULE.replace(
+        IMPORTS_MODULE[IMPORTS_MODULE.index("def encode") :], PRE_FIX_ENCODE
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(pre_fix_module, "pre.py", "exec"), namespace)
+    expected = namespace["encode"].__code__  # type: ignore[attr-defined]
+    CodeSwapper().patch(
+        encode,
+        edit_layer(
+            "imports_demo.encode",
+            ("table = OrderedDict(value=value)", "replacement", PRE_FIX_ENCODE.splitlines()[1]),
+            ("return json.dumps(text)", "replacement", PRE_FIX_ENCODE.splitlines()[3]),
+        ),
+    )
+    assert encode.__code__.co_code == expected.co_code
+    assert encode.__code__.co_names == expected.co_names

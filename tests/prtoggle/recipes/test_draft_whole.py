@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from prtoggle.patching.define_code import compile_define
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.recipes.authoring.from_diff import (
     Draft,
@@ -225,3 +226,58 @@ def test_a_byte_order_mark_file_names_the_right_function_when_its_first_line_cha
 def test_draft_names_keep_the_scope_file_and_first_changed_line(tmp_path: Path) -> None:
     result = draft(tmp_path, "A = 1\nB = 2\n", "A = 1\nB = 3\n")
     assert result.names == [DraftNames("pkg.mod", "B = 2\n", (), "pkg/mod.py", 2)]
+
+
+def test_a_triton_kernel_is_defined_back_whole_and_another_kernel_object_listed(
+    tmp_path: Path,
+) -> None:
+    # @triton.jit makes a JITFunction, not a function: the runtime refuses a code swap.
+    # Defined again, it is a new kernel that compiles the pre-fix source; a TorchScript
+    # function has no such sound define.
+    before = "import triton\n\n\n@triton.jit\ndef kernel(x):\n    return x + 1\n"
+    result = draft(tmp_path, before, before.replace("x + 1", "x + 2"))
+    assert result.targets == [] and result.not_reverted == []
+    assert names(result) == [("pkg.mod", before[before.index("@") :], ())]
+    removed = draft(tmp_path, before, "import triton\n")  # the fix removed the kernel
+    assert names(removed) == [("pkg.mod", before[before.index("@") :], ())]
+    scripted = before.replace("@triton.jit", "@torch.jit.script")
+    result = draft(tmp_path, scripted, scripted.replace("x + 1", "x + 2"))
+    assert (result.targets, result.names) == ([], [])
+    reason = "kernel changed (@torch.jit.script: a kernel object, not a function, no swap)"
+    assert listed(result) == [(6, "return x + 2", reason)]
+
+
+def test_a_changed_docstring_of_the_module_or_a_class_is_defined_as_its_pre_fix_value(
+    tmp_path: Path,
+) -> None:
+    # A docstring binds `__doc__`; its value keeps the class's indentation, so it is
+    # written as a literal of that value, not as the dedented text.
+    before = (
+        '"""Module, before."""\n\nimport os\n\n\n'
+        'class C:\n    """Class,\n    before."""\n\n    x = 1\n'
+    )
+    after = before.replace("before.", "after.")
+    result = draft(tmp_path, before, after)
+    assert names(result) == [
+        ("pkg.mod", "__doc__ = 'Module, before.'\n", ()),
+        ("pkg.mod.C", "__doc__ = 'Class,\\n    before.'\n", ()),
+    ]
+    assert (result.targets, result.not_reverted) == ([], [])
+    namespace: dict[str, object] = {}
+    exec(before, namespace)
+    assert namespace["C"].__doc__ == "Class,\n    before."  # type: ignore[attr-defined]
+
+
+def test_a_method_with_a_multi_line_docstring_is_defined_as_the_file_indents_it(
+    tmp_path: Path,
+) -> None:
+    # Dedented, the docstring's second line would lose the class's indentation: another
+    # __doc__ than the pre-fix method's (Python 3.11 keeps a docstring as written).
+    method = '    def old(self):\n        """Two\n        lines."""\n        return 1\n'
+    before = f"class C:\n    x = 1\n\n{method}"
+    result = draft(tmp_path, before, "class C:\n    x = 1\n")
+    assert names(result) == [("pkg.mod.C", method, ())]
+    code = compile_define(method, filename="r.yaml", first_line=1, class_name="C", future_flags=0)
+    built: dict[str, object] = {}
+    exec(code, {}, built)
+    assert built["C"].old.__doc__ == "Two\n        lines."  # type: ignore[attr-defined]

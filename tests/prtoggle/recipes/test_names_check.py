@@ -128,3 +128,38 @@ def test_the_global_check_fails_an_edit_reading_a_name_the_revert_leaves_undefin
         "app.core.compute reads `_older_helper`, not defined in module app.core after the "
         "revert (nor a builtin)",
     )
+
+
+ANNOTATED = """\
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.types import NodeId
+"""
+ANNOTATED_RECIPE = """\
+pr: 933
+names:
+  - scope: app.annotated
+    define: |
+      def lookup(node: NodeId) -> NodeId:
+          return node
+      class Record:
+          size: int = 0
+"""
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_annotations_are_no_global_reads_where_they_are_never_evaluated(
+    modules: ModuleFactory, tmp_path: Path, live: bool
+) -> None:
+    # Under `from __future__ import annotations` an annotation is a string; a class body's
+    # annotations go to the `__annotations__` the body sets up itself.
+    modules.write("app.annotated", ANNOTATED)
+    if live:
+        modules.load("app.annotated", ANNOTATED)
+    fix = load_recipe(write_fix(tmp_path / "reg", 933, ANNOTATED_RECIPE))
+    tree = None if live else open_source_tree(modules.root)
+    found = [(c.target, c.status, c.message) for c in check_fix(fix, tree=tree)]
+    assert found == [("names:app.annotated", "ok", "")]

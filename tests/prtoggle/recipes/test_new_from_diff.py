@@ -293,6 +293,28 @@ def test_a_diff_with_nothing_in_the_source_root_exits_2_and_writes_nothing(
     assert not out.exists()
 
 
+def test_a_diff_whose_every_change_is_listed_exits_2_and_writes_no_unloadable_recipe(
+    tmp_path: Path,
+) -> None:
+    # A recipe of `not_reverted` alone reverts nothing, and no loader reads it: a
+    # collection holding it would fail to load whole.
+    package = tmp_path / "python" / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text("import os\nprint(2)\n")
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff("python/pkg/mod.py", "import os\nprint(1)\n", "import os\nprint(2)\n"))
+    out = tmp_path / "out"
+    args = ("--from-diff", str(diff), "--pr", "7", "--source-root", str(tmp_path / "python"))
+    code, _, err = run_new(*args, "--out", str(out))
+    assert code == 2
+    assert err == (
+        f"error: {diff}: nothing revertible: 1 change(s) cannot be reverted (module-level "
+        "code changed); no recipe written: a recipe reverts something (patches or names)\n"
+    )
+    assert not out.exists()
+
+
 def test_a_file_that_is_not_a_diff_exits_2(tree: Path, tmp_path: Path) -> None:
     diff = tmp_path / "fix.diff"
     diff.write_text("hello\n")

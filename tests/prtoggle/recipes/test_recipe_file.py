@@ -7,7 +7,13 @@ from pathlib import Path
 import yaml
 
 from prtoggle.patching.source_files import open_source_tree
-from prtoggle.recipes.authoring.from_diff import Draft, DraftNames, NotRevertedChange
+from prtoggle.patching.types import Edit
+from prtoggle.recipes.authoring.from_diff import (
+    Draft,
+    DraftNames,
+    DraftTarget,
+    NotRevertedChange,
+)
 from prtoggle.recipes.authoring.recipe_file import RecipeHeader, checked_recipe
 
 
@@ -62,4 +68,34 @@ def test_a_names_entry_whose_scope_no_tree_holds_is_listed_as_not_reverted(
         NotRevertedChange(
             "other/mod.py", 1, "the revert does not check (absent: no tree holds other.mod)"
         ),
+    )
+
+
+def test_a_target_reading_a_name_only_a_listed_names_entry_defines_is_listed_too(
+    tmp_path: Path,
+) -> None:
+    # The run-time global check would refuse the revert: the target reads `_old`, which
+    # neither the module nor a kept names entry binds.
+    root = tree_with_module(tmp_path, "def total(x):\n    return x\n")
+    tree = open_source_tree(root)
+    failing = DraftNames(
+        "pkg.mod", "_old = 1\ndef helper(x):\n    return missing_name(x)\n", (), "pkg/mod.py", 1
+    )
+    target = DraftTarget(
+        "pkg.mod.total",
+        (Edit(match="return x\n", kind="replacement", text="return x + _old\n", line=0),),
+        tree,
+        "pkg/mod.py",
+        2,
+        scope="pkg.mod",
+    )
+    draft = Draft(files=["pkg/mod.py"], targets=[target], names=[failing])
+    checked = checked_recipe(
+        RecipeHeader(9, "t"), draft, path=tmp_path / "out" / "9.yaml", roots=[tree]
+    )
+    assert (checked.targets, checked.names) == ((), ())
+    assert [(c.line, c.reason) for c in checked.not_reverted][1] == (
+        2,
+        "the revert does not check (error: reads `_old`, not defined in module pkg.mod after "
+        "the revert)",
     )

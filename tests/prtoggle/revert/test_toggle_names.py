@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import typing
 import warnings
 from pathlib import Path
 
@@ -226,3 +227,61 @@ def test_a_reloaded_module_gets_its_names_again_and_restore_keeps_the_reloaded_o
         assert reloaded_child().forward() == "base"
     assert core.LIMIT == 8192 and core.compute(1) == 8194
     assert core.Child is reloaded_child and core.Child().forward() == "child:base"
+
+
+IMPORTS_POST = """\
+import json
+
+
+def encode(value):
+    return json.dumps(value)
+"""
+IMPORTS_PRE = """\
+import json
+from collections import OrderedDict
+
+
+def encode(value):
+    return json.dumps(OrderedDict.fromkeys(value))
+"""
+IMPORTS_FIX = """\
+pr: 932
+patches:
+  - target: app.codec.encode
+    edits:
+      - match: return json.dumps(value)
+        replacement: return json.dumps(OrderedDict.fromkeys(value))
+names:
+  - scope: app.codec
+    define: |
+      from collections import OrderedDict
+"""
+
+
+def test_reverted_code_compiles_with_the_imports_the_fix_removed_as_the_pre_fix_module_does(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    # `OrderedDict.fromkeys(...)` compiles to other bytecode (CPython 3.11) on a name the
+    # module imports: the swap compiles with the pre-fix module's imports, the define's too.
+    codec = modules.load("app.codec", IMPORTS_POST)
+    namespace: dict[str, object] = {}
+    exec(compile(IMPORTS_PRE, "pre.py", "exec"), namespace)
+    expected = namespace["encode"].__code__  # type: ignore[attr-defined]
+    write_fix(tmp_path / "reg", 932, IMPORTS_FIX)
+    with toggle.reverted(932, registry=load_registry(dirs=[tmp_path / "reg"])):
+        assert codec.encode("ab") == '{"a": null, "b": null}'
+        assert codec.encode.__code__.co_code == expected.co_code
+
+
+def test_removing_an_import_the_fix_added_leaves_the_same_object_in_other_modules(
+    modules: ModuleFactory, tmp_path: Path
+) -> None:
+    # `Optional` is typing's: other modules importing it hold no copy of the scope's.
+    typed = modules.load("app.typed", "from typing import Optional\n")
+    other = modules.load("app.other", "from typing import Optional\n")
+    fix = "pr: 934\nnames:\n  - scope: app.typed\n    remove: [Optional]\n"
+    write_fix(tmp_path / "reg", 934, fix)
+    with toggle.reverted(934, registry=load_registry(dirs=[tmp_path / "reg"])):
+        assert "Optional" not in vars(typed)
+        assert other.Optional is typing.Optional
+    assert typed.Optional is typing.Optional
