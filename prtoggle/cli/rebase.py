@@ -52,7 +52,7 @@ Examples:
 def rebase_command(
     prs: tuple[int, ...], collection: str | None, source_root: Path | None, out: Path, as_json: bool
 ) -> None:
-    """Propose each recipe PR updated for code it no longer applies to (moved, drifted)."""
+    """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
     results = rebase_prs(prs, collection=collection, source_root=source_root, out=out)
     if len(prs) == 1:
         answers = [next(results)]
