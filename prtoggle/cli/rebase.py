@@ -54,7 +54,7 @@ def rebase_command(
 ) -> None:
     """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
     results = rebase_prs(prs, collection=collection, source_root=source_root, out=out)
-    if len(prs) == 1:
+    if len(set(prs)) == 1:  # one PR (given once or more): the one answer, as before
         answers = [next(results)]
         _print_rebase(answers[0], as_json=as_json)
     elif as_json:

@@ -356,6 +356,19 @@ def test_several_prs_with_json_are_a_list_of_the_answers_in_the_order_given(
     ]
 
 
+def test_a_pr_given_twice_is_rebased_once_and_answered_as_one(
+    several: Path, shop: Path, tmp_path: Path
+) -> None:
+    result = rebase_several(shop, tmp_path / "out", "9", "9")
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        0,
+        [
+            "edit 1: shop.billing.invoice: exact (similarity 1.00)",
+            "unchanged: older/9 already applies; nothing written",
+        ],
+    )
+
+
 def test_a_pr_without_a_recipe_among_several_is_an_error_before_anything_is_written(
     several: Path, shop: Path, tmp_path: Path
 ) -> None:
