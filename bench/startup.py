@@ -10,7 +10,8 @@ of its wall and CPU times, and the median and quartiles of its per-round ratio t
 reference, `python -c "import click, yaml"` (what any click+PyYAML CLI pays at least).
 `rebase` runs once per stale recipe of bench/stale/ (real recipes written for older
 sglang code, rebased onto the installed sglang 0.5.23: moved, re-anchored, declined) and
-is reported per target: the round's summed time over the number of targets. The
+is reported per target: the round's summed time over the number of targets; `rebase
+(one process)` rebases them all with one `prtoggle rebase PR [PR ...]`, per target too. The
 `prtoggle` console script next to this interpreter is used, so what a user types is
 what is timed (`python -m prtoggle` where there is none).
 
@@ -69,7 +70,7 @@ def main() -> None:
         for index in range(args.repeat):
             names = list(commands)
             names = names[index % len(names) :] + names[: index % len(names)]
-            rounds.append({name: _timed(commands[name]) for name in names})
+            rounds.append({name: _per_target(name, _timed(commands[name])) for name in names})
             print(f"round {index + 1}/{args.repeat}", file=sys.stderr)
     report = _report(rounds, commands, load_before)
     if args.json:
@@ -84,6 +85,9 @@ _DROPPED = (REVERT_ENV, "PYTHONDONTWRITEBYTECODE")
 Run = tuple[list[str], dict[str, str], tuple[int, ...]]
 """One child: its argv, its environment and the exit statuses that mean it did its work."""
 
+ONE_PROCESS = "rebase (one process, per target)"
+"""The name of the timing where one child rebases every stale recipe."""
+
 
 def _commands(scratch: Path) -> dict[str, list[Run]]:
     """Each timed name and the children one timing of it runs."""
@@ -92,10 +96,9 @@ def _commands(scratch: Path) -> dict[str, list[Run]]:
     script = Path(sys.executable).with_name("prtoggle")
     cli = [str(script)] if script.is_file() else [sys.executable, "-m", "prtoggle"]
     stale = {**env, "PRTOGGLE_YAML_PATH": str(STALE)}
-    rebase = [
-        ([*cli, "rebase", path.stem, "--collection", "stale", "--out", str(scratch)], stale, (0, 1))
-        for path in sorted(STALE.glob("*.yaml"))
-    ]
+    prs = [path.stem for path in sorted(STALE.glob("*.yaml"))]
+    options = ["--collection", "stale", "--out", str(scratch)]
+    rebase = [([*cli, "rebase", pr, *options], stale, (0, 1)) for pr in prs]
     return {
         "reference": [([*python, "-c", REFERENCE], env, (0,))],
         "python -c pass": [([*python, "-c", "pass"], env, (0,))],
@@ -104,6 +107,7 @@ def _commands(scratch: Path) -> dict[str, list[Run]]:
         "run -r 27460": [([*cli, "run", "-r", "27460", "--", *python, "-c", "pass"], env, (0,))],
         "run -r all": [([*cli, "run", "-r", "all", "--", *python, "-c", "pass"], env, (0,))],
         "rebase (per target)": rebase,
+        ONE_PROCESS: [([*cli, "rebase", *prs, *options], stale, (0, 1))],
     }
 
 
@@ -113,11 +117,25 @@ def _compared(commands: dict[str, list[Run]], copy: Path) -> dict[str, list[Run]
     for name, runs in commands.items():
         if name in ("reference", "python -c pass"):
             continue
-        compared[f"{name} ({copy.name})"] = [
+        copied = [
             (argv, {**env, "PYTHONPATH": os.pathsep.join([str(copy), *_path(env)])}, statuses)
             for argv, env, statuses in runs
         ]
+        if name == ONE_PROCESS and not _rebases_several(copied[0]):
+            print(f"{copy}: its rebase takes one PR; {name} not timed for it", file=sys.stderr)
+            continue
+        compared[f"{name} ({copy.name})"] = copied
     return compared
+
+
+def _rebases_several(run: Run) -> bool:
+    """Whether the prtoggle of `run` takes several PRs in one `rebase` (its usage line)."""
+    argv, env, _ = run
+    command = argv[: argv.index("rebase") + 1]
+    usage = subprocess.run(
+        [*command, "--help"], check=False, env=env, capture_output=True, text=True
+    )
+    return "PR..." in usage.stdout
 
 
 def _path(env: dict[str, str]) -> list[str]:
@@ -140,6 +158,14 @@ def _timed(runs: Sequence[Run]) -> tuple[float, float]:
                 said = errors.read().decode(errors="replace")
                 sys.exit(f"`{' '.join(argv)}` failed ({process.returncode}):\n{said}")
     return wall / len(runs), cpu / len(runs)
+
+
+def _per_target(name: str, times: tuple[float, float]) -> tuple[float, float]:
+    """A one-process rebase's times over its number of targets; other times as they are."""
+    if not name.startswith(ONE_PROCESS):
+        return times
+    targets = len(list(STALE.glob("*.yaml")))
+    return times[0] / targets, times[1] / targets
 
 
 def _report(

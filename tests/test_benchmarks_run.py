@@ -70,8 +70,10 @@ def test_the_startup_benchmark_times_every_command_against_the_reference() -> No
         "run -r 27460",
         "run -r all",
         "rebase (per target)",
+        "rebase (one process, per target)",
     ]
     assert report["rebase targets"] == 5
+    assert report["commands"]["rebase (one process, per target)"]["goal"] == "<= 0.15 s"
     assert report["bytecode"].startswith("written by the warm-up run")
     assert report["commands"]["reference"]["ratio to reference"] == [1.0, 1.0, 1.0]
     assert report["commands"]["list"]["goal"] == "<= 3.6x"

@@ -1,4 +1,4 @@
-"""`prtoggle rebase`: propose a stale recipe updated for the code it no longer applies to."""
+"""`prtoggle rebase`: propose stale recipes updated for the code they no longer apply to."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from prtoggle.cli.common import (
     json_option,
     recipe_out_option,
 )
-from prtoggle.commands.rebase import Rebase, rebase_pr
+from prtoggle.commands.rebase import Rebase, rebase_prs
 
 _EPILOG = """\b
 Per edit: exact (its match occurs once as it is), re-anchored (its match drifted:
@@ -24,19 +24,21 @@ drift and the edit change different lines), moved (the target is gone: the one
 function of its package where every edit matches exactly; else the function most
 similar to the edits' matches, when 0.1 ahead of the next: a tie names both and
 declines), not-found; with a similarity in 0..1. When in doubt it declines:
-nothing is written unless the result checks ok. Exit status 0 written (rebased)
-or unchanged (already ok); 1 could not rebase (the blocking edits named); 2 bad
-input.
+nothing is written unless the result checks ok. Several PRs: each recipe in
+turn under a `COLLECTION/PR:` line (--json: a list), the code read once for all.
+Exit status 0 written (rebased) or unchanged (already ok); 1 could not rebase
+(the blocking edits named; with several PRs, any of them); 2 bad input.
 
 \b
 Examples:
   prtoggle rebase 27338 --collection sglang --source-root sglang-0.5.23.whl
   prtoggle rebase 26972 --out yaml/mine --json
+  prtoggle rebase 26972 27360 25015 --collection sglang-upstream --out yaml/mine
 """
 
 
 @click.command("rebase", epilog=EXIT_STATUS_HELP + _EPILOG)
-@click.argument("pr", type=int)
+@click.argument("prs", metavar="PR...", type=int, nargs=-1, required=True)
 @collection_option
 @click.option(
     "--source-root",
@@ -48,27 +50,30 @@ Examples:
 @recipe_out_option
 @json_option
 def rebase_command(
-    pr: int, collection: str | None, source_root: Path | None, out: Path, as_json: bool
+    prs: tuple[int, ...], collection: str | None, source_root: Path | None, out: Path, as_json: bool
 ) -> None:
     """Propose recipe PR updated for code it no longer applies to (moved, drifted)."""
-    result = rebase_pr(pr, collection=collection, source_root=source_root, out=out)
-    _print_rebase(result, as_json=as_json)
-    if result.status == "failed":
+    results = rebase_prs(prs, collection=collection, source_root=source_root, out=out)
+    if len(set(prs)) == 1:  # one PR (given once or more): the one answer, as before
+        answers = [next(results)]
+        _print_rebase(answers[0], as_json=as_json)
+    elif as_json:
+        answers = list(results)
+        echo_json([_rebase_json(result) for result in answers])
+    else:
+        answers = []
+        for result in results:
+            click.echo(f"{result.recipe.label}:")
+            _print_rebase(result, as_json=False)
+            answers.append(result)
+    if any(result.status == "failed" for result in answers):
         sys.exit(EXIT_NEGATIVE)
 
 
 def _print_rebase(result: Rebase, *, as_json: bool) -> None:
     recipe = result.recipe
     if as_json:
-        edits = [
-            {"target": e.target, "old_target": e.old_target, "status": e.status}
-            | {"similarity": e.similarity, "reason": e.reason}
-            for e in result.edits
-        ]
-        echo_json(
-            {"pr": recipe.pr, "collection": recipe.collection, "status": result.status}
-            | {"edits": edits}
-        )
+        echo_json(_rebase_json(result))
         return
     for index, edit in enumerate(result.edits, start=1):
         moved = f" (was {edit.old_target})" if edit.old_target != edit.target else ""
@@ -81,3 +86,15 @@ def _print_rebase(result: Rebase, *, as_json: bool) -> None:
         click.echo(f"unchanged: {recipe.label} already applies; nothing written")
     else:
         click.echo(f"could not rebase {recipe.label}: {result.reason}; nothing written")
+
+
+def _rebase_json(result: Rebase) -> dict[str, object]:
+    edits = [
+        {"target": e.target, "old_target": e.old_target, "status": e.status}
+        | {"similarity": e.similarity, "reason": e.reason}
+        for e in result.edits
+    ]
+    recipe = result.recipe
+    return {"pr": recipe.pr, "collection": recipe.collection, "status": result.status} | {
+        "edits": edits
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,17 +51,32 @@ class Rebase:
     reason: str = ""
 
 
-def rebase_pr(pr: int, *, collection: str | None, source_root: Path | None, out: Path) -> Rebase:
-    """Rebase the recipe of `pr` (in `collection`) onto `source_root`, else onto the installed
-    package of its targets (none installed: an error asking for a source root)."""
-    recipe = load_default_registry(collection=collection).get(pr, collection=collection)
-    root = source_root or import_free_source_root(recipe)
-    if root is None:
-        raise TargetResolutionError(
-            f"PR {pr}: the package of its targets is not installed; expected --source-root "
-            "(a directory, wheel or sdist)"
-        )
-    return rebase_recipe(recipe, tree=open_source_tree(root), out=out)
+def rebase_prs(
+    prs: Sequence[int], *, collection: str | None, source_root: Path | None, out: Path
+) -> Iterator[Rebase]:
+    """Rebase the recipe of each PR (in `collection`) onto `source_root`, else onto the
+    installed package of its targets (none installed: an error asking for a source root).
+
+    Every recipe and its code are found when this is called, before any is rebased (a bad
+    PR: the error, nothing written); the recipes are then rebased one by one as the
+    iterator is read. Recipes whose code lies in one place share one tree: its files are
+    listed, and the package searches for moved targets made, once for all of them.
+    """
+    registry = load_default_registry(collection=collection)
+    recipes = [registry.get(pr, collection=collection) for pr in dict.fromkeys(prs)]
+    trees: dict[Path, SourceTree] = {}
+    planned = []
+    for recipe in recipes:
+        root = source_root or import_free_source_root(recipe)
+        if root is None:
+            raise TargetResolutionError(
+                f"PR {recipe.pr}: the package of its targets is not installed; expected "
+                "--source-root (a directory, wheel or sdist)"
+            )
+        if root not in trees:
+            trees[root] = open_source_tree(root)
+        planned.append((recipe, trees[root]))
+    return (rebase_recipe(recipe, tree=tree, out=out) for recipe, tree in planned)
 
 
 def rebase_recipe(recipe: Recipe, *, tree: SourceTree, out: Path) -> Rebase:

@@ -15,6 +15,7 @@ from prtoggle.commands.selections import (
 )
 from prtoggle.errors import PatchApplicationError, RevertSpecError
 from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV, WHOLE_ONLY_ENV, shell_status
+from prtoggle.recipes import parsed_recipes
 from prtoggle.recipes.resolution import (
     checks_per_fix,
     command_search_path,
@@ -84,6 +85,7 @@ def run_and_check_reports(
     """Run COMMAND; its status and where the reverts were in force, or 78 and one line when
     they did not land in it."""
     with child_report.collecting_reports(env) as (reporting_env, directory):
+        parsed_recipes.write(directory / parsed_recipes.PARSED_FILE)  # no YAML in each child
         status = shell_status(run_in_foreground(list(command), env=reporting_env))
         reports = child_report.read_reports(directory)
         outer = os.environ.get(RUN_REPORT_ENV)

@@ -68,12 +68,15 @@ def find_toggle_module() -> Path | None:
     return None
 
 
-def upstream_recipes(path: Path, *, collection: str) -> tuple[Recipe, ...]:
+def upstream_recipes(path: Path, *, collection: str, text: str | None = None) -> tuple[Recipe, ...]:
     """sglang's registered recipes of `path` as the Recipes of `collection` (no import).
 
     Cached by the file's path, modification time and size: the registry is loaded at the
-    start of every process under `prtoggle run`.
+    start of every process under `prtoggle run`. `text`: the file's text as the caller
+    read it, parsed as given.
     """
+    if text is not None:
+        return _recipes_of_text(text, path, collection)
     try:
         stat = path.stat()
     except OSError as exc:
@@ -87,10 +90,11 @@ def read_recipes(path: Path) -> list[SglangRecipe]:
     The registry is the module-level dict whose keys are PR numbers and whose values
     name module-level string constants (or are string literals).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SglangImportError(f"{path}: cannot read sglang's recipe module: {exc}") from exc
+    return _registrations(_module_text(path), path)
+
+
+def _registrations(text: str, path: Path) -> list[SglangRecipe]:
+    """read_recipes of `text`, the text of `path`."""
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
@@ -156,12 +160,16 @@ def write_recipes(recipes: list[SglangRecipe], out: Path) -> list[WrittenRecipe]
 
 @functools.lru_cache(maxsize=4)
 def _cached_upstream(path: str, mtime_ns: int, size: int, collection: str) -> tuple[Recipe, ...]:
+    del mtime_ns, size  # the cache key only
+    return _recipes_of_text(_module_text(Path(path)), Path(path), collection)
+
+
+def _recipes_of_text(text: str, path: Path, collection: str) -> tuple[Recipe, ...]:
     from prtoggle.recipes.schema import load_recipe_text
 
-    del mtime_ns, size  # the cache key only
     return tuple(
-        load_recipe_text(_text_at_file_lines(recipe), path=Path(path), collection=collection)
-        for recipe in read_recipes(Path(path))
+        load_recipe_text(_text_at_file_lines(recipe), path=path, collection=collection)
+        for recipe in _registrations(text, path)
     )
 
 
@@ -175,6 +183,13 @@ def _refuse_unsafe(path: Path) -> None:
         raise SglangImportError(
             f"{path}: {reason}; nothing written; remove it or choose another --out"
         )
+
+
+def _module_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SglangImportError(f"{path}: cannot read sglang's recipe module: {exc}") from exc
 
 
 def _text_at_file_lines(recipe: SglangRecipe) -> str:

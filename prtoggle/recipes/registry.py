@@ -24,8 +24,17 @@ from pathlib import Path
 
 from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.patching.types import Edit, Patch
+from prtoggle.recipes import parsed_recipes
 from prtoggle.recipes.prs import join_prs
-from prtoggle.recipes.schema import MAX_PR, MAX_RECIPE_BYTES, MIN_PR, SYMPTOMS, Recipe, load_recipe
+from prtoggle.recipes.schema import (
+    MAX_PR,
+    MAX_RECIPE_BYTES,
+    MIN_PR,
+    SYMPTOMS,
+    Recipe,
+    load_recipe,
+    load_recipe_text,
+)
 from prtoggle.recipes.yaml_reading import read_recipe_text
 
 __all__ = [
@@ -251,9 +260,7 @@ def load_registry(
             upstream,
         )
         return Registry(fixes=tuple(fixes), dirs=tuple(kept))
-    from prtoggle.recipes.from_sglang import upstream_recipes
-
-    fixes.extend(upstream_recipes(upstream, collection=UPSTREAM_COLLECTION))
+    fixes.extend(_upstream_recipes(upstream))
     return Registry(
         fixes=tuple(fixes), dirs=tuple(kept), builtin=((UPSTREAM_COLLECTION, upstream),)
     )
@@ -324,7 +331,7 @@ def _load_collection(directory: Path, *, bad: list[BadRecipe] | None = None) -> 
     for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
         try:
             _refuse_link_out(path, directory)
-            fix = load_recipe(path, collection=directory.name)
+            fix = _recipe_file(path, collection=directory.name)
         except RegistryError as exc:
             if bad is None:
                 raise
@@ -338,6 +345,31 @@ def _load_collection(directory: Path, *, bad: list[BadRecipe] | None = None) -> 
             )
         by_pr[fix.pr] = fix
     return [by_pr[pr] for pr in sorted(by_pr)]
+
+
+def _recipe_file(path: Path, *, collection: str) -> Recipe:
+    """load_recipe(path): the run's parsed recipe where it was parsed from this very text."""
+    text = read_recipe_text(path)
+    known = parsed_recipes.known(path, collection, text)
+    fix = known[0] if known else load_recipe_text(text, path=path, collection=collection)
+    parsed_recipes.remember(path, collection, text, (fix,))
+    return fix
+
+
+def _upstream_recipes(path: Path) -> tuple[Recipe, ...]:
+    """sglang's registered recipes of `path`, as from_sglang.upstream_recipes reads them;
+    the run's parsed ones where they were parsed from this very text."""
+    from prtoggle.recipes.from_sglang import upstream_recipes
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return upstream_recipes(path, collection=UPSTREAM_COLLECTION)  # it says what is wrong
+    known = parsed_recipes.known(path, UPSTREAM_COLLECTION, text)
+    if known is None:
+        known = upstream_recipes(path, collection=UPSTREAM_COLLECTION, text=text)
+    parsed_recipes.remember(path, UPSTREAM_COLLECTION, text, known)
+    return known
 
 
 def _refuse_link_out(path: Path, directory: Path) -> None:

@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import RegistryError
-from prtoggle.patching.swap import EditLayer
 from prtoggle.patching.types import Patch
 from prtoggle.recipes.names_schema import (
     NameChange,
@@ -28,10 +28,12 @@ from prtoggle.recipes.versions import APPLIES_TO_EXAMPLE, VersionRange, parse_ve
 from prtoggle.recipes.yaml_reading import (
     MAX_RECIPE_BYTES,
     LineDict,
-    parse_yaml,
     read_recipe_text,
     short,
 )
+
+if TYPE_CHECKING:
+    from prtoggle.patching.swap import EditLayer
 
 __all__ = [
     "MAX_PR",
@@ -122,6 +124,8 @@ class Recipe:
 
     def edit_layer(self, target: str) -> EditLayer:
         """This recipe's edits of `target` as one layer of the code swapper (the one builder)."""
+        from prtoggle.patching.swap import EditLayer  # the swapper: only where code is swapped
+
         patch = next((patch for patch in self.patches if patch.target == target), None)
         if patch is None:
             raise RegistryError(f"{self.label} ({self.path}) has no patch of {target}")
@@ -135,13 +139,13 @@ def load_recipe(path: Path, *, collection: str | None = None) -> Recipe:
     MAX_RECIPE_BYTES, not UTF-8, nested too deeply, malformed) is a RegistryError
     whose one-line message names the file.
     """
-    document = parse_yaml(read_recipe_text(path), name=str(path))
+    document = _parsed(read_recipe_text(path), name=str(path))
     return _fix_from_mapping(document, path, collection or path.parent.name)
 
 
 def load_recipe_text(text: str, *, path: Path, collection: str) -> Recipe:
     """Parse and validate a recipe held as text (sglang's registered ones); `path` names it."""
-    return _fix_from_mapping(parse_yaml(text, name=str(path)), path, collection)
+    return _fix_from_mapping(_parsed(text, name=str(path)), path, collection)
 
 
 def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...]:
@@ -151,11 +155,18 @@ def load_patches(text: str, *, source: str = "patch config") -> tuple[Patch, ...
     load_recipe, each naming `source` and the line; the other keys are metadata, ignored.
     """
     path = Path(source)
-    document = parse_yaml(text, name=source)
+    document = _parsed(text, name=source)
     mapping = expect_mapping(
         document, path, line=1, what=source, required=_FIX_REQUIRED, optional=_FIX_OPTIONAL
     )
     return validate_patches(mapping, path)
+
+
+def _parsed(text: str, *, name: str) -> object:
+    """yaml_loader.parse_yaml: PyYAML is imported only where a recipe's text is parsed."""
+    from prtoggle.recipes.yaml_loader import parse_yaml
+
+    return parse_yaml(text, name=name)
 
 
 def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:

@@ -9,6 +9,7 @@ the name changes, last landed first, to the identical objects. Used under the re
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,22 +17,29 @@ from types import FunctionType
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError
-from prtoggle.patching.define_code import parse_define
-from prtoggle.patching.module_scope import ImportChange, imports_changed
-from prtoggle.patching.swap import CodeSwapper
-from prtoggle.patching.targets import PendingTarget, resolve_loaded
 from prtoggle.recipes.registry import Recipe
 from prtoggle.recipes.versions import require_installed_in_range
 from prtoggle.revert import module_readiness
 
 if TYPE_CHECKING:  # imported where first needed: a start-up with everything pending skips them
+    from prtoggle.patching.module_scope import ImportChange
     from prtoggle.patching.names import AppliedNames
-
-SWAPPER = CodeSwapper()
-"""The one record of swapped functions, shared by reverts and the source_patcher API."""
+    from prtoggle.patching.swap import CodeSwapper
 
 OnWait = Callable[[str], None]
 """Called with a module that another import is executing now, so the landing retries."""
+
+
+@functools.cache
+def swapper() -> CodeSwapper:
+    """The one record of swapped functions, shared by reverts and the source_patcher API.
+
+    Made at first use, under the revert lock: a process whose targets all wait for their
+    module's import never loads the code swapper.
+    """
+    from prtoggle.patching.swap import CodeSwapper
+
+    return CodeSwapper()
 
 
 @dataclass
@@ -55,6 +63,8 @@ class ActiveFix:
         """Land every name change, then every target, whose module is complete now (the
         code compiled as the pre-fix module compiles it: its imports as the fix's names
         leave them)."""
+        from prtoggle.patching.module_scope import imports_changed
+
         entries = range(len(self.fix.names)) if initial else list(self.names_pending)
         with imports_changed(self.import_changes()):
             for index in entries:
@@ -70,12 +80,14 @@ class ActiveFix:
             self.pending[target] = waiting_for
             on_wait(waiting_for)
             return
+        from prtoggle.patching.targets import PendingTarget, resolve_loaded
+
         resolved = resolve_loaded(target)
         if isinstance(resolved, PendingTarget):
             self.pending[target] = resolved.module
             return
         require_installed_in_range(self.fix)
-        SWAPPER.patch(resolved.function, self.fix.edit_layer(target))
+        swapper().patch(resolved.function, self.fix.edit_layer(target))
         self.patched.append((target, resolved.function))
         self.pending.pop(target, None)
 
@@ -90,7 +102,7 @@ class ActiveFix:
         for target, function in self.landed_functions():
             excused = set(_names_its_module_may_bind(function))
             if id(function) in swapped:  # what the fixed code read already
-                excused |= global_reads(SWAPPER.original_code(function))
+                excused |= global_reads(swapper().original_code(function))
             checked.append((target, function, excused))
         refuse_unresolved(checked, label=f"{self.fix.path}: PR {self.fix.pr}")
 
@@ -103,7 +115,7 @@ class ActiveFix:
         """Restore the swaps, then the name changes, last first: the identical objects back."""
         while self.patched:
             _target, function = self.patched[-1]
-            SWAPPER.unpatch(function, self.fix.pr)
+            swapper().unpatch(function, self.fix.pr)
             self.patched.pop()
         while self.names_applied:
             self.names_applied[-1][1].restore()
@@ -126,10 +138,14 @@ class ActiveFix:
 
     def reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
         """`module` was re-executed: its new objects get this fix's names and swaps again."""
+        from prtoggle.patching.module_scope import imports_changed
+
         with imports_changed(self.import_changes()):
             self._reland_reloaded(module, on_wait=on_wait)
 
     def _reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
+        from prtoggle.patching.targets import PendingTarget, resolve_loaded
+
         relanded: set[int] = set()
         for index, applied in list(self.names_applied):
             if applied.scope.module.__name__ != module:
@@ -151,8 +167,6 @@ class ActiveFix:
                 self.patch_or_wait(target, finished=module, on_wait=on_wait)
 
     def _names_or_wait(self, index: int, *, finished: str | None, on_wait: OnWait) -> None:
-        from prtoggle.patching.names import apply_names, resolve_scope
-
         change = self.fix.names[index]
         waiting_for = module_readiness.pending_module(
             f"{change.scope}.__names__", finished=finished
@@ -161,6 +175,9 @@ class ActiveFix:
             self.names_pending[index] = waiting_for
             on_wait(waiting_for)
             return
+        from prtoggle.patching.names import apply_names, resolve_scope
+        from prtoggle.patching.targets import PendingTarget
+
         scope = resolve_scope(change.scope)
         if isinstance(scope, PendingTarget):
             self.names_pending[index] = scope.module
@@ -180,6 +197,8 @@ class ActiveFix:
 
 def _import_changes(fix: Recipe) -> dict[str, ImportChange]:
     """Per scope of `fix`'s names: the names its `define` imports, and those it removes."""
+    from prtoggle.patching.define_code import parse_define
+
     changes: dict[str, ImportChange] = {}
     for change in fix.names:
         added = frozenset(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 from prtoggle.errors import PatchApplicationError
-from prtoggle.patching.targets import PendingTarget, resolve_loaded
 
 
 def imported_holder(target: str) -> tuple[str, object] | None:
@@ -56,6 +55,8 @@ def holder_is_ready(target: str) -> bool:
     """
     if pending_module(target, finished=None) is not None or imported_holder(target) is None:
         return False
+    from prtoggle.patching.targets import PendingTarget, resolve_loaded  # a module is loaded
+
     try:
         return not isinstance(resolve_loaded(target), PendingTarget)
     except PatchApplicationError:

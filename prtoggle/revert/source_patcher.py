@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prtoggle.errors import PatchApplicationError, RegistryError, UnsupportedTargetError
-from prtoggle.patching import EditLayer, edit_text, import_target
+from prtoggle.patching.editor import edit_text
+from prtoggle.patching.swap import EditLayer
+from prtoggle.patching.targets import import_target
 from prtoggle.patching.types import EDIT_KINDS, Edit, EditKind, Patch
 from prtoggle.recipes.patch_schema import one_edit_kind
 from prtoggle.recipes.schema import load_patches

@@ -23,15 +23,18 @@ import threading
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeError
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
-from prtoggle.patching.swap import CodeSwapper
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import events, module_readiness
-from prtoggle.revert.fix_landing import SWAPPER, ActiveFix
+from prtoggle.revert import events, fix_landing, module_readiness
+from prtoggle.revert.fix_landing import ActiveFix
 from prtoggle.revert.pending_index import PendingIndex
+
+if TYPE_CHECKING:
+    from prtoggle.patching.swap import CodeSwapper
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ def swapper() -> CodeSwapper:
     Patching through it stacks in any order and restores to the very original code and
     values in any order. Use it under locked().
     """
-    return SWAPPER
+    return fix_landing.swapper()
 
 
 def is_pinned(pr: int) -> bool:

@@ -20,6 +20,14 @@ _CHILD_START = (
     "the start-up path of every child Python (kept lazy by the speed work of issue 28; "
     "listed there)"
 )
+_SWAP_ON_IMPORT = (
+    "the code swapper and target resolution load when a target's module is imported, not "
+    "at a reverting child's start-up, where every target usually waits (issue 28's speed)"
+)
+_YAML_ON_PARSE = (
+    "PyYAML loads only where a recipe is parsed: a process under `prtoggle run` takes its "
+    "recipes already parsed (recipes/parsed_recipes.py, issue 28's speed)"
+)
 _IMPORT_PRTOGGLE = "`import prtoggle` stays cheap: the public API loads on first use"
 _DETECT_PROVIDER = "a probe provider imports torch or Triton: loaded when a probe first runs"
 _AUTHORING = "owned by the whole-fix work (recipes/authoring and its helpers); not moved here"
@@ -39,7 +47,13 @@ LAZY: dict[str, dict[str, str]] = {
         "prtoggle.recipes.names_check": "only a recipe with `names` or `not_reverted` needs "
         "it: `list` and `run`'s pre-check of the shipped recipes never load it"
     },
+    "prtoggle/recipes/schema.py": {
+        "prtoggle.patching.swap": _SWAP_ON_IMPORT,
+        "prtoggle.recipes.yaml_loader": _YAML_ON_PARSE,
+    },
+    "prtoggle/revert/module_readiness.py": {"prtoggle.patching.targets": _SWAP_ON_IMPORT},
     "prtoggle/revert/partial.py": {"prtoggle.recipes.selection": _CHILD_START},
+    "prtoggle/revert/state.py": {"prtoggle.patching.swap": _SWAP_ON_IMPORT},
     "prtoggle/runners/warm_server.py": {
         "prtoggle.detect.findings.checking": _WARM_FORK,
         "prtoggle.recipes.registry": _WARM_FORK,

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from prtoggle.cli.main import cli
+from prtoggle.commands import rebase as rebase_module
 from prtoggle.commands.rebase import rebase_recipe
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
 from prtoggle.recipes.check import check_fix
@@ -291,3 +292,119 @@ def test_an_edit_whose_lines_the_code_changed_too_says_so_not_only_a_similarity(
         "edit by hand",
     )
     assert not out.exists()
+
+
+STILL_APPLIES = """\
+pr: 9
+title: invoices returned whole
+patches:
+  - target: shop.billing.invoice
+    edits:
+      - match: return cart
+        replacement: return [cart]
+"""
+GONE = """\
+pr: 10
+title: a function no module of shop holds any more
+patches:
+  - target: shop.billing.refund
+    edits:
+      - match: return amount * rate
+        replacement: return amount
+"""
+
+
+@pytest.fixture
+def several(older: Path) -> Path:
+    """The collection `older` with 7 (moved and drifted), 9 (still applies), 10 (gone)."""
+    (older / "9.yaml").write_text(STILL_APPLIES)
+    (older / "10.yaml").write_text(GONE)
+    return older
+
+
+def rebase_several(root: Path, out: Path, *prs: str) -> Result:
+    args = ["rebase", *prs, "--collection", "older", "--source-root", str(root), "--out", str(out)]
+    return CliRunner().invoke(cli, args)
+
+
+def test_several_prs_are_rebased_in_turn_each_under_its_collection_and_pr(
+    several: Path, shop: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = rebase_several(shop, out, "9", "7")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        "older/9:",
+        "edit 1: shop.billing.invoice: exact (similarity 1.00)",
+        "unchanged: older/9 already applies; nothing written",
+        "older/7:",
+        "edit 1: shop.ledger.sum_prices (was shop.billing.total): moved (similarity 0.99)",
+        f"rebased: wrote {out / '7.yaml'}",
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["7.yaml"]
+
+
+def test_several_prs_with_json_are_a_list_of_the_answers_in_the_order_given(
+    several: Path, shop: Path, tmp_path: Path
+) -> None:
+    result = rebase_several(shop, tmp_path / "out", "9", "7", "--json")
+    assert result.exit_code == 0
+    answers = json.loads(result.stdout)
+    assert [(a["pr"], a["status"], [e["status"] for e in a["edits"]]) for a in answers] == [
+        (9, "unchanged", ["exact"]),
+        (7, "rebased", ["moved"]),
+    ]
+
+
+def test_a_pr_given_twice_is_rebased_once_and_answered_as_one(
+    several: Path, shop: Path, tmp_path: Path
+) -> None:
+    result = rebase_several(shop, tmp_path / "out", "9", "9")
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        0,
+        [
+            "edit 1: shop.billing.invoice: exact (similarity 1.00)",
+            "unchanged: older/9 already applies; nothing written",
+        ],
+    )
+
+
+def test_a_pr_without_a_recipe_among_several_is_an_error_before_anything_is_written(
+    several: Path, shop: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = rebase_several(shop, out, "7", "99")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "error: PR 99 is not in collection 'older'; its PRs: 7, 9, 10\n"
+    assert not out.exists()
+
+
+def test_one_pr_that_cannot_be_rebased_among_several_exits_1_and_the_others_are_written(
+    several: Path, shop: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = rebase_several(shop, out, "10", "7", "--json")
+    assert result.exit_code == 1
+    answers = json.loads(result.stdout)
+    assert [(a["pr"], a["status"]) for a in answers] == [(10, "failed"), (7, "rebased")]
+    assert sorted(p.name for p in out.iterdir()) == ["7.yaml"]
+
+
+def test_several_prs_whose_code_lies_in_one_place_share_one_tree_and_its_search(
+    several: Path, shop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (several / "8.yaml").write_text(TWO_TARGETS)
+    trees: list[CountingTree] = []
+
+    def counting_tree(path: Path) -> CountingTree:
+        trees.append(CountingTree(path=path))
+        return trees[-1]
+
+    monkeypatch.setattr(rebase_module, "open_source_tree", counting_tree)
+    result = rebase_several(shop, tmp_path / "out", "7", "8")
+    assert (result.exit_code, len(trees)) == (0, 1)
+    assert dict(trees[0].reads) == {
+        "shop/billing.py": 4,  # each of the three targets looked for where it was, the search
+        "shop/__init__.py": 1,  # the one search of the package, for both recipes
+        "shop/ledger.py": 4,  # the search, then each rebased target's check
+    }

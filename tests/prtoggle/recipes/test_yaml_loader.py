@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle.errors import RegistryError
-from prtoggle.recipes.yaml_reading import HAVE_LIBYAML, parse_yaml
+from prtoggle.recipes.yaml_loader import HAVE_LIBYAML, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = sorted((ROOT / "yaml").glob("*/*.yaml"))
