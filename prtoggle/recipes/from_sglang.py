@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import PrToggleError
-from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
 
 if TYPE_CHECKING:
     from prtoggle.recipes.schema import Recipe
@@ -32,15 +31,6 @@ class SglangRecipe:
     text: str
     line: int
     text_line: int = 1  # the file line the text starts on (its opening quotes)
-
-
-@dataclass(frozen=True)
-class WrittenRecipe:
-    """One recipe file of an import and whether this import changed it."""
-
-    pr: int
-    path: Path
-    changed: bool
 
 
 def installed_toggle_module() -> Path:
@@ -134,30 +124,6 @@ def recipe_file_text(recipe: SglangRecipe) -> str:
     return header + body
 
 
-def write_recipes(recipes: list[SglangRecipe], out: Path) -> list[WrittenRecipe]:
-    """Write `<out>/<PR>.yaml` per recipe, each atomically; a file already holding that text
-    is left alone. A link or a special file of one of those names is refused before any
-    file is written."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SglangImportError(f"{out}: cannot create the output directory: {exc}") from exc
-    paths = [out / f"{recipe.pr}.yaml" for recipe in recipes]
-    for path in paths:
-        _refuse_unsafe(path)
-    written = []
-    for recipe, path in zip(recipes, paths, strict=True):
-        wanted = recipe_file_text(recipe)
-        try:
-            current = path.read_text(encoding="utf-8") if path.exists() else None
-            if current != wanted:
-                replace_atomically(path, wanted.encode("utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SglangImportError(f"{path}: cannot write the recipe file: {exc}") from exc
-        written.append(WrittenRecipe(pr=recipe.pr, path=path, changed=current != wanted))
-    return written
-
-
 @functools.lru_cache(maxsize=4)
 def _cached_upstream(path: str, mtime_ns: int, size: int, collection: str) -> tuple[Recipe, ...]:
     del mtime_ns, size  # the cache key only
@@ -171,18 +137,6 @@ def _recipes_of_text(text: str, path: Path, collection: str) -> tuple[Recipe, ..
         load_recipe_text(_text_at_file_lines(recipe), path=path, collection=collection)
         for recipe in _registrations(text, path)
     )
-
-
-def _refuse_unsafe(path: Path) -> None:
-    """A SglangImportError where `path` is a link or a special file (nothing written)."""
-    try:
-        reason = unsafe_destination(path)
-    except OSError as exc:
-        raise SglangImportError(f"{path}: cannot write the recipe file: {exc}") from exc
-    if reason is not None:
-        raise SglangImportError(
-            f"{path}: {reason}; nothing written; remove it or choose another --out"
-        )
 
 
 def _module_text(path: Path) -> str:
