@@ -34,7 +34,7 @@ from prtoggle.patching.source_files import open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
 from prtoggle.recipes.authoring.from_diff import DraftTarget, draft_from_diff
 from prtoggle.recipes.authoring.recipe_file import RecipeHeader, render_recipe
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.registry import load_registry
 from prtoggle.revert.source_patcher import apply_edits as prtoggle_apply_edits
 
@@ -142,18 +142,18 @@ def _check_figures(
             specs = [_as_edit(fields) for fields in edits]
             header = RecipeHeader(pr, f"bench {target}")
             (folder / f"{pr}.yaml").write_text(render_recipe(header, [(target, specs)]))
-        fixes = load_registry(dirs=[folder]).fixes
+        fixes = load_registry(dirs=[folder]).recipes
         best = {"wall": float("inf"), "cpu": float("inf"), "reference": float("inf")}
         for _ in range(repeat):
             best["reference"] = min(best["reference"], _reference_seconds())
             tree = open_source_tree(wheel)  # a fresh tree: every module is parsed again
             wall, cpu = time.perf_counter(), time.process_time()
-            once = [c for fix in fixes for c in check_fix(fix, tree=tree)]
+            once = [c for fix in fixes for c in check_recipe(fix, tree=tree)]
             best["wall"] = min(best["wall"], time.perf_counter() - wall)
             best["cpu"] = min(best["cpu"], time.process_time() - cpu)
         start = time.perf_counter()
         for fix in fixes:
-            check_fix(fix, tree=open_source_tree(wheel))
+            check_recipe(fix, tree=open_source_tree(wheel))
         parse_each = time.perf_counter() - start
         cli = min(_cli_seconds(folder, wheel) for _ in range(repeat))
     per_recipe = 1000 / len(fixes)

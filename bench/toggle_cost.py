@@ -96,7 +96,7 @@ def _untouched_code_identity() -> bool:
     }
     registry = _demo_engine_recipes()
     with toggle.reverted(*registry.prs(), registry=registry):
-        targeted = {p.target.rsplit(".", 1)[-1] for f in registry.fixes for p in f.patches}
+        targeted = {p.target.rsplit(".", 1)[-1] for f in registry.recipes for p in f.patches}
         return all(
             vars(backend)[name].__code__ is code
             for name, code in untouched.items()

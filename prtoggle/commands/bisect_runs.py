@@ -148,9 +148,9 @@ def bisect_plan(
         reason = "; ".join(f"{c.target}: {c.message}" for c in results if _unusable(c))
         skips.append(f"skip: PR {pr} is left out, its revert does not apply: {reason}")
     for inside in script_targets([f for f in candidates if f.pr not in broken], command):
-        if inside.fix.pr not in broken:
-            broken[inside.fix.pr] = []
-            skips.append(f"skip: PR {inside.fix.pr} is left out: {inside.reason}")
+        if inside.recipe.pr not in broken:
+            broken[inside.recipe.pr] = []
+            skips.append(f"skip: PR {inside.recipe.pr} is left out: {inside.reason}")
     usable = [recipe for recipe in candidates if recipe.pr not in broken]
     return BisectPlan(usable, absent, broken, skips, notes, outer)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prtoggle.commands.selections import load_default_registry, selected_recipes
 from prtoggle.patching.source_files import SourceTree, open_source_tree
-from prtoggle.recipes.check import TargetCheck, check_fix
+from prtoggle.recipes.check import TargetCheck, check_recipe
 from prtoggle.recipes.resolution import (
     checks_by_import,
     command_search_path,
@@ -42,7 +42,10 @@ def check_recipes(
             refuse_tree_without_packages(tree, recipes)
     if source_roots:
         checks = [
-            check for tree in trees for recipe in recipes for check in check_fix(recipe, tree=tree)
+            check
+            for tree in trees
+            for recipe in recipes
+            for check in check_recipe(recipe, tree=tree)
         ]
     else:
         found = checks_by_import(recipes, search_path=command_search_path())

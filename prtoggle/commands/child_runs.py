@@ -51,7 +51,7 @@ def select_recipes_having(
     `--collection`); those without `key` are left out, and a PR none of whose fixes has
     it is an error.
     """
-    having = [recipe for recipe in registry.fixes if getattr(recipe, key)]
+    having = [recipe for recipe in registry.recipes if getattr(recipe, key)]
     choices = join_prs(dict.fromkeys(recipe.pr for recipe in having))
     if run_all and prs:
         raise CommandUsageError("give PR numbers or --all, not both")

@@ -8,7 +8,7 @@ from prtoggle.commands.show import recipe_metadata
 from prtoggle.recipes.check import TargetCheck
 from prtoggle.recipes.registry import BadRecipe, Recipe, registry_with_errors
 from prtoggle.recipes.resolution import (
-    checks_per_fix,
+    checks_per_recipe,
     command_search_path,
     import_free_source_root,
 )
@@ -19,10 +19,10 @@ def list_records(*, collection: str | None) -> tuple[list[dict[str, Any]], tuple
     cannot be read (its `error` set); and those files. Nothing is imported: the sources are
     read as files."""
     registry, bad = registry_with_errors()
-    recipes = registry.in_collection(collection).fixes
+    recipes = registry.in_collection(collection).recipes
     bad = tuple(b for b in bad if collection in (None, b.collection))
     search_path = command_search_path()
-    checks = checks_per_fix(recipes, search_path=search_path)
+    checks = checks_per_recipe(recipes, search_path=search_path)
     records = [_list_record(recipe, checks[recipe], search_path=search_path) for recipe in recipes]
     records += [_bad_record(recipe) for recipe in bad]
     return records, bad

@@ -16,7 +16,7 @@ from prtoggle.recipes.authoring.moved import find_moved
 from prtoggle.recipes.authoring.reanchor import reanchor
 from prtoggle.recipes.authoring.recipe_file import write_recipe
 from prtoggle.recipes.authoring.yaml_edits import rewrite_patches
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.from_sglang import read_recipes, recipe_file_text
 from prtoggle.recipes.resolution import import_free_source_root
 from prtoggle.recipes.schema import Recipe, load_recipe_text
@@ -182,5 +182,5 @@ def _check_problem(
     got = [(p.target, [(e.match, e.kind, e.text) for e in p.edits]) for p in candidate.patches]
     if got != wanted:
         return f"does not read back as rebased (rewriting {recipe.path} in place went wrong)"
-    bad = [c for c in check_fix(candidate, tree=tree) if c.status not in ("ok",)]
+    bad = [c for c in check_recipe(candidate, tree=tree) if c.status not in ("ok",)]
     return "does not check: " + "; ".join(f"{c.target}: {c.status}" for c in bad) if bad else ""

@@ -17,7 +17,7 @@ from prtoggle.errors import PatchApplicationError, RevertSpecError
 from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV, WHOLE_ONLY_ENV, shell_status
 from prtoggle.recipes import parsed_recipes
 from prtoggle.recipes.resolution import (
-    checks_per_fix,
+    checks_per_recipe,
     command_search_path,
     import_free_source_root,
 )
@@ -143,7 +143,7 @@ def _refuse_reverts_that_do_not_apply(
         for recipe in selection.recipes
         if import_free_source_root(recipe, search_path=search_path) is not None
     ]
-    for recipe, checks in checks_per_fix(findable, search_path=search_path).items():
+    for recipe, checks in checks_per_recipe(findable, search_path=search_path).items():
         failed = [check for check in checks if check.failed]  # not-applicable: inert
         if failed:
             first = failed[0]

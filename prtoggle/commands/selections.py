@@ -135,7 +135,7 @@ def qualified_specs(selections: Sequence[Selection]) -> tuple[str, ...]:
 def selected_recipes(registry: Registry, prs: Sequence[int]) -> list[Recipe]:
     """The fixes named by `prs`, in every collection (all fixes when empty); unknown: error."""
     if not prs:
-        return list(registry.fixes)
+        return list(registry.recipes)
     return [recipe for pr in dict.fromkeys(prs) for recipe in registry.find(pr)]
 
 

@@ -95,17 +95,17 @@ def check_registry(
     source_root: Path | SourceTree | None = None,
     prs: Sequence[int] | None = None,
 ) -> list[TargetCheck]:
-    """check_fix for every fix of `registry` (or of `prs`, in every collection), in PR order."""
+    """check_recipe for every fix of `registry` (or of `prs`, in every collection), in PR order."""
     recipes = [
         recipe
         for pr in (prs if prs is not None else registry.prs())
         for recipe in registry.find(pr)
     ]
     tree = _open(source_root)
-    return [check for recipe in recipes for check in check_fix(recipe, tree=tree)]
+    return [check for recipe in recipes for check in check_recipe(recipe, tree=tree)]
 
 
-def check_fix(recipe: Recipe, *, tree: SourceTree | None = None) -> list[TargetCheck]:
+def check_recipe(recipe: Recipe, *, tree: SourceTree | None = None) -> list[TargetCheck]:
     """For every target of `fix`: its edits apply exactly once, compile and take effect.
 
     Nothing is patched: the edited code is compiled, never swapped in. With `tree`,

@@ -45,28 +45,28 @@ class WholeFixCheck:
     message: str = ""
 
 
-def check_whole_fix(fix: Recipe, *, tree: SourceTree | None) -> list[WholeFixCheck]:
+def check_whole_fix(recipe: Recipe, *, tree: SourceTree | None) -> list[WholeFixCheck]:
     """Every `names` and `not_reverted` entry of `fix`, checked on `tree` or the live modules."""
-    results = [_check_names(fix, change, tree=tree) for change in fix.names]
-    results += [_check_kept(item, tree=tree) for item in fix.not_reverted]
+    results = [_check_names(recipe, change, tree=tree) for change in recipe.names]
+    results += [_check_kept(item, tree=tree) for item in recipe.not_reverted]
     return results
 
 
-def unresolved_patch_reads(fix: Recipe, *, tree: SourceTree) -> list[tuple[str, str]]:
+def unresolved_patch_reads(recipe: Recipe, *, tree: SourceTree) -> list[tuple[str, str]]:
     """(target, message) of each patch of `fix` whose reverted code reads a global that its
     module on `tree` does not bind after the recipe's names (nor a builtin) and that the
     post-fix code did not read either: the run-time global check refuses such a revert."""
     problems = []
-    for patch in fix.patches:
+    for patch in recipe.patches:
         try:
             source = find_in_source_tree(patch.target, source_root=tree)
-            edited = build_replacement(source, [fix.edit_layer(patch.target)], evaluate=False)
+            edited = build_replacement(source, [recipe.edit_layer(patch.target)], evaluate=False)
             original = build_replacement(source, [], evaluate=False)
         except PrToggleError:
             continue  # the target's own check reports it
         module = _module_of(patch.target, tree)
         after = set(source.module_names or ()) | global_reads(original.code)
-        for other in fix.names:
+        for other in recipe.names:
             if other.scope == module:
                 after.difference_update(other.remove)
                 after.update(other.defined)
@@ -87,7 +87,7 @@ def _module_of(target: str, tree: SourceTree) -> str:
     return target.rpartition(".")[0]
 
 
-def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) -> WholeFixCheck:
+def _check_names(recipe: Recipe, change: NameChange, *, tree: SourceTree | None) -> WholeFixCheck:
     target = f"{NAMES_PREFIX}{change.scope}"
     top = change.scope.split(".", 1)[0]
     if tree is not None and not tree.has_package(top):
@@ -107,14 +107,14 @@ def _check_names(fix: Recipe, change: NameChange, *, tree: SourceTree | None) ->
     try:
         code = compile_define(
             change.define or "pass",
-            filename=str(fix.path),
+            filename=str(recipe.path),
             first_line=change.define_line or change.line,
             class_name=scope.class_name,
             future_flags=scope.future_flags,
         )
     except SyntaxError as exc:
         return WholeFixCheck(target, "error", f"define does not compile: {exc}")
-    problem = _global_check(fix, change, scope, code, tree=tree)
+    problem = _global_check(recipe, change, scope, code, tree=tree)
     return WholeFixCheck(target, "ok" if problem is None else "error", problem or "")
 
 
@@ -182,20 +182,20 @@ def _live_scope(change: NameChange) -> _Scope:
 
 
 def _global_check(
-    fix: Recipe, change: NameChange, scope: _Scope, code: CodeType, *, tree: SourceTree | None
+    recipe: Recipe, change: NameChange, scope: _Scope, code: CodeType, *, tree: SourceTree | None
 ) -> str | None:
     """Why a function edited or defined in the scope's module would fail with NameError."""
     if scope.module_names is None:
         return None
     after = set(scope.module_names)
-    for other in fix.names:
+    for other in recipe.names:
         if other.scope == scope.module:
             after.difference_update(other.remove)
             after.update(other.defined)
     codes = [(f"define of {change.scope}", code)]
-    for patch in fix.patches:
+    for patch in recipe.patches:
         try:
-            edited, filename = _edited_code(fix, patch.target, tree=tree)
+            edited, filename = _edited_code(recipe, patch.target, tree=tree)
         except PrToggleError:
             continue  # the target's own check reports it
         if filename == scope.file:
@@ -210,15 +210,15 @@ def _global_check(
     return None
 
 
-def _edited_code(fix: Recipe, target: str, *, tree: SourceTree | None) -> tuple[CodeType, str]:
+def _edited_code(recipe: Recipe, target: str, *, tree: SourceTree | None) -> tuple[CodeType, str]:
     """The reverted code of `target` (compiled, never run) and the file it is in."""
     if tree is not None:
         source = find_in_source_tree(target, source_root=tree)
-        replacement = build_replacement(source, [fix.edit_layer(target)], evaluate=False)
+        replacement = build_replacement(source, [recipe.edit_layer(target)], evaluate=False)
         return replacement.code, source.filename
     function = import_target(target).function
     source = function_source(function, target=target)
-    layer = fix.edit_layer(target)
+    layer = recipe.edit_layer(target)
     replacement = build_replacement(source, [layer], function=function, evaluate=False)
     return replacement.code, str(getattr(sys.modules.get(function.__module__), "__file__", ""))
 

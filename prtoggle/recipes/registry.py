@@ -91,7 +91,7 @@ class Registry:
     `builtin` holds the built-in collections: (name, the file their recipes are read from).
     """
 
-    fixes: tuple[Recipe, ...]
+    recipes: tuple[Recipe, ...]
     dirs: tuple[Path, ...]
     builtin: tuple[tuple[str, Path], ...] = ()
 
@@ -115,12 +115,12 @@ class Registry:
 
     def prs(self) -> tuple[int, ...]:
         """The distinct PR numbers of every collection, ascending."""
-        return tuple(sorted({fix.pr for fix in self.fixes}))
+        return tuple(sorted({fix.pr for fix in self.recipes}))
 
     def find(self, pr: int, *, collection: str | None = None) -> tuple[Recipe, ...]:
         """Every fix numbered `pr` (in `collection` only, when given); none is an error."""
         scope = self.in_collection(collection)
-        found = tuple(fix for fix in scope.fixes if fix.pr == pr)
+        found = tuple(fix for fix in scope.recipes if fix.pr == pr)
         if found:
             return found
         if collection is None:
@@ -128,7 +128,7 @@ class Registry:
                 f"PR {pr} is not registered; registered PRs: {join_prs(self.prs())} "
                 f"(registry directories: {', '.join(str(d) for _, d in self.sources())})"
             )
-        elsewhere = [fix.collection for fix in self.fixes if fix.pr == pr]
+        elsewhere = [fix.collection for fix in self.recipes if fix.pr == pr]
         hint = f"; PR {pr} is in: {', '.join(elsewhere)}" if elsewhere else ""
         raise UnknownPRError(
             f"PR {pr} is not in collection {collection!r}; its PRs: {join_prs(scope.prs())}{hint}"
@@ -150,10 +150,10 @@ class Registry:
         if collection is None:
             return self
         if collection in self.collections():
-            kept = tuple(fix for fix in self.fixes if fix.collection == collection)
+            kept = tuple(fix for fix in self.recipes if fix.collection == collection)
             dirs = tuple(d for d in self.dirs if d.name == collection)
             builtin = tuple(b for b in self.builtin if b[0] == collection)
-            return Registry(fixes=kept, dirs=dirs, builtin=builtin)
+            return Registry(recipes=kept, dirs=dirs, builtin=builtin)
         raise UnknownPRError(
             f"no recipe collection named {collection!r}; collections: "
             f"{', '.join(f'{name} ({where})' for name, where in self.sources()) or '(none)'}"
@@ -161,20 +161,20 @@ class Registry:
 
     def maintained(self) -> Registry:
         """The registry without upstream-text collections (sglang's own, see is_upstream)."""
-        kept = tuple(fix for fix in self.fixes if not self.is_upstream(fix.collection))
+        kept = tuple(fix for fix in self.recipes if not self.is_upstream(fix.collection))
         dirs = tuple(d for d in self.dirs if not self.is_upstream(d.name))
-        return Registry(fixes=kept, dirs=dirs)
+        return Registry(recipes=kept, dirs=dirs)
 
-    def only(self, fixes: Sequence[Recipe]) -> Registry:
+    def only(self, recipes: Sequence[Recipe]) -> Registry:
         """The registry holding just `fixes` (the recipes a revert request selected)."""
-        return Registry(fixes=tuple(fixes), dirs=self.dirs, builtin=self.builtin)
+        return Registry(recipes=tuple(recipes), dirs=self.dirs, builtin=self.builtin)
 
     def by_merge_date(self) -> tuple[Recipe, ...]:
         """Fixes oldest first; fixes without a merge date last, then by PR and collection."""
         order = {name: index for index, name in enumerate(self.collections())}
         return tuple(
             sorted(
-                self.fixes,
+                self.recipes,
                 key=lambda fix: (
                     fix.merged is None,
                     fix.merged or datetime.date.min,
@@ -249,7 +249,7 @@ def load_registry(
         kept.append(directory)
         fixes.extend(_load_collection(directory, bad=bad))
     if upstream is None:
-        return Registry(fixes=tuple(fixes), dirs=tuple(kept))
+        return Registry(recipes=tuple(fixes), dirs=tuple(kept))
     if UPSTREAM_COLLECTION in named:
         # `prtoggle import-sglang --out sglang-upstream` on PRTOGGLE_YAML_PATH: the files
         # the user imported are that collection; the built-in one steps aside.
@@ -259,10 +259,10 @@ def load_registry(
             named[UPSTREAM_COLLECTION],
             upstream,
         )
-        return Registry(fixes=tuple(fixes), dirs=tuple(kept))
+        return Registry(recipes=tuple(fixes), dirs=tuple(kept))
     fixes.extend(_upstream_recipes(upstream))
     return Registry(
-        fixes=tuple(fixes), dirs=tuple(kept), builtin=((UPSTREAM_COLLECTION, upstream),)
+        recipes=tuple(fixes), dirs=tuple(kept), builtin=((UPSTREAM_COLLECTION, upstream),)
     )
 
 

@@ -83,67 +83,67 @@ def package_root(name: str, *, search_path: Sequence[str] = ()) -> Path | None:
     return None
 
 
-def import_free_source_root(fix: Recipe, *, search_path: Sequence[str] = ()) -> Path | None:
+def import_free_source_root(recipe: Recipe, *, search_path: Sequence[str] = ()) -> Path | None:
     """The directory holding the top-level package of the fix's targets, found without import.
 
     Lets `list`, `show`, `run` and `bisect` read target sources as files, so they never
     import the patched code (nor torch). None when a package is absent, or when the
     targets' packages live in different directories.
     """
-    roots = {package_root(name, search_path=search_path) for name in _top_levels(fix)}
+    roots = {package_root(name, search_path=search_path) for name in _top_levels(recipe)}
     if len(roots) != 1 or None in roots:
         return None
     return roots.pop()
 
 
-def absent_reason(fix: Recipe, *, search_path: Sequence[str] = ()) -> str | None:
+def absent_reason(recipe: Recipe, *, search_path: Sequence[str] = ()) -> str | None:
     """Why a target package of `fix` is absent (where it was looked for); None: all found."""
     absent = [
-        name for name in _top_levels(fix) if package_root(name, search_path=search_path) is None
+        name for name in _top_levels(recipe) if package_root(name, search_path=search_path) is None
     ]
     if not absent:
         return None
     return _absent_text(absent, search_path)
 
 
-def refuse_absent_packages(fix: Recipe, *, search_path: Sequence[str] = ()) -> None:
+def refuse_absent_packages(recipe: Recipe, *, search_path: Sequence[str] = ()) -> None:
     """Raise when a target's top-level package is found neither installed nor in `search_path`."""
-    reason = absent_reason(fix, search_path=search_path)
+    reason = absent_reason(recipe, search_path=search_path)
     if reason is not None:
         raise TargetResolutionError(
-            f"PR {fix.pr} ({fix.collection}): {reason}, so there is no source to diff; "
+            f"PR {recipe.pr} ({recipe.collection}): {reason}, so there is no source to diff; "
             "`prtoggle check --source-root DIR` reads a source tree instead"
         )
 
 
 def check_without_import(
-    fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
+    recipes: Iterable[Recipe], *, search_path: Sequence[str] = ()
 ) -> dict[int, list[TargetCheck]]:
-    """check_fix for each fix against the source files of its package, per PR.
+    """check_recipe for each fix against the source files of its package, per PR.
 
     The checks of a PR's fixes in several collections are listed together. A fix whose
     package cannot be found is `absent` on every target.
     """
     results: dict[int, list[TargetCheck]] = {}
-    for fix, checks in checks_per_fix(fixes, search_path=search_path).items():
+    for fix, checks in checks_per_recipe(recipes, search_path=search_path).items():
         results.setdefault(fix.pr, []).extend(checks)
     return results
 
 
-def checks_per_fix(
-    fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
+def checks_per_recipe(
+    recipes: Iterable[Recipe], *, search_path: Sequence[str] = ()
 ) -> dict[Recipe, list[TargetCheck]]:
-    """check_fix for each fix against its package's files (absent when not found).
+    """check_recipe for each fix against its package's files (absent when not found).
 
     The fixes whose packages lie in one directory share one tree: its files are parsed and
     its version is read once for all of them (the tree lives for this call only).
     """
     from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.check import check_fix
+    from prtoggle.recipes.check import check_recipe
 
     trees: dict[Path, SourceTree] = {}
     results: dict[Recipe, list[TargetCheck]] = {}
-    for fix in fixes:
+    for fix in recipes:
         root = import_free_source_root(fix, search_path=search_path)
         if root is None:
             reason = absent_reason(fix, search_path=search_path)
@@ -151,39 +151,39 @@ def checks_per_fix(
             continue
         if root not in trees:
             trees[root] = open_source_tree(root)
-        results[fix] = check_fix(fix, tree=trees[root])
+        results[fix] = check_recipe(fix, tree=trees[root])
     return results
 
 
 def checks_by_import(
-    fixes: Iterable[Recipe], *, search_path: Sequence[str] = ()
+    recipes: Iterable[Recipe], *, search_path: Sequence[str] = ()
 ) -> dict[Recipe, list[TargetCheck]]:
-    """check_fix for each fix with its modules imported, as the runtime finds them.
+    """check_recipe for each fix with its modules imported, as the runtime finds them.
 
     A package found only in `search_path` is imported from there (the directory put first
     on sys.path while it is checked, as the command's Python has it); one found nowhere
     is `absent`, naming where it was looked for.
     """
-    from prtoggle.recipes.check import check_fix
+    from prtoggle.recipes.check import check_recipe
 
     results: dict[Recipe, list[TargetCheck]] = {}
-    for fix in fixes:
+    for fix in recipes:
         reason = absent_reason(fix, search_path=search_path)
         if reason is not None:
             results[fix] = _absent_checks(fix, reason)
             continue
         with _importable(fix, search_path=search_path):
-            results[fix] = check_fix(fix)
+            results[fix] = check_recipe(fix)
     return results
 
 
-def refuse_tree_without_packages(tree: SourceTree, fixes: Sequence[Recipe]) -> None:
+def refuse_tree_without_packages(tree: SourceTree, recipes: Sequence[Recipe]) -> None:
     """Raise when `tree` holds none of the top-level packages the `fixes` patch.
 
     Names the folder below the tree that holds them, when one does (a checkout's root
     given instead of its `python/`, a package's own folder instead of its parent).
     """
-    packages = sorted({name for fix in fixes for name in _top_levels(fix)})
+    packages = sorted({name for fix in recipes for name in _top_levels(fix)})
     if not packages or any(tree.has_package(name) for name in packages):
         return
     names = ", ".join(f"{name}/" for name in packages)
@@ -198,10 +198,10 @@ def refuse_tree_without_packages(tree: SourceTree, fixes: Sequence[Recipe]) -> N
 
 
 @contextmanager
-def _importable(fix: Recipe, *, search_path: Sequence[str]) -> Iterator[None]:
+def _importable(recipe: Recipe, *, search_path: Sequence[str]) -> Iterator[None]:
     """sys.path with the `search_path` directories that hold the fix's packages first."""
     wanted = [str(path) for path in search_path]
-    roots = {str(package_root(name, search_path=search_path)) for name in _top_levels(fix)}
+    roots = {str(package_root(name, search_path=search_path)) for name in _top_levels(recipe)}
     saved = list(sys.path)
     sys.path[:0] = [directory for directory in wanted if directory in roots]
     try:
@@ -210,19 +210,19 @@ def _importable(fix: Recipe, *, search_path: Sequence[str]) -> Iterator[None]:
         sys.path[:] = saved
 
 
-def _absent_checks(fix: Recipe, reason: str) -> list[TargetCheck]:
+def _absent_checks(recipe: Recipe, reason: str) -> list[TargetCheck]:
     from prtoggle.recipes.check import TargetCheck
 
     return [
         TargetCheck(
-            pr=fix.pr,
+            pr=recipe.pr,
             target=patch.target,
             ok=False,
             message=reason,
             status="absent",
-            collection=fix.collection,
+            collection=recipe.collection,
         )
-        for patch in fix.patches
+        for patch in recipe.patches
     ]
 
 
@@ -234,8 +234,8 @@ def _absent_text(absent: Sequence[str], search_path: Sequence[str]) -> str:
     return f"{noun} {names} {verb} not installed here{where}"
 
 
-def _top_levels(fix: Recipe) -> list[str]:
-    return sorted(set(fix.top_levels))  # patch targets and names scopes
+def _top_levels(recipe: Recipe) -> list[str]:
+    return sorted(set(recipe.top_levels))  # patch targets and names scopes
 
 
 def _find_spec(name: str, search_path: Sequence[str]) -> ModuleSpec | None:

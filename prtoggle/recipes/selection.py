@@ -149,9 +149,9 @@ def _stale_upstream(registry: Registry, recipe: Recipe) -> str | None:
     tree = open_source_tree(root)
     if _match_lines_present(recipe, tree):
         return None  # the exact check (once per edit, compiles) is made when it is applied
-    from prtoggle.recipes.check import check_fix
+    from prtoggle.recipes.check import check_recipe
 
-    for check in check_fix(recipe, tree=tree):
+    for check in check_recipe(recipe, tree=tree):
         if check.failed:
             return check.message.splitlines()[0] if check.message else check.target
     return None
@@ -161,7 +161,7 @@ def _match_lines_present(recipe: Recipe, tree: SourceTree) -> bool:
     """Whether every edit's match lines (whitespace-stripped, in order) are in its module.
 
     A cheap first look (one file read per target, no parse): every process under
-    `prtoggle run` selects again. When it says no, check_fix says exactly why.
+    `prtoggle run` selects again. When it says no, check_recipe says exactly why.
     """
     for patch in recipe.patches:
         source = _module_source(patch.target, tree)

@@ -43,10 +43,10 @@ def swapper() -> CodeSwapper:
 
 
 @dataclass
-class ActiveFix:
-    """One collection's fix of a PR in force: what landed, and what waits for which module."""
+class ActiveRecipe:
+    """One collection's recipe of a PR in force: what landed, and what waits for which module."""
 
-    fix: Recipe
+    recipe: Recipe
     patched: list[tuple[str, FunctionType]] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
     names_applied: list[tuple[int, AppliedNames]] = field(default_factory=list)
@@ -56,7 +56,7 @@ class ActiveFix:
     def import_changes(self) -> dict[str, ImportChange]:
         """Per scope, the import names this fix's names add and remove (read once)."""
         if self._imports is None:
-            self._imports = _import_changes(self.fix)
+            self._imports = _import_changes(self.recipe)
         return self._imports
 
     def land_ready(self, *, finished: str | None, initial: bool, on_wait: OnWait) -> None:
@@ -65,11 +65,11 @@ class ActiveFix:
         leave them)."""
         from prtoggle.patching.module_scope import imports_changed
 
-        entries = range(len(self.fix.names)) if initial else list(self.names_pending)
+        entries = range(len(self.recipe.names)) if initial else list(self.names_pending)
         with imports_changed(self.import_changes()):
             for index in entries:
                 self._names_or_wait(index, finished=finished, on_wait=on_wait)
-            targets = [p.target for p in self.fix.patches] if initial else list(self.pending)
+            targets = [p.target for p in self.recipe.patches] if initial else list(self.pending)
             for target in targets:
                 self.patch_or_wait(target, finished=finished, on_wait=on_wait)
 
@@ -86,8 +86,8 @@ class ActiveFix:
         if isinstance(resolved, PendingTarget):
             self.pending[target] = resolved.module
             return
-        require_installed_in_range(self.fix)
-        swapper().patch(resolved.function, self.fix.edit_layer(target))
+        require_installed_in_range(self.recipe)
+        swapper().patch(resolved.function, self.recipe.edit_layer(target))
         self.patched.append((target, resolved.function))
         self.pending.pop(target, None)
 
@@ -104,7 +104,7 @@ class ActiveFix:
             if id(function) in swapped:  # what the fixed code read already
                 excused |= global_reads(swapper().original_code(function))
             checked.append((target, function, excused))
-        refuse_unresolved(checked, label=f"{self.fix.path}: PR {self.fix.pr}")
+        refuse_unresolved(checked, label=f"{self.recipe.path}: PR {self.recipe.pr}")
 
     def landed_functions(self) -> list[tuple[str, FunctionType]]:
         """(dotted name, function) of every function swapped or defined so far."""
@@ -115,7 +115,7 @@ class ActiveFix:
         """Restore the swaps, then the name changes, last first: the identical objects back."""
         while self.patched:
             _target, function = self.patched[-1]
-            swapper().unpatch(function, self.fix.pr)
+            swapper().unpatch(function, self.recipe.pr)
             self.patched.pop()
         while self.names_applied:
             self.names_applied[-1][1].restore()
@@ -125,13 +125,13 @@ class ActiveFix:
         """(dotted path, module waited for) of everything pending, for the import hook."""
         yield from self.pending.items()
         for index, module in self.names_pending.items():
-            yield f"{self.fix.names[index].scope}.__names__", module
+            yield f"{self.recipe.names[index].scope}.__names__", module
 
     def imported_but_pending(self) -> tuple[str, ...]:
         """Pending targets and name scopes whose module is complete all the same."""
         late = [t for t in self.pending if module_readiness.holder_is_ready(t)]
         for index in self.names_pending:
-            scope = self.fix.names[index].scope
+            scope = self.recipe.names[index].scope
             if module_readiness.pending_module(f"{scope}.__names__", finished=None) is None:
                 late.append(f"names of {scope}")
         return tuple(late)
@@ -167,7 +167,7 @@ class ActiveFix:
                 self.patch_or_wait(target, finished=module, on_wait=on_wait)
 
     def _names_or_wait(self, index: int, *, finished: str | None, on_wait: OnWait) -> None:
-        change = self.fix.names[index]
+        change = self.recipe.names[index]
         waiting_for = module_readiness.pending_module(
             f"{change.scope}.__names__", finished=finished
         )
@@ -182,25 +182,25 @@ class ActiveFix:
         if isinstance(scope, PendingTarget):
             self.names_pending[index] = scope.module
             return
-        require_installed_in_range(self.fix)
+        require_installed_in_range(self.recipe)
         applied = apply_names(
             scope,
             define=change.define,
             remove=change.remove,
-            label=f"{self.fix.path}:{change.line}: PR {self.fix.pr}",
-            filename=str(self.fix.path),
+            label=f"{self.recipe.path}:{change.line}: PR {self.recipe.pr}",
+            filename=str(self.recipe.path),
             first_line=change.define_line or change.line,
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)
 
 
-def _import_changes(fix: Recipe) -> dict[str, ImportChange]:
+def _import_changes(recipe: Recipe) -> dict[str, ImportChange]:
     """Per scope of `fix`'s names: the names its `define` imports, and those it removes."""
     from prtoggle.patching.define_code import parse_define
 
     changes: dict[str, ImportChange] = {}
-    for change in fix.names:
+    for change in recipe.names:
         added = frozenset(
             (alias.asname or alias.name).split(".")[0]
             for node in (parse_define(change.define).body if change.define.strip() else [])

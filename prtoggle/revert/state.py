@@ -30,7 +30,7 @@ from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
 from prtoggle.revert import events, fix_landing, module_readiness
-from prtoggle.revert.fix_landing import ActiveFix
+from prtoggle.revert.fix_landing import ActiveRecipe
 from prtoggle.revert.pending_index import PendingIndex
 
 if TYPE_CHECKING:
@@ -41,10 +41,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Revert:
-    """A PR in force: its fix in each collection, and who holds it."""
+    """A PR in force: its recipe in each collection, and who holds it."""
 
     pr: int
-    fixes: list[ActiveFix]
+    recipes: list[ActiveRecipe]
     pinned: bool = False  # held by apply_revert / SGLANG_DEBUG_REVERT_PR until restore()
     blocks: int = 0  # open reverted() blocks
 
@@ -104,7 +104,7 @@ def held_prs() -> tuple[int, ...]:
 def recipes_of(pr: int) -> tuple[Recipe, ...]:
     """The recipes `pr` is in force with (one per collection chosen); () if not held."""
     revert = _ACTIVE.get(pr)
-    return () if revert is None else tuple(active.fix for active in revert.fixes)
+    return () if revert is None else tuple(active.recipe for active in revert.recipes)
 
 
 def targets_of(pr: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -112,22 +112,22 @@ def targets_of(pr: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     revert = _ACTIVE.get(pr)
     if revert is None:
         return (), ()
-    patched = tuple(dict.fromkeys(t for active in revert.fixes for t, _ in active.patched))
-    pending = tuple(target for active in revert.fixes for target in active.pending)
+    patched = tuple(dict.fromkeys(t for active in revert.recipes for t, _ in active.patched))
+    pending = tuple(target for active in revert.recipes for target in active.pending)
     return patched, pending
 
 
 def labels_of(pr: int) -> tuple[str, ...]:
     """`collection/PR` of each fix of `pr` in force; () if not held."""
     revert = _ACTIVE.get(pr)
-    return () if revert is None else tuple(active.fix.label for active in revert.fixes)
+    return () if revert is None else tuple(active.recipe.label for active in revert.recipes)
 
 
 def landed_labels(pr: int) -> tuple[str, ...]:
     """`collection/PR` of each fix of `pr` with at least one target patched now."""
     revert = _ACTIVE.get(pr)
-    fixes = () if revert is None else revert.fixes
-    return tuple(active.fix.label for active in fixes if active.patched or active.names_applied)
+    fixes = () if revert is None else revert.recipes
+    return tuple(active.recipe.label for active in fixes if active.patched or active.names_applied)
 
 
 def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
@@ -138,7 +138,7 @@ def unapplied_imported_targets() -> dict[int, tuple[str, ...]]:
     with locked():
         found: dict[int, tuple[str, ...]] = {}
         for pr, revert in _ACTIVE.items():
-            late = tuple(t for active in revert.fixes for t in active.imported_but_pending())
+            late = tuple(t for active in revert.recipes for t in active.imported_but_pending())
             if late:
                 found[pr] = late
         return found
@@ -157,7 +157,7 @@ def locked() -> Iterator[None]:
 
 def _activate(pr: int, registry: Registry | None) -> _Revert:
     fixes = (registry or default_registry()).find(pr)
-    revert = _Revert(pr=pr, fixes=[ActiveFix(fix=fix) for fix in fixes])
+    revert = _Revert(pr=pr, recipes=[ActiveRecipe(recipe=fix) for fix in fixes])
     try:
         _patch_ready(revert, finished=None, initial=True)
     except BaseException:
@@ -165,7 +165,7 @@ def _activate(pr: int, registry: Registry | None) -> _Revert:
         raise
     _ACTIVE[pr] = revert
     _update_watch()
-    pending = sorted({m for a in revert.fixes for m in a.pending.values()})
+    pending = sorted({m for a in revert.recipes for m in a.pending.values()})
     if pending:
         logger.debug("PR %d: waiting for import of %s", pr, ", ".join(pending))
     return revert
@@ -185,25 +185,25 @@ def _patch_ready(revert: _Revert, *, finished: str | None, initial: bool) -> Non
     patched: then it is left out with a warning (a PR number shared by two collections,
     e.g. the demo engine's and sglang's, in a process that loaded both).
     """
-    refused: list[tuple[ActiveFix, VersionRangeError]] = []
-    for active in revert.fixes:
+    refused: list[tuple[ActiveRecipe, VersionRangeError]] = []
+    for active in revert.recipes:
         try:
             active.land_ready(finished=finished, initial=initial, on_wait=_land_when_import_ends)
         except VersionRangeError as exc:
             refused.append((active, exc))
     for active, error in refused:
-        reverted = [o.fix.label for o in revert.fixes if o.patched or o.names_applied]
+        reverted = [o.recipe.label for o in revert.recipes if o.patched or o.names_applied]
         if not reverted:
             raise error
         active.pending.clear()
         active.names_pending.clear()
         logger.warning("%s; left out, %s reverted instead", error, ", ".join(reverted))
-    for active in revert.fixes:  # names, then swaps, then the global check (issue 27)
+    for active in revert.recipes:  # names, then swaps, then the global check (issue 27)
         active.check_globals()
 
 
 def _unpatch_all(revert: _Revert) -> None:
-    for active in reversed(revert.fixes):
+    for active in reversed(revert.recipes):
         active.undo()
 
 
@@ -219,7 +219,7 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
     landed: list[int] = []
     try:
         for pr, revert in [(pr, revert) for pr, revert in _ACTIVE.items() if pr in prs]:
-            if not any(active.pending or active.names_pending for active in revert.fixes):
+            if not any(active.pending or active.names_pending for active in revert.recipes):
                 continue
             try:
                 _patch_ready(revert, finished=finished, initial=False)
@@ -230,7 +230,7 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
                 raise PatchApplicationError(
                     f"PR {pr} could not be reverted {where}, so it is not reverted at all: {why}"
                 ) from exc
-            if not any(active.pending or active.names_pending for active in revert.fixes):
+            if not any(active.pending or active.names_pending for active in revert.recipes):
                 logger.debug("PR %d reverted (after import of %s)", pr, finished or "a module")
             landed.append(pr)
     finally:
@@ -245,7 +245,7 @@ def _update_watch() -> None:
     _WATCH.rebuild(
         (revert.pr, target, waiting_for)
         for revert in _ACTIVE.values()
-        for active in revert.fixes
+        for active in revert.recipes
         for target, waiting_for in active.waits()
     )
     if _WATCH.modules:
@@ -318,13 +318,13 @@ def _update_reload_watch() -> None:
     holders = (
         module_readiness.imported_holder(t)
         for r in _ACTIVE.values()
-        for a in r.fixes
+        for a in r.recipes
         for t, _ in a.patched
     )
     scopes = (
         n.scope.module.__name__
         for r in _ACTIVE.values()
-        for a in r.fixes
+        for a in r.recipes
         for _, n in a.names_applied
     )
     _RELOADS.watch([*(holder[0] for holder in holders if holder is not None), *scopes])
@@ -340,9 +340,9 @@ def _on_module_reloaded(module: str) -> None:
         with locked():
             for pr, revert in list(_ACTIVE.items()):
                 try:
-                    for active in revert.fixes:
+                    for active in revert.recipes:
                         active.reland_reloaded(module, on_wait=_land_when_import_ends)
-                    for active in revert.fixes:
+                    for active in revert.recipes:
                         active.check_globals()
                 except Exception as exc:
                     _deactivate(revert)

@@ -16,9 +16,9 @@ _OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
 
 @dataclass(frozen=True)
 class ScriptTarget:
-    """A target of `fix` that names the module COMMAND runs as `__main__`."""
+    """A target of `recipe` that names the module COMMAND runs as `__main__`."""
 
-    fix: Recipe
+    recipe: Recipe
     target: str
     module: str
     main: str
@@ -27,14 +27,14 @@ class ScriptTarget:
     def reason(self) -> str:
         runs = f"python {self.main}" if self.main.startswith("-m ") else self.main
         return (
-            f"{self.fix.label} targets {self.target}, but the command runs {runs} as "
+            f"{self.recipe.label} targets {self.target}, but the command runs {runs} as "
             f"__main__, never importing it as {self.module}: prtoggle patches a module when "
             "it is imported, so this revert would never land; move the function into a "
             "module the script imports, or run that module's code through an import"
         )
 
 
-def script_targets(fixes: Sequence[Recipe], command: Sequence[str]) -> list[ScriptTarget]:
+def script_targets(recipes: Sequence[Recipe], command: Sequence[str]) -> list[ScriptTarget]:
     """The targets of `fixes` inside the script or `-m` module COMMAND runs as `__main__`.
 
     COMMAND is a Python command (`python app.py`, `python -u -m app`); for any other
@@ -45,14 +45,14 @@ def script_targets(fixes: Sequence[Recipe], command: Sequence[str]) -> list[Scri
     if main is None:
         return []
     found = []
-    for fix in fixes:
+    for fix in recipes:
         for patch in fix.patches:
             parts = patch.target.split(".")
             for index in range(1, len(parts)):
                 module = ".".join(parts[:index])
                 if _is_main(module, main):
                     found.append(
-                        ScriptTarget(fix=fix, target=patch.target, module=module, main=main)
+                        ScriptTarget(recipe=fix, target=patch.target, module=module, main=main)
                     )
                     break
     return found

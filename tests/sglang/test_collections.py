@@ -57,7 +57,7 @@ def chosen(spec: str) -> list[str]:
 
 
 def stale_27338() -> str:
-    toggle_file = default_registry().in_collection("sglang-upstream").fixes[0].path
+    toggle_file = default_registry().in_collection("sglang-upstream").recipes[0].path
     site = toggle_file.parents[3]
     return STALE_27338.format(toggle=toggle_file, site=site)
 

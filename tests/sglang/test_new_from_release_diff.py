@@ -19,7 +19,7 @@ from prtoggle.patching.define_code import parse_define
 from prtoggle.patching.editor import edit_text
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.schema import Recipe, load_recipe_text
 
 pytestmark = pytest.mark.sglang
@@ -101,7 +101,7 @@ def test_the_release_diff_gives_a_recipe_that_checks_ok_on_the_newer_wheel(
     recipe = patches_of(Path(str(record["file"])))
     assert code == 1
     assert len(recipe.patches) > 400
-    statuses = {check.status for check in check_fix(recipe, tree=open_source_tree(sglang_wheel))}
+    statuses = {check.status for check in check_recipe(recipe, tree=open_source_tree(sglang_wheel))}
     assert statuses == {"ok"}
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from prtoggle.cli.main import cli
 from prtoggle.patching.source_files import open_source_tree
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.schema import load_recipe
 
 pytestmark = pytest.mark.sglang
@@ -159,7 +159,7 @@ def test_a_target_that_moved_module_is_found_by_its_body(
     )
     written = load_recipe(tmp_path / "out" / "26972.yaml")
     assert written.title == RECIPE_26972_BEFORE_THE_MOVE.split("\n")[1][len("title: ") :]
-    assert [c.status for c in check_fix(written, tree=open_source_tree(sglang_wheel))] == ["ok"]
+    assert [c.status for c in check_recipe(written, tree=open_source_tree(sglang_wheel))] == ["ok"]
 
 
 def test_an_edit_whose_context_drifted_is_re_anchored_by_a_three_way_merge(
@@ -182,7 +182,7 @@ def test_an_edit_whose_context_drifted_is_re_anchored_by_a_three_way_merge(
         "alloc_func = ALLOC_MEMORY_FUNCS[self.device_pool.device]\n"
         "if self.dsa_kv_cache_store_fp8:\n",
     )
-    assert [c.status for c in check_fix(written, tree=open_source_tree(sglang_wheel))] == ["ok"]
+    assert [c.status for c in check_recipe(written, tree=open_source_tree(sglang_wheel))] == ["ok"]
 
 
 def test_27338_restructured_on_0_5_23_is_declined_and_nothing_is_written(

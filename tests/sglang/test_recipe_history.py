@@ -13,7 +13,7 @@ import pytest
 import prtoggle
 from prtoggle.errors import RevertSpecError
 from prtoggle.patching.source_files import open_source_tree
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.schema import load_recipe
 
 pytestmark = pytest.mark.sglang
@@ -59,7 +59,7 @@ def test_each_older_recipe_applies_to_its_last_release_and_is_not_applicable_els
 ) -> None:
     trees = {**old_wheels, "0.5.23": sglang_wheel}
     statuses = {
-        (pr, version): {check.status for check in check_fix(fix, tree=open_source_tree(wheel))}
+        (pr, version): {check.status for check in check_recipe(fix, tree=open_source_tree(wheel))}
         for pr in OLD_RECIPES
         for fix in [load_recipe(PACK / f"{pr}.yaml")]
         for version, wheel in trees.items()
@@ -87,7 +87,7 @@ def test_the_ranges_end_where_the_recipes_text_stops_matching(
     for pr, last in OLD_RECIPES.items():
         fix = dataclasses.replace(load_recipe(PACK / f"{pr}.yaml"), applies_to=None)
         for version, wheel in trees.items():
-            statuses = {check.status for check in check_fix(fix, tree=open_source_tree(wheel))}
+            statuses = {check.status for check in check_recipe(fix, tree=open_source_tree(wheel))}
             expected = (
                 "ok" if version == last or (pr == 22832 and version in OLD_RELEASES) else "stale"
             )
@@ -98,7 +98,7 @@ def test_the_installed_0_5_23_is_outside_every_older_recipes_range(sglang_instal
     rows = [
         (c.pr, c.status, c.message)
         for pr in OLD_RECIPES
-        for c in check_fix(load_recipe(PACK / f"{pr}.yaml"))
+        for c in check_recipe(load_recipe(PACK / f"{pr}.yaml"))
     ]
     assert rows == [
         (

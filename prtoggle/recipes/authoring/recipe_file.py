@@ -21,7 +21,7 @@ from prtoggle.recipes.authoring.from_diff import (
     NotRevertedChange,
     add_define,
 )
-from prtoggle.recipes.check import TargetCheck, check_fix
+from prtoggle.recipes.check import TargetCheck, check_recipe
 from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
 from prtoggle.recipes.names_check import check_whole_fix, unresolved_patch_reads
 from prtoggle.recipes.schema import Recipe, load_recipe_text
@@ -246,7 +246,7 @@ def _bad_checks(
     recipe: Recipe, tree: SourceTree, targets: Sequence[DraftTarget]
 ) -> list[tuple[DraftTarget, TargetCheck]]:
     by_name = {t.target: t for t in targets}
-    return [(by_name[c.target], c) for c in check_fix(recipe, tree=tree) if not c.ok]
+    return [(by_name[c.target], c) for c in check_recipe(recipe, tree=tree) if not c.ok]
 
 
 def _trees(targets: Sequence[DraftTarget]) -> list[SourceTree]:

@@ -248,7 +248,7 @@ def test_a_fix_without_a_benchmark_is_an_error(bench_project: FakeProject) -> No
 
 def test_every_shipped_fix_names_an_importable_benchmark() -> None:
     registry = load_registry(dirs=[shipped_yaml_dir() / "fixes"])
-    benches = {fix.pr: fix.bench for fix in registry.fixes}
+    benches = {fix.pr: fix.bench for fix in registry.recipes}
     assert benches == {
         21649: "fixes.benchmarks.dp_batch_size_cost",
         22832: "fixes.benchmarks.hidden_states_pool_cost",

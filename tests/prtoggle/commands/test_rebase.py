@@ -17,7 +17,7 @@ from prtoggle.cli.main import cli
 from prtoggle.commands import rebase as rebase_module
 from prtoggle.commands.rebase import rebase_recipe
 from prtoggle.patching.source_files import SourceFile, SourceTree, open_source_tree
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.schema import load_recipe
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -121,7 +121,7 @@ def test_a_target_that_moved_and_drifted_is_found_by_similarity_and_re_anchored(
         "discount = subtotal // 20\n",
         "for item in items:\n    subtotal += item.price\ndiscount = subtotal // 20\n",
     )
-    assert [c.status for c in check_fix(written, tree=open_source_tree(shop))] == ["ok"]
+    assert [c.status for c in check_recipe(written, tree=open_source_tree(shop))] == ["ok"]
 
 
 def test_two_functions_as_similar_are_a_tie_declined_naming_both(

@@ -8,7 +8,7 @@ import pytest
 from revert_fixtures import ModuleFactory, clean_toggle_state, modules_fixture, write_fix  # noqa: F401
 
 from prtoggle.patching.source_files import open_source_tree
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.schema import load_recipe
 
 CORE = """\
@@ -66,7 +66,7 @@ def statuses(
     tree = None if live else open_source_tree(modules.root)
     return [
         (check.target, check.status, check.message.replace(str(modules.root), "SRC"))
-        for check in check_fix(fix, tree=tree)
+        for check in check_recipe(fix, tree=tree)
     ]
 
 
@@ -161,5 +161,5 @@ def test_annotations_are_no_global_reads_where_they_are_never_evaluated(
         modules.load("app.annotated", ANNOTATED)
     fix = load_recipe(write_fix(tmp_path / "reg", 933, ANNOTATED_RECIPE))
     tree = None if live else open_source_tree(modules.root)
-    found = [(c.target, c.status, c.message) for c in check_fix(fix, tree=tree)]
+    found = [(c.target, c.status, c.message) for c in check_recipe(fix, tree=tree)]
     assert found == [("names:app.annotated", "ok", "")]

@@ -15,7 +15,7 @@ from prtoggle.cli.main import cli
 from prtoggle.patching.editor import edit_text
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.patching.source_tree import find_in_source_tree
-from prtoggle.recipes.check import check_fix
+from prtoggle.recipes.check import check_recipe
 from prtoggle.recipes.schema import load_recipe
 
 DATA = Path(__file__).parent / "realfixes"
@@ -54,7 +54,7 @@ def test_a_module_starting_with_a_byte_order_mark_is_drafted_whole_from_its_diff
     assert (record["pr"], record["targets"]) == (31988, [QWEN_TARGET])
     assert (record["names"], record["not_reverted"], record["skipped"]) == ([], [], [])
     recipe = load_recipe(tmp_path / "out" / "31988.yaml")
-    assert [check.status for check in check_fix(recipe, tree=open_source_tree(post))] == ["ok"]
+    assert [check.status for check in check_recipe(recipe, tree=open_source_tree(post))] == ["ok"]
     reverted = edit_text(
         source=find_in_source_tree(QWEN_TARGET, source_root=post).text,
         edits=recipe.patches[0].edits,
@@ -82,7 +82,7 @@ def test_from_git_on_a_byte_order_mark_module_names_the_right_function_and_check
     assert text.startswith(f"pr: 31988\n{title}")
     recipe = load_recipe(tmp_path / "31988.yaml")
     tree = open_source_tree(repo / "python")
-    assert [check.status for check in check_fix(recipe, tree=tree)] == ["ok"]
+    assert [check.status for check in check_recipe(recipe, tree=tree)] == ["ok"]
 
 
 def test_names_changed_under_a_module_level_if_are_drafted_and_the_test_file_skipped(

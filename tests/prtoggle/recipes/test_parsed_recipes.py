@@ -149,7 +149,7 @@ def test_a_parsed_recipes_file_that_cannot_be_used_leaves_the_child_to_parse(
 def test_every_shipped_and_upstream_recipe_reads_back_from_the_run_as_parsed() -> None:
     show = (
         "import sys\nfrom prtoggle.recipes.registry import default_registry\n"
-        "for fix in default_registry().fixes:\n    print(repr(fix))\n"
+        "for fix in default_registry().recipes:\n    print(repr(fix))\n"
         "print('yaml' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(WORKTREE)}

@@ -43,7 +43,7 @@ def test_the_same_pr_in_two_collections_is_two_fixes(tmp_path: Path) -> None:
     ]
     assert registry.get(904, collection="sglang").path == second
     assert registry.get(905).collection == "sglang"
-    assert [fix.label for fix in registry.in_collection("engine").fixes] == ["engine/904"]
+    assert [fix.label for fix in registry.in_collection("engine").recipes] == ["engine/904"]
 
 
 def test_get_of_a_pr_in_several_collections_asks_for_one_and_lists_them(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_an_empty_collection_is_valid(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "README.md").write_text("nothing yet\n")
     registry = load_registry(dirs=[tmp_path / "empty"])
-    assert (registry.collections(), registry.fixes, registry.prs()) == (("empty",), (), ())
+    assert (registry.collections(), registry.recipes, registry.prs()) == (("empty",), (), ())
 
 
 def test_shipped_collections_are_the_subdirectories_of_yaml() -> None:
@@ -98,7 +98,7 @@ def test_shipped_collections_are_the_subdirectories_of_yaml() -> None:
     registry = load_registry(dirs=shipped_collection_dirs())
     demo = registry.in_collection("fixes")
     assert demo.prs() == (21649, 22832, 24856, 26521, 27460)
-    assert all(fix.path.parent == shipped_yaml_dir() / "fixes" for fix in demo.fixes)
+    assert all(fix.path.parent == shipped_yaml_dir() / "fixes" for fix in demo.recipes)
 
 
 def test_registry_lookup_of_an_unknown_pr_lists_registered_ones(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 from revert_fixtures import write_fix
 
 from prtoggle.patching import source_files
-from prtoggle.recipes.resolution import checks_per_fix
+from prtoggle.recipes.resolution import checks_per_recipe
 from prtoggle.recipes.schema import Recipe, load_recipe
 
 RECIPE = """\
@@ -52,7 +52,7 @@ def test_the_recipes_of_one_root_share_one_tree(
     opened: list[Path] = []
     real = source_files.open_source_tree
     monkeypatch.setattr(source_files, "open_source_tree", lambda p: opened.append(p) or real(p))
-    checks = checks_per_fix(fixes, search_path=[str(root)])
+    checks = checks_per_recipe(fixes, search_path=[str(root)])
     assert [[check.status for check in checks[fix]] for fix in fixes] == [["ok"], ["ok"]]
     assert opened == [root]
 
@@ -60,9 +60,9 @@ def test_the_recipes_of_one_root_share_one_tree(
 def test_a_module_or_version_changed_between_two_checks_is_read_again(tmp_path: Path) -> None:
     root = engine(tmp_path / "site", version="1.2")
     fix = recipe(tmp_path / "pack", 1, applies_to="resengine<2")
-    assert checks_per_fix([fix], search_path=[str(root)])[fix][0].status == "ok"
+    assert checks_per_recipe([fix], search_path=[str(root)])[fix][0].status == "ok"
     (root / "resengine" / "mod.py").write_text(MODULE.replace("rows = bs * topk", "rows = bs"))
-    assert checks_per_fix([fix], search_path=[str(root)])[fix][0].status == "stale"
+    assert checks_per_recipe([fix], search_path=[str(root)])[fix][0].status == "stale"
     (root / "resengine" / "mod.py").write_text(MODULE)
     (root / "resengine-1.2.dist-info" / "METADATA").write_text("Name: resengine\nVersion: 2.0\n")
-    assert checks_per_fix([fix], search_path=[str(root)])[fix][0].status == "not-applicable"
+    assert checks_per_recipe([fix], search_path=[str(root)])[fix][0].status == "not-applicable"

@@ -96,7 +96,7 @@ def test_the_built_in_collection_holds_sglangs_registered_recipes(
     registry = registry_of(tmp_path)
     assert registry.collections() == ("demo", "ours", UPSTREAM_COLLECTION)
     upstream = registry.in_collection(UPSTREAM_COLLECTION)
-    assert [(fix.pr, fix.title) for fix in upstream.fixes] == [
+    assert [(fix.pr, fix.title) for fix in upstream.recipes] == [
         (26329, "sglang's revert recipe for PR 26329"),
         (27460, "sglang's revert recipe for PR 27460"),
     ]
