@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 import prtoggle.recipes.registry
+from prtoggle.cli.main import cli
 
 TARGET_MODULE = "prtoggle_fake_target"
 IN_FORCE_LINE = re.compile(r"^prtoggle: pid \d+: PRs? [\d, ]+ in force \([^)\n]*\)\n", re.MULTILINE)
@@ -73,6 +75,8 @@ BROKEN_FIX = 90002  # matches nothing: its revert does not apply
 FIRST_HALF_FIX = 90003  # first_half(): 21 -> 0
 SECOND_HALF_FIX = 90004  # second_half(): 21 -> 0
 HARMLESS_FIX = 90005  # second_half(): `return half` -> `return (half)`
+REGISTERED = f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
+"""The fake project's PRs as the CLI lists them in its choices."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,11 @@ def fake_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
     yield project
     for module in (TARGET_MODULE, SCENARIO_MODULE):
         sys.modules.pop(module, None)
+
+
+def invoke(*args: str) -> Result:
+    """`prtoggle ARGS...` run in this process through click's test runner."""
+    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def python_command(code: str) -> list[str]:

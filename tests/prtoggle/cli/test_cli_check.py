@@ -12,16 +12,13 @@ from cli_fakes import (
     ANSWER_FIX,
     BROKEN_FIX,
     FIRST_HALF_FIX,
-    HARMLESS_FIX,
-    SECOND_HALF_FIX,
+    REGISTERED,
     TARGET_MODULE,
     TARGET_SOURCE,
     FakeProject,
     fake_project,
+    invoke,
 )
-from click.testing import CliRunner, Result
-
-from prtoggle.cli.main import cli
 
 __all__ = ["fake_project"]  # the fixture, imported for pytest
 
@@ -36,10 +33,6 @@ def keep(function):
 def decorated(x):
     return x
 """
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def add_fix(project: FakeProject, pr: int, target: str, match: str, replacement: str) -> None:
@@ -285,9 +278,6 @@ def test_a_stale_recipe_is_followed_by_the_rebase_command_that_proposes_an_updat
         f"hint: `prtoggle rebase {ANSWER_FIX} --collection registry --source-root {wheel}` "
         "proposes an updated recipe for the stale one"
     )
-
-
-REGISTERED = f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
 
 
 def test_check_reports_each_target_and_fails_on_a_broken_revert(

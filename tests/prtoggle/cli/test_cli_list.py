@@ -14,17 +14,11 @@ from cli_fakes import (
     TARGET_MODULE,
     FakeProject,
     fake_project,
+    invoke,
     second_collection,
 )
-from click.testing import CliRunner, Result
-
-from prtoggle.cli.main import cli
 
 __all__ = ["fake_project"]  # the fixture, imported for pytest
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeProject) -> None:

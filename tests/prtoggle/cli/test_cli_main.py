@@ -7,8 +7,8 @@ import sys
 
 import click
 import pytest
-from cli_fakes import FakeProject, fake_project
-from click.testing import CliRunner, Result
+from cli_fakes import FakeProject, fake_project, invoke
+from click.testing import CliRunner
 
 from prtoggle.cli.common import PrToggleGroup
 from prtoggle.cli.main import COMMANDS, cli, load_command
@@ -78,10 +78,6 @@ def test_each_summary_is_the_first_paragraph_of_the_command_help(name: str) -> N
     assert command.name == name
     assert command.help is not None
     assert " ".join(command.help.split("\n\n")[0].split()) == COMMANDS[name].summary
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def test_an_unknown_option_is_one_error_line_not_click_usage_text(

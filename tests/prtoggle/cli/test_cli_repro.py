@@ -13,6 +13,7 @@ from cli_fakes import (
     TARGET_MODULE,
     FakeProject,
     fake_project,
+    invoke,
 )
 from click.testing import CliRunner, Result
 
@@ -197,10 +198,6 @@ def test_seconds_are_each_runs_wall_time_and_the_total_the_commands(
     assert lines[0].split() == ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
     assert lines[1].split() == [str(ANSWER_FIX), "clean", "WrongAnswer", "yes", "1.5", "/", "2.0"]
     assert lines[-1] == "1 of 1 fixes reproduced in 2.1 s"
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def test_repro_takes_a_collection_and_names_the_known_ones(fake_project: FakeProject) -> None:

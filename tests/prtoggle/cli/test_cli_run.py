@@ -12,23 +12,16 @@ from cli_fakes import (
     BROKEN_FIX,
     FIRST_HALF_FIX,
     HARMLESS_FIX,
+    REGISTERED,
     SECOND_HALF_FIX,
     TARGET_MODULE,
     FakeProject,
     fake_project,
+    invoke,
     python_command,
 )
-from click.testing import CliRunner, Result
-
-from prtoggle.cli.main import cli
 
 __all__ = ["fake_project"]  # the fixture, imported for pytest
-
-REGISTERED = f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def test_run_rejects_an_unknown_pr_before_starting(fake_project: FakeProject) -> None:

@@ -10,25 +10,17 @@ from cli_fakes import (
     ANSWER_FIX,
     BROKEN_FIX,
     FIRST_HALF_FIX,
-    HARMLESS_FIX,
-    SECOND_HALF_FIX,
+    REGISTERED,
     TARGET_MODULE,
     FakeProject,
     fake_project,
+    invoke,
     second_collection,
 )
-from click.testing import CliRunner, Result
 
-from prtoggle.cli.main import cli
 from prtoggle.cli.show import CAPTURE_NOTE
 
 __all__ = ["fake_project"]  # the fixture, imported for pytest
-
-REGISTERED = f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), prog_name="prtoggle")
 
 
 def test_show_prints_metadata_and_the_revert_diff(fake_project: FakeProject) -> None:
