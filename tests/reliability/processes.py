@@ -98,9 +98,15 @@ def write_sleeping_project(tmp_path: Path) -> SleepingProject:
 
 
 def start_prtoggle(args: list[str], *, env: dict[str, str]) -> subprocess.Popen[str]:
-    """`python -m prtoggle ARGS` in a session of its own (as a shell job would be)."""
+    """`python -m prtoggle ARGS` in a session of its own, with the signal dispositions a
+    command typed at a terminal gets (as a shell job would be).
+
+    A suite started in the background (`nohup pytest &`, a non-interactive shell's `&`)
+    ignores SIGINT and SIGHUP, and prtoggle keeps a signal ignored on entry ignored, by
+    design; the tests here are about a terminal's Ctrl-C and hang-up, so they reset them.
+    """
     return subprocess.Popen(
-        [sys.executable, "-m", "prtoggle", *args],
+        [sys.executable, "-c", _EXEC_WITH_TERMINAL_SIGNALS, *args],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -108,6 +114,15 @@ def start_prtoggle(args: list[str], *, env: dict[str, str]) -> subprocess.Popen[
         text=True,
         start_new_session=True,
     )
+
+
+_EXEC_WITH_TERMINAL_SIGNALS = """\
+import os, signal, sys
+for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+    signal.signal(number, signal.SIG_DFL)
+os.execv(sys.executable, [sys.executable, "-m", "prtoggle", *sys.argv[1:]])
+"""
+"""Reset the dispositions, then exec prtoggle in the same process (the pid the test holds)."""
 
 
 def wait_for(condition: object, *, timeout: float, what: str) -> None:
