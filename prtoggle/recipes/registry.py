@@ -328,7 +328,7 @@ def _from_upstream(exc: Exception, upstream: Path) -> bool:
 
 def _load_collection(directory: Path, *, bad: list[BadRecipe] | None = None) -> list[Recipe]:
     by_pr: dict[int, Recipe] = {}
-    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+    for path in _recipe_paths(directory):
         try:
             _refuse_link_out(path, directory)
             fix = _recipe_file(path, collection=directory.name)
@@ -345,6 +345,21 @@ def _load_collection(directory: Path, *, bad: list[BadRecipe] | None = None) -> 
             )
         by_pr[fix.pr] = fix
     return [by_pr[pr] for pr in sorted(by_pr)]
+
+
+def _recipe_paths(directory: Path) -> list[Path]:
+    """The `*.yaml` / `*.yml` entries of `directory`, by name; a listing that fails is an
+    error naming the directory (Path.glob would quietly find nothing)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name for entry in entries]
+    except OSError as exc:
+        raise RegistryError(
+            f"registry directory {directory} cannot be read: {exc.strerror or exc}; a "
+            f"registry directory (shipped, or from {YAML_PATH_ENV}) must be a readable "
+            "directory of recipe files"
+        ) from exc
+    return sorted(directory / name for name in names if name.endswith((".yaml", ".yml")))
 
 
 def _recipe_file(path: Path, *, collection: str) -> Recipe:

@@ -98,6 +98,35 @@ def test_each_kind_of_unreadable_recipe_is_one_error_line_naming_the_file(
     )
 
 
+def unlistable_directory(tmp_path: Path) -> Path:
+    """A directory whose listing really fails: mode 000 (as a user), or, where the tests run
+    as root (who lists it all the same), another process's /proc/PID/map_files."""
+    private = tmp_path / "private"
+    private.mkdir()
+    private.chmod(0)
+    for candidate in (private, Path("/proc/1/map_files")):
+        try:
+            os.listdir(candidate)
+        except PermissionError:
+            return candidate
+    pytest.skip("no directory whose listing fails here (root with every capability)")
+
+
+@pytest.mark.parametrize("command", ["check", "list"])
+def test_a_registry_directory_that_cannot_be_listed_is_one_error_line_and_status_2(
+    tmp_path: Path, command: str
+) -> None:
+    directory = unlistable_directory(tmp_path)
+    result = run_python(["-m", "prtoggle", command], directory)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"error: registry directory {directory} cannot be read: Permission denied; a "
+        "registry directory (shipped, or from PRTOGGLE_YAML_PATH) must be a readable "
+        "directory of recipe files\n",
+    )
+
+
 def printed(result: subprocess.CompletedProcess[str], command: str) -> str:
     """What a command printed on stdout, less `list`'s table of the readable recipes, which
     ends with the unreadable one as an ERROR row."""
