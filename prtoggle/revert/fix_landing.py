@@ -132,7 +132,7 @@ class ActiveRecipe:
         late = [t for t in self.pending if module_readiness.holder_is_ready(t)]
         for index in self.names_pending:
             scope = self.recipe.names[index].scope
-            if module_readiness.pending_module(f"{scope}.__names__", finished=None) is None:
+            if module_readiness.scope_is_ready(scope):
                 late.append(f"names of {scope}")
         return tuple(late)
 

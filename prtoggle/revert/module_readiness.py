@@ -63,3 +63,18 @@ def holder_is_ready(target: str) -> bool:
         return True
     except Exception:  # importlib's own lookups fail there (KeyError: the parent's name)
         return False
+
+
+def scope_is_ready(scope: str) -> bool:
+    """Whether a `names` scope could land now: its own module (a class scope's too) is
+    imported and complete. A package imported without the scope's module is not ready:
+    that revert is not yet in force, not a failure."""
+    if pending_module(f"{scope}.__names__", finished=None) is not None:
+        return False
+    from prtoggle.patching.names import resolve_scope  # a module is loaded
+    from prtoggle.patching.targets import PendingTarget
+
+    try:
+        return not isinstance(resolve_scope(scope), PendingTarget)
+    except PatchApplicationError:
+        return True  # imported, and the scope is not what the recipe says: never landed

@@ -1,0 +1,103 @@
+"""Whole-fix reverts (`names`) in real processes: what they touch, and when they are in force.
+
+Small packages written to a temporary directory and imported for real; `prtoggle run` and
+`SGLANG_DEBUG_REVERT_PR` + `maybe_revert_pr_fix()` in real subprocesses (issue 32.1, 32.7).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+WORKTREE = Path(__file__).resolve().parents[2]
+PRTOGGLE = [sys.executable, "-m", "prtoggle"]
+PR = 99701
+PACKAGE = {
+    "scoped/__init__.py": "",
+    "scoped/core.py": """\
+        LIMIT = 2
+
+
+        def limit():
+            return LIMIT
+        """,
+}
+RECIPE = f"""\
+pr: {PR}
+title: the limit was 1
+names:
+  - scope: scoped.core
+    define: |
+      LIMIT = 1
+"""
+
+
+@pytest.fixture(name="project")
+def project_fixture(tmp_path: Path) -> Path:
+    for name, text in PACKAGE.items():
+        path = tmp_path / "src" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / f"{PR}.yaml").write_text(RECIPE)
+    return tmp_path
+
+
+def env_for(project: Path, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(WORKTREE), str(project / "src")]),
+        "PRTOGGLE_YAML_PATH": str(project / "recipes"),
+        **extra,
+    }
+    if "SGLANG_DEBUG_REVERT_PR" not in extra:
+        env.pop("SGLANG_DEBUG_REVERT_PR", None)
+    return env
+
+
+def run(project: Path, args: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        env=env_for(project, **extra),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_a_run_that_imports_the_package_but_not_the_scope_module_is_not_refused(
+    project: Path,
+) -> None:
+    program = [sys.executable, "-c", "import scoped; print('ran')"]
+    result = run(project, [*PRTOGGLE, "run", "-r", str(PR), "--", *program])
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "ran\n",
+        f"prtoggle run: PR {PR} requested in 1 process, but no process imported its code, so "
+        f"nothing was reverted (recipes/{PR})\n",
+    )
+
+
+def test_maybe_revert_pr_fix_in_a_program_that_never_imports_the_scope_says_nothing_at_exit(
+    project: Path,
+) -> None:
+    code = "import prtoggle, scoped\nprtoggle.maybe_revert_pr_fix()\nprint('ran')\n"
+    result = run(project, [sys.executable, "-c", code], SGLANG_DEBUG_REVERT_PR=str(PR))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
+
+
+def test_the_scope_imported_later_lands_and_its_run_says_in_force(project: Path) -> None:
+    program = [sys.executable, "-c", "import scoped.core; print(scoped.core.limit())"]
+    result = run(project, [*PRTOGGLE, "run", "-r", str(PR), "--", *program])
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "1\n",
+        f"prtoggle run: PR {PR} in force in 1 process (recipes/{PR})\n",
+    )
