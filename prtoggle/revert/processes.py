@@ -7,13 +7,15 @@ here, not again in each child's working directory), so a child Python it starts
 (multiprocessing's spawn, a subprocess) reverts SGLANG_DEBUG_REVERT_PR at start-up too,
 strictly, as under `prtoggle run`; a forked child inherits the patched code.
 While reverts are held, an audit hook (process-global, never removed; it acts only on the
-events `os.exec` and `subprocess.Popen`) puts the start-up hook back into the environment a
-program hands to `os.exec*` (a launcher that re-executes Python with its own PYTHONPATH;
-there the missing revert, report and recipe variables are carried over too, since it is the
-same process) and into a `subprocess.Popen` environment that asks for a revert. Each process
-logs one line at INFO when reverts are put in force in it (pid, PRs, each fix as
-`collection/PR`). What a process reports: prtoggle.revert.process_report; when it
-refuses: prtoggle.revert.child.
+events `os.exec`, `os.posix_spawn` and `subprocess.Popen`) puts the start-up hook back into
+the environment a program hands to `os.exec*` (a launcher that re-executes Python with its
+own PYTHONPATH; there the missing revert, report and recipe variables are carried over
+too, since it is the same process) and into a `subprocess.Popen` environment that asks for
+a revert. An `os.posix_spawn`/`os.posix_spawnp` environment that asks for a revert without
+the hook is refused (the call raises RunnerError and no child starts): that call cannot be
+made again with the hook. Each process logs one line at INFO when reverts are put in force
+in it (pid, PRs, each fix as `collection/PR`). What a process reports:
+prtoggle.revert.process_report; when it refuses: prtoggle.revert.child.
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ def log_to_stderr() -> None:
     _RECORD.stderr_handler = handler
 
 
-_EXEC_EVENTS = frozenset({"os.exec", "subprocess.Popen"})
+_EXEC_EVENTS = frozenset({"os.exec", "os.posix_spawn", "subprocess.Popen"})
 _CARRIED = (REVERT_ENV, RUN_REPORT_ENV, YAML_PATH_ENV)
 
 
@@ -141,6 +143,8 @@ def _audit(event: str, args: tuple[object, ...]) -> None:
     if event in _EXEC_EVENTS and revert_state.held_prs():
         if event == "os.exec":
             _on_exec(*args[:3])
+        elif event == "os.posix_spawn":  # os.posix_spawn and os.posix_spawnp
+            _on_spawn(args[0], args[2])
         else:
             _on_popen(args[3])
 
@@ -173,3 +177,30 @@ def _on_popen(env: object) -> None:
     """subprocess.Popen with an environment that asks for a revert: the hook goes back in."""
     if isinstance(env, MutableMapping) and str(env.get(REVERT_ENV, "")).strip() not in ("", "0"):
         with_start_up_hook(env)
+
+
+def _on_spawn(path: object, env: object) -> None:
+    """os.posix_spawn[p]: a child whose environment asks for a revert but leaves the start-up
+    hook off its PYTHONPATH would run unreverted. The call has already copied `env` when the
+    event comes, and its other arguments are not in the event, so it cannot be made again
+    with the hook: it is refused (the caller gets the error; no child starts)."""
+    if not isinstance(env, Mapping):
+        return
+    text = {os.fsdecode(k): os.fsdecode(v) for k, v in env.items() if isinstance(k, str | bytes)}
+    request = text.get(REVERT_ENV, "").strip()
+    if request in ("", "0"):
+        return  # not asked to revert: the program's choice, as with subprocess
+    fixed = dict(text)
+    with_start_up_hook(fixed)
+    if fixed == text:
+        return
+    from prtoggle.errors import RunnerError
+
+    program = os.fsdecode(path) if isinstance(path, str | bytes) else str(path)
+    raise RunnerError(
+        f"os.posix_spawn of {program}: its environment asks for {REVERT_ENV}={request} but "
+        f"its PYTHONPATH leaves out prtoggle's start-up hook ({BOOTSTRAP_DIR}), so the child "
+        "would run unreverted; give it an environment whose PYTHONPATH starts with that "
+        f"directory (os.environ has it), start it with subprocess, or leave {REVERT_ENV} "
+        "out of its environment to run it unreverted"
+    )

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from prtoggle.revert.processes import BOOTSTRAP_DIR
+
 WORKTREE = Path(__file__).resolve().parents[2]
 PRTOGGLE = [sys.executable, "-m", "prtoggle"]
 OUTER, INNER = 99501, 99502
@@ -259,4 +261,61 @@ def test_coverage_inside_a_run_keeps_the_outer_revert_in_every_run_and_says_so(
     assert result.stderr.splitlines()[0] == (
         f"prtoggle coverage: SGLANG_DEBUG_REVERT_PR='{OUTER}' of the outer prtoggle run stays "
         f"in force in every run (PR {OUTER} reverted throughout, never a candidate)"
+    )
+
+
+SPAWNER = """\
+import os, subprocess, sys
+here = os.path.dirname(os.path.abspath(__file__))
+argv = [sys.executable, os.path.join(here, "app.py")]
+{how}
+"""
+OWN_PYTHONPATH = "{**os.environ, 'PYTHONPATH': here}"
+SPAWNS = {
+    "posix_spawn": f"os.waitpid(os.posix_spawn(sys.executable, argv, {OWN_PYTHONPATH}), 0)",
+    "posix_spawnp": f"os.waitpid(os.posix_spawnp(sys.executable, argv, {OWN_PYTHONPATH}), 0)",
+}
+
+
+@pytest.mark.parametrize("call", sorted(SPAWNS))
+def test_a_posix_spawn_whose_environment_drops_the_hook_is_refused_never_a_silent_child(
+    project: Path, call: str
+) -> None:
+    how = f"try:\n    {SPAWNS[call]}\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
+    (project / "spawner.py").write_text(SPAWNER.format(how=how))
+    result = run(project, "run", "-r", str(OUTER), "--", sys.executable, "spawner.py")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        f"RunnerError os.posix_spawn of {sys.executable}: its environment asks for "
+        f"SGLANG_DEBUG_REVERT_PR={OUTER} but its PYTHONPATH leaves out prtoggle's start-up "
+        f"hook ({BOOTSTRAP_DIR}), so the child would run unreverted; give it an environment "
+        "whose PYTHONPATH starts with that directory (os.environ has it), start it with "
+        "subprocess, or leave SGLANG_DEBUG_REVERT_PR out of its environment to run it "
+        "unreverted\n",
+        f"prtoggle run: PR {OUTER} requested in 1 process, but no process imported its code, "
+        f"so nothing was reverted (recipes/{OUTER})\n",
+    )
+
+
+CHILDREN = {
+    "posix_spawn with os.environ": (
+        "os.waitpid(os.posix_spawn(sys.executable, argv, os.environ), 0)"
+    ),
+    "subprocess with its own PYTHONPATH": f"subprocess.run(argv, env={OWN_PYTHONPATH})",
+    "subprocess through posix_spawn": (
+        f"subprocess.run(argv, env={OWN_PYTHONPATH}, close_fds=False)"  # _USE_POSIX_SPAWN
+    ),
+}
+
+
+@pytest.mark.parametrize("child", sorted(CHILDREN))
+def test_a_spawned_child_whose_environment_asks_for_the_revert_runs_reverted(
+    project: Path, child: str
+) -> None:
+    (project / "spawner.py").write_text(SPAWNER.format(how=CHILDREN[child]))
+    result = run(project, "run", "-r", str(OUTER), "--", sys.executable, "spawner.py")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "10 2\n",
+        f"prtoggle run: PR {OUTER} in force in 2 processes (recipes/{OUTER})\n",
     )
