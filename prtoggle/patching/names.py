@@ -4,30 +4,34 @@ One change (`scope`, `define`, `remove`) is applied all or nothing: every name i
 removes is snapshotted first (its object, or absent), then `define` runs in the scope
 (a module's own globals; a class body compiled as a synthetic class of the same name whose
 members are set on the real class, `__class__` cells pointed at it), then the removed
-names go. In a module scope, every other loaded module holding the very object being
-replaced (copies made by `from m import NAME [as OTHER]`) gets the same change; small
-immutable atoms are followed under the same name only, and a function or class defined in
-another module (an import of the scope) not at all. Restoring puts back the identical
-objects, copies included, and deletes what was absent. Two changes of one name in force
-at once are refused. Process-global: the record of which name is changed by whom.
+names go. In a module scope, every copy of a changed name in another loaded module (a name
+its source binds by importing it, patching.copies; never a name that merely holds the same
+object) gets the same change; a holder whose source cannot be read is said, not changed.
+Restoring puts back the identical objects, copies included, and deletes what was absent.
+Two changes of one name in force at once are refused. Process-global: the record of which
+name is changed by whom.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
+from types import CodeType, FunctionType, ModuleType
+from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError, TargetResolutionError
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
 from prtoggle.patching.module_scope import imported_in, module_scope
 from prtoggle.patching.targets import PendingTarget, module_exists
 
-ATOMS = (int, str, bytes, bool, type(None), float)
-"""Values whose copies are followed only under the same name (equal values are common)."""
+if TYPE_CHECKING:
+    from prtoggle.patching.copies import Holding
+
+logger = logging.getLogger(__name__)
 
 
 class _Absent:
@@ -225,10 +229,10 @@ def _repoint_class_cells(member: object, synthetic: type, real: type) -> None:
                 cell.cell_contents = real
 
 
-def _copies(
-    scope: NameScope, before: dict[str, object], *, label: str
-) -> list[tuple[str, object, str, str]]:
-    """(module name, holder, attribute, scope name) of every copy of a replaced object."""
+def _copies(scope: NameScope, before: dict[str, object], *, label: str) -> list[Holding]:
+    """Every copy of a replaced or removed name in another loaded module (patching.copies:
+    a name bound by an import of it, never a name that happens to hold the same object).
+    A holder whose source cannot be read is said and left as it is."""
     if scope.cls is not None:
         return []
     source = module_scope(_file(scope.module) or "")
@@ -236,74 +240,45 @@ def _copies(
     present = {
         name: value
         for name, value in before.items()
-        if name not in imported and _own(value, scope.module)
+        if name not in imported and value is not ABSENT and not isinstance(value, ModuleType)
     }
-    by_id = {id(v): n for n, v in present.items() if not isinstance(v, ATOMS)}
-    found: list[tuple[str, object, str, str]] = []
-    for module_name, module in list(sys.modules.items()):
-        if module is scope.module or module is None:
-            continue
-        try:
-            namespace = vars(module)
-        except TypeError:
-            continue
-        for attribute, scope_name in _held(namespace, present, by_id):
-            atom = isinstance(present[scope_name], ATOMS)
-            if atom and not _imports(module, scope_name, source=scope.name):
-                continue  # an equal value of its own, not imported from the scope: not a copy
-            if not isinstance(namespace, dict):
-                raise PatchApplicationError(
-                    f"{label}: `{scope_name}` of module {scope.name} is also held as "
-                    f"{module_name}.{attribute}, whose namespace (a {type(namespace).__name__}) "
-                    "cannot be updated; a revert there would be half-visible"
-                )
-            found.append((module_name, module, attribute, scope_name))
-    return found
+    if not present:
+        return []
+    from prtoggle.patching.copies import find_copies
 
-
-def _imports(module: ModuleType, name: str, *, source: str) -> bool:
-    """Whether `module`'s source imports `name` from module `source` by that name."""
-    found = module_scope(_file(module) or "")
-    package = getattr(module, "__package__", None) or ""
-    return found is not None and (name, name) in found.imports_from(source, package=package)
-
-
-def _own(value: object, module: ModuleType) -> bool:
-    """Whether copies of `value` elsewhere are the scope's: a name the scope's source
-    imports (left out by the caller), a function or class defined in another module, or
-    a module, is not (its importers got it from there): not followed."""
-    if value is ABSENT or isinstance(value, ModuleType):
-        return False  # a module bound in the scope is an import: everyone's, not the scope's
-    if isinstance(value, FunctionType | BuiltinFunctionType | type):
-        return getattr(value, "__module__", None) == module.__name__
-    return True
-
-
-def _held(
-    namespace: object, present: dict[str, object], by_id: dict[int, str]
-) -> Iterator[tuple[str, str]]:
-    get: Callable[[str, object], object] = getattr(namespace, "get", lambda *_: ABSENT)
-    for name, value in present.items():
-        if isinstance(value, ATOMS) and get(name, ABSENT) is value:
-            yield name, name
-    if not by_id:
-        return
-    for attribute, value in list(getattr(namespace, "items", dict)()):
-        scope_name = by_id.get(id(value))
-        if scope_name is not None and present[scope_name] is value:
-            yield attribute, scope_name
-
-
-def _update_copies(
-    applied: AppliedNames, scope: NameScope, copies: list[tuple[str, object, str, str]]
-) -> None:
-    namespace = vars(scope.holder)
-    for module_name, module, attribute, scope_name in copies:
-        applied.bindings.append(
-            Binding(module, attribute, getattr(module, attribute), f"copy in {module_name}")
+    found = find_copies(scope.module, present)
+    for holding in found.unreadable:
+        logger.warning(
+            "%s: `%s` of module %s is also held as %s.%s, whose source cannot be read, so "
+            "whether it is a copy (an import of that name) is unknown: it keeps the post-fix "
+            "object",
+            label,
+            holding.scope_name,
+            scope.name,
+            holding.module_name,
+            holding.attribute,
         )
-        if scope_name in namespace:
-            setattr(module, attribute, namespace[scope_name])
+    for holding in found.copies:
+        namespace = vars(holding.module)
+        if not isinstance(namespace, dict):
+            raise PatchApplicationError(
+                f"{label}: `{holding.scope_name}` of module {scope.name} is also held as "
+                f"{holding.module_name}.{holding.attribute}, whose namespace (a "
+                f"{type(namespace).__name__}) cannot be updated; a revert there would be "
+                "half-visible"
+            )
+    return list(found.copies)
+
+
+def _update_copies(applied: AppliedNames, scope: NameScope, copies: list[Holding]) -> None:
+    namespace = vars(scope.holder)
+    for copy in copies:
+        module, attribute = copy.module, copy.attribute
+        applied.bindings.append(
+            Binding(module, attribute, getattr(module, attribute), f"copy in {copy.module_name}")
+        )
+        if copy.scope_name in namespace:
+            setattr(module, attribute, namespace[copy.scope_name])
         else:
             delattr(module, attribute)
 

@@ -51,7 +51,10 @@ LAZY: dict[str, dict[str, str]] = {
         "prtoggle.patching.swap": _SWAP_ON_IMPORT,
         "prtoggle.recipes.yaml_loader": _YAML_ON_PARSE,
     },
-    "prtoggle/revert/module_readiness.py": {"prtoggle.patching.targets": _SWAP_ON_IMPORT},
+    "prtoggle/revert/module_readiness.py": {
+        "prtoggle.patching.names": _SWAP_ON_IMPORT,
+        "prtoggle.patching.targets": _SWAP_ON_IMPORT,
+    },
     "prtoggle/revert/partial.py": {"prtoggle.recipes.selection": _CHILD_START},
     "prtoggle/revert/state.py": {"prtoggle.patching.swap": _SWAP_ON_IMPORT},
     "prtoggle/runners/warm_server.py": {

@@ -19,14 +19,32 @@ PRTOGGLE = [sys.executable, "-m", "prtoggle"]
 PR = 99701
 PACKAGE = {
     "scoped/__init__.py": "",
+    "dtyped/__init__.py": "",
+    "dtyped/core.py": """\
+        import torch
+
+        DTYPE = torch.bfloat16
+        EMPTY = ()
+        """,
     "scoped/core.py": """\
         LIMIT = 2
+        TABLE = {"limit": 2}
 
 
         def limit():
             return LIMIT
         """,
 }
+DTYPE_PR = 99702
+DTYPE_RECIPE = f"""\
+pr: {DTYPE_PR}
+title: the dtype was float16
+names:
+  - scope: dtyped.core
+    define: |
+      DTYPE = torch.float16
+      EMPTY = ("old",)
+"""
 RECIPE = f"""\
 pr: {PR}
 title: the limit was 1
@@ -34,6 +52,7 @@ names:
   - scope: scoped.core
     define: |
       LIMIT = 1
+      TABLE = {{"limit": 1}}
 """
 
 
@@ -45,6 +64,7 @@ def project_fixture(tmp_path: Path) -> Path:
         path.write_text(textwrap.dedent(text))
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / f"{PR}.yaml").write_text(RECIPE)
+    (tmp_path / "recipes" / f"{DTYPE_PR}.yaml").write_text(DTYPE_RECIPE)
     return tmp_path
 
 
@@ -100,4 +120,51 @@ def test_the_scope_imported_later_lands_and_its_run_says_in_force(project: Path)
         0,
         "1\n",
         f"prtoggle run: PR {PR} in force in 1 process (recipes/{PR})\n",
+    )
+
+
+def test_a_revert_rebinding_a_torch_dtype_leaves_torch_and_main_s_own_values_alone(
+    project: Path,
+) -> None:
+    # __main__ holds the very objects the scope rebinds (torch.bfloat16, the empty tuple)
+    # when the revert lands, without importing them from the scope: not copies.
+    (project / "main.py").write_text(
+        "import torch\n"
+        "DTYPE = torch.bfloat16\n"
+        "EMPTY = ()\n"
+        "import dtyped.core\n"
+        "print(torch.bfloat16, DTYPE, EMPTY, dtyped.core.DTYPE, dtyped.core.EMPTY)\n"
+    )
+    program = [sys.executable, "main.py"]
+    result = run(project, [*PRTOGGLE, "run", "-r", str(DTYPE_PR), "--", *program])
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "torch.bfloat16 torch.bfloat16 () torch.float16 ('old',)\n",
+        f"prtoggle run: PR {DTYPE_PR} in force in 1 process (recipes/{DTYPE_PR})\n",
+    )
+
+
+def test_main_importing_the_name_follows_and_a_main_without_source_is_said(
+    project: Path,
+) -> None:
+    code = (
+        "from scoped.core import TABLE\n"
+        "import prtoggle, scoped.core\n"
+        "prtoggle.maybe_revert_pr_fix()\n"
+        "print(TABLE, scoped.core.TABLE)\n"
+    )
+    (project / "main.py").write_text(code)
+    from_file = run(project, [sys.executable, "main.py"], SGLANG_DEBUG_REVERT_PR=str(PR))
+    assert (from_file.returncode, from_file.stdout, from_file.stderr) == (
+        0,
+        "{'limit': 1} {'limit': 1}\n",
+        "",
+    )
+    inline = run(project, [sys.executable, "-c", code], SGLANG_DEBUG_REVERT_PR=str(PR))
+    assert (inline.returncode, inline.stdout, inline.stderr) == (
+        0,
+        "{'limit': 2} {'limit': 1}\n",
+        f"{project / 'recipes' / f'{PR}.yaml'}:4: PR {PR}: `TABLE` of module scoped.core is "
+        "also held as __main__.TABLE, whose source cannot be read, so whether it is a copy "
+        "(an import of that name) is unknown: it keeps the post-fix object\n",
     )

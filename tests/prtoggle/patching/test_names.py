@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 import types
 
@@ -92,7 +91,9 @@ def test_module_define_and_remove_land_and_restore_the_identical_objects(app: Ap
     assert all(vars(core)[name] is value for name, value in before.items())
 
 
-def test_copies_in_other_modules_follow_by_identity_and_atoms_by_name(app: App) -> None:
+def test_names_other_modules_import_from_the_scope_follow_any_alias_equal_values_do_not(
+    app: App,
+) -> None:
     core, user = app
     helper, table, debug = core.new_helper, core.TABLE, user.DEBUG
     applied = apply("app.core", define="LIMIT = 4096\nTABLE = {}\n", remove=("new_helper",))
@@ -206,12 +207,14 @@ def test_a_define_failing_halfway_is_undone(app: App) -> None:
     assert core.LIMIT == 8192 and user.LIMIT == 8192 and core.new_helper is helper
 
 
-def test_a_copy_that_cannot_be_updated_refuses_naming_it(
-    app: App, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_copy_that_cannot_be_updated_refuses_naming_it(app: App, modules: ModuleFactory) -> None:
+    # A module that replaces itself in sys.modules with a class (a read-only namespace).
     core, _ = app
-    holder = type("Holder", (), {"helper": core.new_helper})
-    monkeypatch.setitem(sys.modules, "odd_holder", holder)
+    modules.load(
+        "odd_holder",
+        "import sys\nfrom app.core import new_helper as helper\n"
+        "sys.modules[__name__] = type('Holder', (), {'helper': helper, '__file__': __file__})\n",
+    )
     with pytest.raises(PatchApplicationError) as caught:
         apply("app.core", remove=("new_helper",))
     assert str(caught.value) == (
