@@ -71,7 +71,9 @@ def find_copies(scope: ModuleType, values: Mapping[str, object]) -> Copies:
                     found[(name, attribute)] = Holding(name, module, attribute, scope_name)
                     holders.setdefault(name, (module, {}))[1][attribute] = scope_name
                     grew = True
-    return Copies(copies=tuple(found.values()), unreadable=_unreadable(candidates, imports, found))
+    common = {name for name, value in values.items() if _common(value, scope)}
+    unreadable = _unreadable(candidates, imports, found, known=common)
+    return Copies(copies=tuple(found.values()), unreadable=unreadable)
 
 
 def clear_cache() -> None:
@@ -146,11 +148,14 @@ def _unreadable(
     candidates: Mapping[str, tuple[object, list[tuple[str, str]]]],
     imports: Mapping[str, tuple[tuple[str, str, str], ...] | None],
     found: Mapping[tuple[str, str], Holding],
+    *,
+    known: set[str],
 ) -> tuple[Holding, ...]:
     """Holders whose source cannot be read, of objects no readable module holds for itself
     (an object a readable module also holds without a copy, torch's `bfloat16`, is that
-    module's: an unreadable holder got it there, not from the scope)."""
-    shared = {
+    module's: an unreadable holder got it there, not from the scope). Common values
+    (`known`: None, a small int, ...) are everyone's: never said."""
+    shared = known | {
         scope_name
         for name, (_, held) in candidates.items()
         if imports[name] is not None

@@ -138,3 +138,14 @@ def test_an_unreadable_holder_of_a_third_party_object_is_not_said(
     monkeypatch.setitem(sys.modules, "made_in_memory", made)
     found = find_copies(core, {"SHARED": core.SHARED})
     assert (found.copies, found.unreadable) == ((), ())
+
+
+def test_an_unreadable_holder_of_a_common_value_is_neither_a_copy_nor_said(
+    modules: ModuleFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    core = modules.load("app.core", "MODE = None\nEXTRA = ()\n")
+    made = types.ModuleType("made_in_memory")
+    made.MODE, made.EXTRA = None, ()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "made_in_memory", made)
+    found = find_copies(core, {"MODE": None, "EXTRA": ()})
+    assert (found.copies, found.unreadable) == ((), ())
