@@ -42,6 +42,7 @@ class ProcessReport:
     unapplied: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     recipes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     landed: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    waiting: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # module never imported
     execed: tuple[str, ...] = ()  # state "exec": the program it was replacing itself with
 
 
@@ -179,7 +180,10 @@ def summary(prs: Sequence[int], reports: Sequence[ProcessReport]) -> str | None:
             f"nothing was reverted ({_shortened(idle)})"
         )
     said = f"{named} in force in {processes} ({', '.join(landed)})"
-    return f"{said}; never imported, so not reverted: {_shortened(idle)}" if idle else said
+    if idle:
+        said = f"{said}; never imported, so not reverted: {_shortened(idle)}"
+    waiting = _waiting_everywhere(holding, prs)
+    return f"{said}; not imported, so not yet in force: {_shortened(waiting)}" if waiting else said
 
 
 def never_imported(pr: int, reports: Sequence[ProcessReport]) -> bool:
@@ -195,6 +199,16 @@ def never_imported(pr: int, reports: Sequence[ProcessReport]) -> bool:
         if report.landed.get(pr):
             return False
     return True
+
+
+def _waiting_everywhere(reports: Sequence[ProcessReport], prs: Sequence[int]) -> list[str]:
+    """Parts of landed recipes of `prs` (`names of SCOPE`, targets) that every process where
+    they landed still waited for when it last reported: their module was never imported."""
+    reports = [r for r in reports if any(r.landed.get(pr) for pr in prs)]
+    per_report = [{item for pr in prs for item in r.waiting.get(pr, ())} for r in reports]
+    common = set.intersection(*per_report) if per_report else set()
+    ordered = [item for pr in prs for item in reports[0].waiting.get(pr, ())] if reports else []
+    return [item for item in dict.fromkeys(ordered) if item in common]
 
 
 def _labels(reports: Sequence[ProcessReport], prs: Sequence[int], *, landed: bool) -> list[str]:
@@ -293,6 +307,7 @@ def _parsed(raw: object) -> ProcessReport | None:
         unapplied=_per_pr(raw.get("unapplied")),
         recipes=_per_pr(raw.get("recipes")),
         landed=_per_pr(raw.get("landed")),
+        waiting=_per_pr(raw.get("waiting")),
         execed=tuple(str(arg) for arg in execed) if isinstance(execed, list) else (),
     )
 

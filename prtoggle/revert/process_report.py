@@ -83,6 +83,7 @@ def _write_report(
             "recipes": {str(pr): list(state.labels_of(pr)) for pr in prs},
             "landed": {str(pr): list(state.landed_labels(pr)) for pr in prs},
             "unapplied": {str(pr): list(t) for pr, t in (unapplied or {}).items()},
+            "waiting": {str(pr): list(state.waiting_of(pr)) for pr in prs},
             **(extra or {}),
         }
     write_run_report(record)

@@ -117,6 +117,21 @@ def targets_of(pr: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return patched, pending
 
 
+def waiting_of(pr: int) -> tuple[str, ...]:
+    """What of `pr`'s recipes that landed here waits for a module never imported (`names
+    of SCOPE`, or a target): that part of the revert is not yet in force."""
+    revert = _ACTIVE.get(pr)
+    every = () if revert is None else revert.recipes
+    fixes = [active for active in every if active.patched or active.names_applied]
+    late = {item for active in fixes for item in active.imported_but_pending()}
+    found = [
+        f"names of {path.removesuffix('.__names__')}" if path.endswith(".__names__") else path
+        for active in fixes
+        for path, _module in active.waits()
+    ]
+    return tuple(item for item in dict.fromkeys(found) if item not in late)
+
+
 def labels_of(pr: int) -> tuple[str, ...]:
     """`collection/PR` of each fix of `pr` in force; () if not held."""
     revert = _ACTIVE.get(pr)

@@ -19,6 +19,7 @@ PRTOGGLE = [sys.executable, "-m", "prtoggle"]
 PR = 99701
 PACKAGE = {
     "scoped/__init__.py": "",
+    "scoped/other.py": "WIDTH = 8\n",
     "dtyped/__init__.py": "",
     "dtyped/core.py": """\
         import torch
@@ -45,6 +46,18 @@ names:
       DTYPE = torch.float16
       EMPTY = ("old",)
 """
+TWO_SCOPES_PR = 99703
+TWO_SCOPES_RECIPE = f"""\
+pr: {TWO_SCOPES_PR}
+title: two modules
+names:
+  - scope: scoped.other
+    define: |
+      WIDTH = 4
+  - scope: scoped.core
+    define: |
+      LIMIT = 1
+"""
 RECIPE = f"""\
 pr: {PR}
 title: the limit was 1
@@ -65,6 +78,7 @@ def project_fixture(tmp_path: Path) -> Path:
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / f"{PR}.yaml").write_text(RECIPE)
     (tmp_path / "recipes" / f"{DTYPE_PR}.yaml").write_text(DTYPE_RECIPE)
+    (tmp_path / "recipes" / f"{TWO_SCOPES_PR}.yaml").write_text(TWO_SCOPES_RECIPE)
     return tmp_path
 
 
@@ -111,6 +125,19 @@ def test_maybe_revert_pr_fix_in_a_program_that_never_imports_the_scope_says_noth
     code = "import prtoggle, scoped\nprtoggle.maybe_revert_pr_fix()\nprint('ran')\n"
     result = run(project, [sys.executable, "-c", code], SGLANG_DEBUG_REVERT_PR=str(PR))
     assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
+
+
+def test_a_run_that_imports_one_scope_of_two_says_the_other_is_not_yet_in_force(
+    project: Path,
+) -> None:
+    program = [sys.executable, "-c", "import scoped.other; print(scoped.other.WIDTH)"]
+    result = run(project, [*PRTOGGLE, "run", "-r", str(TWO_SCOPES_PR), "--", *program])
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "4\n",
+        f"prtoggle run: PR {TWO_SCOPES_PR} in force in 1 process (recipes/{TWO_SCOPES_PR}); "
+        "not imported, so not yet in force: names of scoped.core\n",
+    )
 
 
 def test_the_scope_imported_later_lands_and_its_run_says_in_force(project: Path) -> None:
