@@ -10,13 +10,16 @@ enough: `()`, `None`, a small int or a type are everyone's, and a value the scop
 from a third-party module is that module's too. A module that holds the object but whose
 source cannot be read (`python -c`'s `__main__`, a module made in memory, a compiled
 extension) cannot be told apart: it is returned as unreadable, for the caller to say, and
-never changed. Process-global: each file's imports, read once per (path, mtime, size).
+never changed. Only modules holding the very object are read: their column-0 `from`
+imports by a pattern, the file parsed only when an indented import of the name may be a
+function's own. Process-global: each file's imports, read once per (path, mtime, size).
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -27,6 +30,14 @@ from prtoggle.patching.reexports import ImportBinding, is_type_checking
 
 _NEW_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SOURCE_SUFFIXES = (".py", ".pyw")
+_FROM_IMPORT = re.compile(
+    r"^([ \t]*)from[ \t]+([.\w]+)[ \t]+import[ \t]*(\([^)]*\)|(?:[^\n\\]|\\\n)*)", re.M
+)
+"""`from X import names` at a line's start: its indentation, X, and the names as written."""
+_COMMENT = re.compile(r"#[^\n]*")
+
+Binding = tuple[str, str, str]
+"""(module as written, relative dots included; name imported, `*` for all; local name)."""
 
 
 @dataclass(frozen=True)
@@ -58,15 +69,16 @@ def find_copies(scope: ModuleType, values: Mapping[str, object]) -> Copies:
         scope.__name__: (scope, {name: name for name in values})
     }
     found: dict[tuple[str, str], Holding] = {}
-    imports = {name: _imports_of(module) for name, (module, _) in candidates.items()}
+    imports = {name: _source_of(module) for name, (module, _) in candidates.items()}
     grew = True
     while grew:  # a copy may be the source of the next (re-exports)
         grew = False
         for name, (module, held) in candidates.items():
-            bindings = imports[name]
+            source = imports[name]
             for attribute, scope_name in held:
-                if bindings is None or (name, attribute) in found:
+                if source is None or (name, attribute) in found:
                     continue
+                bindings = source.bindings_of(attribute)
                 if _bound_from(bindings, attribute, scope_name, holders, _package(module)):
                     found[(name, attribute)] = Holding(name, module, attribute, scope_name)
                     holders.setdefault(name, (module, {}))[1][attribute] = scope_name
@@ -78,7 +90,7 @@ def find_copies(scope: ModuleType, values: Mapping[str, object]) -> Copies:
 
 def clear_cache() -> None:
     """Forget every file's imports read so far."""
-    _IMPORTS.clear()
+    _SOURCES.clear()
 
 
 def _candidates(
@@ -123,7 +135,7 @@ def _held(
 
 
 def _bound_from(
-    bindings: tuple[tuple[str, str, str], ...],
+    bindings: tuple[Binding, ...],
     attribute: str,
     scope_name: str,
     holders: Mapping[str, tuple[object, Mapping[str, str]]],
@@ -146,7 +158,7 @@ def _bound_from(
 
 def _unreadable(
     candidates: Mapping[str, tuple[object, list[tuple[str, str]]]],
-    imports: Mapping[str, tuple[tuple[str, str, str], ...] | None],
+    imports: Mapping[str, _Source | None],
     found: Mapping[tuple[str, str], Holding],
     *,
     known: set[str],
@@ -171,45 +183,114 @@ def _unreadable(
     )
 
 
-def _imports_of(module: object) -> tuple[tuple[str, str, str], ...] | None:
-    """(module as written, name, local) of each `from ... import` the module's source runs
-    at its top level, the module relative-prefixed by dots; None: no readable source."""
+@dataclass
+class _Source:
+    """The `from` imports of one module's source: (module as written, name, local) each.
+
+    `top`: the statements at column 0, read by a pattern (fast); `nested`: the local names
+    of indented ones, which may sit in a def or class: for those the file is parsed
+    (`full`, at most once) to tell a module-level import from a function's own."""
+
+    filename: str | None
+    top: tuple[Binding, ...]
+    nested: frozenset[str]
+    text: str | None = None  # kept only for a source that has no file (a loader's)
+    full: tuple[Binding, ...] | None = None
+
+    def bindings_of(self, local: str) -> tuple[Binding, ...]:
+        """The imports to search for one that binds `local` at the module's top level."""
+        if local not in self.nested and "*" not in self.nested:
+            return self.top
+        if self.full is None:
+            text = self.text if self.filename is None else _read(self.filename)
+            self.full = () if text is None else _parsed_imports(text)
+        return self.full
+
+
+def _source_of(module: object) -> _Source | None:
+    """The imports of `module`'s source, its file's read once per version; None: no
+    readable source (made in memory, `python -c`, compiled, sourceless)."""
     filename = getattr(module, "__file__", None)
-    if isinstance(filename, str) and filename.endswith(_SOURCE_SUFFIXES):
-        try:
-            info = os.stat(filename)
-        except OSError:
-            return _from_loader(module)
-        key = (info.st_mtime_ns, info.st_size)
-        cached = _IMPORTS.get(filename)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        try:
-            with open(filename, "rb") as stream:
-                found = _from_imports(decode_python_source(stream.read()))
-        except (OSError, SyntaxError, ValueError):
-            return None
-        _IMPORTS[filename] = (key, found)
-        return found
-    return _from_loader(module)
+    if not (isinstance(filename, str) and filename.endswith(_SOURCE_SUFFIXES)):
+        text = _loader_source(module)
+        return None if text is None else _scanned(None, text)
+    try:
+        info = os.stat(filename)
+    except OSError:
+        return None
+    key = (info.st_mtime_ns, info.st_size)
+    cached = _SOURCES.get(filename)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    text = _read(filename)
+    if text is None:
+        return None
+    found = _scanned(filename, text)
+    _SOURCES[filename] = (key, found)
+    return found
 
 
-def _from_loader(module: object) -> tuple[tuple[str, str, str], ...] | None:
-    """The imports of a module whose source only its loader has (a zip archive)."""
+def _scanned(filename: str | None, text: str) -> _Source:
+    top: list[Binding] = []
+    nested: set[str] = set()
+    for match in _FROM_IMPORT.finditer(text):
+        indent, written, names = match.groups()
+        bindings = _listed(written, names)
+        if indent:
+            nested.update(local for _, _, local in bindings)
+        else:
+            top.extend(bindings)
+    return _Source(
+        filename=filename,
+        top=tuple(top),
+        nested=frozenset(nested),
+        text=text if filename is None else None,
+    )
+
+
+def _listed(written: str, names: str) -> list[Binding]:
+    """(written, name, local) of `a, b as c` (parenthesised, commented, continued)."""
+    if not names.startswith("("):
+        names = names.split(";", 1)[0]  # `from m import a; b = 1`
+    cleaned = _COMMENT.sub("", names).replace("\\\n", " ").strip().strip("()")
+    found = []
+    for item in cleaned.split(","):
+        parts = item.split()
+        if len(parts) == 1:
+            found.append((written, parts[0], parts[0]))
+        elif len(parts) == 3 and parts[1] == "as":
+            found.append((written, parts[0], parts[2]))
+    return found
+
+
+def _read(filename: str) -> str | None:
+    try:
+        with open(filename, "rb") as stream:
+            return decode_python_source(stream.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _loader_source(module: object) -> str | None:
+    """The source of a module that only its loader has (a zip archive); None: none."""
     loader = getattr(module, "__loader__", None)
     get_source = getattr(loader, "get_source", None)
     if get_source is None:
         return None
     try:
         text = get_source(getattr(module, "__name__", ""))
-        return None if text is None else _from_imports(text)
     except (ImportError, OSError, SyntaxError, ValueError, TypeError):
         return None
+    return text if isinstance(text, str) else None
 
 
-def _from_imports(text: str) -> tuple[tuple[str, str, str], ...]:
-    found: list[tuple[str, str, str]] = []
-    pending: list[ast.AST] = list(ast.parse(text).body)
+def _parsed_imports(text: str) -> tuple[Binding, ...]:
+    """Every `from` import the module's top level runs, at any depth of if/try/with/loops."""
+    try:
+        pending: list[ast.AST] = list(ast.parse(text).body)
+    except (SyntaxError, ValueError):
+        return ()
+    found: list[Binding] = []
     while pending:
         node = pending.pop()
         if isinstance(node, ast.ImportFrom):
@@ -265,5 +346,5 @@ class _Missing:
 
 
 _MISSING = _Missing()
-_IMPORTS: dict[str, tuple[tuple[int, int], tuple[tuple[str, str, str], ...]]] = {}
-"""File name -> ((mtime_ns, size), its `from` imports): read once per version of a file."""
+_SOURCES: dict[str, tuple[tuple[int, int], _Source]] = {}
+"""File name -> ((mtime_ns, size), its imports): read once per version of a file."""

@@ -149,3 +149,29 @@ def test_an_unreadable_holder_of_a_common_value_is_neither_a_copy_nor_said(
     monkeypatch.setitem(sys.modules, "made_in_memory", made)
     found = find_copies(core, {"MODE": None, "EXTRA": ()})
     assert (found.copies, found.unreadable) == ((), ())
+
+
+def test_an_import_inside_a_function_is_not_a_copy_of_a_module_level_name(
+    modules: ModuleFactory,
+) -> None:
+    core = modules.load("app.core", "TABLE = {'a': 1}\n")
+    table = core.TABLE
+    user = modules.load(
+        "app.user",
+        """\
+        import app.core
+        from app.core import (  # a comment
+            TABLE as SAME,
+        )
+        TABLE = app.core.TABLE
+
+
+        def lazy():
+            from app.core import TABLE
+
+            return TABLE
+        """,
+    )
+    applied = apply("app.core", define="TABLE = {}\n")
+    assert user.TABLE is table and user.SAME is core.TABLE == {}
+    applied.restore()
