@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from prtoggle.cli.bisect_history import HISTORY_EPILOG, history_bisect
+from prtoggle.cli.bisect_history import HISTORY_EPILOG, HISTORY_EXAMPLE, history_bisect
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
 from prtoggle.commands.bisect_runs import MetricRule, RunRecord, bisect_plan, run_bisect
 from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict
@@ -68,7 +68,9 @@ Examples:
 
 @click.command(
     "bisect",
-    epilog=_EPILOG + "\n" + HISTORY_EPILOG,
+    epilog=_EPILOG.replace("\b\nExit status:", HISTORY_EPILOG + "\n\b\nExit status:").replace(
+        "  prtoggle bisect --metric", HISTORY_EXAMPLE + "  prtoggle bisect --metric"
+    ),
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(
@@ -273,7 +275,10 @@ def _refuse_without_git(
         if value
     ]
     if given:
-        raise click.UsageError(f"{', '.join(given)} need --git A..B (a range of commits to bisect)")
+        verb = "needs" if len(given) == 1 else "need"
+        raise click.UsageError(
+            f"{', '.join(given)} {verb} --git A..B (a range of commits to bisect)"
+        )
 
 
 def _metric_rule(

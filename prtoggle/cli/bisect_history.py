@@ -34,12 +34,13 @@ reverted (its exception type) or matches --fingerprint REGEX. A probe that
 fails otherwise, times out, or whose revert is partial and passes, is
 inconclusive: the commits it leaves undecided are said as "cannot be ruled
 out", never dropped. The culprit is then reverted alone to confirm it, and the
-one command that reproduces the verdict is printed.
-
-\b
-  prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang -- python -m pytest -q t.py
-  prtoggle bisect --git HEAD~64..HEAD --repeat 3 --fingerprint 'illegal memory access' -- ./repro.sh
+one command that reproduces the verdict is printed. Exit status as below.
 """
+
+HISTORY_EXAMPLE = (
+    "  prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang --repeat 3 -- "
+    "python -m pytest -q test/t.py\n"
+)
 
 
 def history_bisect(
@@ -58,6 +59,7 @@ def history_bisect(
     """Run `bisect --git`: read the range, search it, print progress and the answer."""
     if mode not in (None, "ordered", "attribute"):
         raise click.UsageError(f"--mode {mode} does not take --git; expected ordered or attribute")
+    rule = FailureRule(pattern=_pattern(fingerprint))
     history = read_range(repo, spec, source_dir=_source_dir(repo, source_dir))
     echo = _echo(as_json)
     _print_range(history, echo)
@@ -67,7 +69,7 @@ def history_bisect(
         cache=cache or default_cache(),
         repeat=repeat,
         timeout=timeout,
-        rule=FailureRule(pattern=_pattern(fingerprint)),
+        rule=rule,
         on_probe=lambda number, probe: echo(_probe_line(number, probe)),
     )
     chosen: HistoryMode = "attribute" if mode == "attribute" else "ordered"

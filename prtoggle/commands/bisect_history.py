@@ -26,8 +26,8 @@ from prtoggle.recipes.authoring.history import (
     HistoryRange,
     HistoryRecipe,
     commit_recipe,
+    stayed_commits,
     suffix_recipe,
-    touching,
 )
 from prtoggle.recipes.registry import YAML_PATH_ENV
 from prtoggle.revert import child_report
@@ -89,6 +89,8 @@ class Probe:
     runs: tuple[ProbeRun, ...]
     reason: str = ""
     recipe: HistoryRecipe | None = None
+    stayed: tuple[HistoryCommit, ...] = ()
+    """The commits whose changes this probe's partial revert left as they are."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +100,7 @@ class Probe:
             "reason": self.reason,
             "whole": self.recipe.whole if self.recipe is not None else True,
             "not_reverted": list(self.recipe.not_reverted) if self.recipe is not None else [],
+            "stayed": [commit.sha for commit in self.stayed],
             "runs": [
                 {
                     "outcome": run.outcome,
@@ -178,6 +181,7 @@ class HistoryBisect:
             why = everything.reason or _runs_summary(everything)
             return self._answer(
                 "ordered",
+                suspects=list(everything.stayed),
                 conclusion=(
                     f"with every candidate reverted the command is {everything.verdict} ({why}), "
                     "expected bad: no commit of the range is shown to be needed"
@@ -323,16 +327,15 @@ class HistoryBisect:
         runs: list[ProbeRun] = []
         for _ in range(self.repeat):
             runs.append(self._run_once(recipe))
-            if _settled(runs, self.repeat):
-                break
+            if not learn and _settled(runs, self.repeat):
+                break  # the probe that learns the failure runs every time: its majority
         if learn and self.rule.pattern is None:
             self.rule = _learned(self.rule, runs)
             runs = [_rejudged(run, self.rule) for run in runs]
         verdict, reason = _majority(runs, self.repeat)
+        stayed: list[HistoryCommit] = []
         if recipe is not None and recipe.not_reverted and verdict == "good":
-            stayed = touching(
-                self.history, [item.split(":", 1)[0] for item in recipe.not_reverted], among=among
-            )
+            stayed = stayed_commits(self.history, recipe, among=among)
             named = ", ".join(c.short for c in stayed) or "some commits"
             verdict, reason = (
                 "skip",
@@ -341,7 +344,8 @@ class HistoryBisect:
                     "a passing run cannot rule them out"
                 ),
             )
-        return self._keep(key, Probe(label, reverted, verdict, tuple(runs), reason, recipe))
+        probe = Probe(label, reverted, verdict, tuple(runs), reason, recipe, tuple(stayed))
+        return self._keep(key, probe)
 
     def _keep(self, key: str, probe: Probe) -> Probe:
         self._memo[key] = probe
@@ -385,7 +389,7 @@ def failure_signature(stdout: str, stderr: str) -> str:
             return _joined(found.group("type"), found.group("msg"))
         if found and found.group("assertion"):
             return _joined("AssertionError", found.group("assertion"))
-    for line in stdout.splitlines():
+    for line in (stdout + "\n" + stderr).splitlines():
         found = _E_LINE.match(line.strip())
         if found:
             return _joined(found.group("type"), found.group("msg"))

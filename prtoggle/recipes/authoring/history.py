@@ -96,6 +96,9 @@ class HistoryRecipe:
     not_reverted: tuple[str, ...] = ()
     nothing: str = ""
     cached: bool = False
+    places: tuple[tuple[str, int], ...] = ()
+    """(file, line) of each change left as it is, in the tree at `drafted_at`."""
+    drafted_at: str = ""
 
     @property
     def whole(self) -> bool:
@@ -196,12 +199,23 @@ def drafting_stamp() -> str:
     return digest.hexdigest()[:12]
 
 
-def touching(
-    history: HistoryRange, files: Sequence[str], *, among: Sequence[HistoryCommit]
+def stayed_commits(
+    history: HistoryRange, recipe: HistoryRecipe, *, among: Sequence[HistoryCommit]
 ) -> list[HistoryCommit]:
-    """The commits of `among` that change one of `files` (paths under the source folder)."""
-    wanted = set(files)
-    return [commit for commit in among if wanted.intersection(commit.files)]
+    """The commits of `among` whose changes `recipe` leaves as they are: for each change
+    left, the commit that last wrote its line (git blame), else every commit of `among`
+    that changes its file."""
+    by_sha = {commit.sha: commit for commit in among}
+    found: dict[str, HistoryCommit] = {}
+    for file, line in recipe.places:
+        author = _blamed(history, recipe.drafted_at, file, line)
+        if author in by_sha:
+            found[author] = by_sha[author]
+            continue
+        for commit in among:
+            if file in commit.files:
+                found[commit.sha] = commit
+    return [commit for commit in among if commit.sha in found]
 
 
 def _cached_recipe(
@@ -258,13 +272,17 @@ def _draft(
         draft = draft_from_diff(diff or "", source=f"{diff_from}..{diff_to}", roots=roots)
         header = RecipeHeader(pr, title)
         checked = checked_recipe(header, draft, path=out / f"{pr}.yaml", roots=roots)
-        listed = tuple(f"{c.file}: {c.reason}" for c in checked.not_reverted)
-        listed += tuple(f"{c.file}: {c.reason}" for c in draft.skipped if c.file.endswith(".py"))
+        left: list[tuple[str, int, str]] = [
+            (c.file, c.line, c.reason) for c in checked.not_reverted
+        ]
+        left += [(c.file, c.line, c.reason) for c in draft.skipped if c.file.endswith(".py")]
+        listed = tuple(f"{file}:{line}: {reason}" for file, line, reason in left)
+        places = tuple((file, line) for file, line, _ in left)
         if not checked.targets and not checked.names:
             why = "; ".join(listed) or "nothing revertible"
-            return HistoryRecipe(out, "", not_reverted=listed, nothing=why)
+            return HistoryRecipe(out, "", listed, nothing=why, places=places, drafted_at=diff_to)
         write_recipe(checked.text, out=out, pr=pr)
-    return HistoryRecipe(out, f"{out.name}:{pr}", not_reverted=listed)
+    return HistoryRecipe(out, f"{out.name}:{pr}", listed, places=places, drafted_at=diff_to)
 
 
 def _changed(history: HistoryRange, diff_from: str, diff_to: str) -> list[str]:
@@ -343,18 +361,47 @@ def _read_record(record: Path, out: Path) -> HistoryRecipe | None:
     try:
         data = json.loads(record.read_text(encoding="utf-8"))
         spec, listed, nothing = str(data["spec"]), data["not_reverted"], str(data["nothing"])
+        places = tuple((str(file), int(line)) for file, line in data["places"])
+        drafted_at = str(data["drafted_at"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if spec and not any(out.glob("*.yaml")):
         return None
-    return HistoryRecipe(out, spec, tuple(str(item) for item in listed), nothing)
+    listed = tuple(str(item) for item in listed)
+    return HistoryRecipe(out, spec, listed, nothing, places=places, drafted_at=drafted_at)
 
 
 def _write_record(record: Path, made: HistoryRecipe) -> None:
-    data = {"spec": made.spec, "not_reverted": list(made.not_reverted), "nothing": made.nothing}
+    data = {
+        "spec": made.spec,
+        "not_reverted": list(made.not_reverted),
+        "nothing": made.nothing,
+        "places": [list(place) for place in made.places],
+        "drafted_at": made.drafted_at,
+    }
     scratch = record.with_name(f".{record.name}.{os.getpid()}")
     scratch.write_text(json.dumps(data, indent=1), encoding="utf-8")
     os.replace(scratch, record)
+
+
+def _blamed(history: HistoryRange, rev: str, file: str, line: int) -> str:
+    """The commit that last wrote `line` of `file` (under the source folder) at `rev`, along
+    first parents; '' when git cannot say."""
+    if not rev or line < 1:
+        return ""
+    out = _git(
+        history.repo,
+        "blame",
+        "--first-parent",
+        "--porcelain",
+        "-L",
+        f"{line},{line}",
+        rev,
+        "--",
+        _in_repo(history, file),
+        check=False,
+    )
+    return out.split(" ", 1)[0] if out else ""
 
 
 def _rev(repo: Path, rev: str, *, option: str) -> str:
