@@ -89,6 +89,16 @@ SKIPPED = {
         "needs the wheels the `pip download` example fetches (CI checks the matrix)"
     ),
     "prtoggle bench --all": "twenty sample pairs of every benchmark: too slow for the CPU suite",
+    "prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang --repeat 3 -- "
+    "python -m pytest -q test/t.py": (
+        "needs sglang's history and a test of it; "
+        "tests/prtoggle/commands/test_bisect_history.py runs bisect --git on a real repository"
+    ),
+    "prtoggle bisect --git v0.5.22..v0.5.23 --repo ~/sglang --repeat 3 -- "
+    "python -m pytest -q test/registered/unit/test_x.py": (
+        "needs sglang's history and a test of it; "
+        "tests/prtoggle/commands/test_bisect_history.py runs bisect --git on a real repository"
+    ),
 }
 """Examples that are not run, and why."""
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
+from prtoggle.cli.bisect_history import HISTORY_EPILOG, HISTORY_EXAMPLE, history_bisect
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
 from prtoggle.commands.bisect_runs import MetricRule, RunRecord, bisect_plan, run_bisect
 from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict
@@ -66,10 +68,17 @@ Examples:
 
 @click.command(
     "bisect",
-    epilog=_EPILOG,
+    epilog=_EPILOG.replace("\b\nExit status:", HISTORY_EPILOG + "\n\b\nExit status:").replace(
+        "  prtoggle bisect --metric", HISTORY_EXAMPLE + "  prtoggle bisect --metric"
+    ),
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option("--mode", type=click.Choice(MODES), default="attribute", show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default=None,
+    help="The search [default: attribute; ordered with --git].",
+)
 @click.option(
     "-r",
     "--candidates",
@@ -109,12 +118,52 @@ Examples:
     is_flag=True,
     help="Start every run as a fresh process (no warm worker; also PRTOGGLE_WARM=0).",
 )
+@click.option(
+    "--git",
+    "git_range",
+    metavar="A..B",
+    default=None,
+    help="Bisect commits of git history instead of fixes: first-parent commits of A..B.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="With --git: the repository holding the range [default: the working directory].",
+)
+@click.option(
+    "--source-dir",
+    metavar="DIR",
+    default=None,
+    help="With --git: the repository's folder holding the package sources "
+    "[default: python when the repository has it, else its top].",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1, max=99),
+    default=1,
+    show_default=True,
+    help="With --git: runs per probe; the majority decides.",
+)
+@click.option(
+    "--fingerprint",
+    metavar="REGEX",
+    default=None,
+    help="With --git: a failing run counts only when its output matches REGEX "
+    "[default: the exception type of the run with every candidate reverted].",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --git: where drafted recipes are kept [default: $XDG_CACHE_HOME/prtoggle/history].",
+)
 @whole_only_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def bisect_command(
     *,
-    mode: Mode,
+    mode: Mode | None,
     candidate_specs: tuple[str, ...],
     timeout: float | None,
     crash_as: Verdict,
@@ -123,6 +172,12 @@ def bisect_command(
     threshold: float | None,
     lower_is_better: bool,
     cold: bool,
+    git_range: str | None,
+    repo: Path | None,
+    source_dir: str | None,
+    repeat: int,
+    fingerprint: str | None,
+    cache: Path | None,
     whole_only: bool,
     as_json: bool,
     command: tuple[str, ...],
@@ -132,6 +187,25 @@ def bisect_command(
     A culprit whose recipe is partial (some changes of the fix stay) is marked so;
     --whole-only (or PRTOGGLE_WHOLE_ONLY=1) leaves partial recipes out of the search.
     """
+    if git_range is not None:
+        _refuse_with_git(candidate_specs=candidate_specs, metric=metric, whole_only=whole_only)
+        history_bisect(
+            spec=git_range,
+            repo=repo or Path.cwd(),
+            source_dir=source_dir,
+            mode=mode,
+            repeat=repeat,
+            fingerprint=fingerprint,
+            cache=cache,
+            timeout=timeout,
+            as_json=as_json,
+            command=command,
+        )
+        return
+    _refuse_without_git(
+        repo=repo, source_dir=source_dir, repeat=repeat, fingerprint=fingerprint, cache=cache
+    )
+    mode = mode or "attribute"
     metric_rule = _metric_rule(metric, threshold, lower_is_better=lower_is_better)
     echo = _progress_echo(as_json)
     plan = bisect_plan(candidate_specs, command=command, whole_only=whole_only)
@@ -160,6 +234,51 @@ def bisect_command(
         _print_partial(result, partial)
     if not result.found:
         sys.exit(EXIT_NEGATIVE)
+
+
+def _refuse_with_git(
+    *, candidate_specs: tuple[str, ...], metric: str | None, whole_only: bool
+) -> None:
+    given = [
+        name
+        for name, value in (
+            ("-r", candidate_specs),
+            ("--metric", metric),
+            ("--whole-only", whole_only),
+        )
+        if value
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} cannot be used with --git: --git bisects commits of a range, "
+            "-r/--metric/--whole-only bisect fixes of the recipe collections"
+        )
+
+
+def _refuse_without_git(
+    *,
+    repo: Path | None,
+    source_dir: str | None,
+    repeat: int,
+    fingerprint: str | None,
+    cache: Path | None,
+) -> None:
+    given = [
+        name
+        for name, value in (
+            ("--repo", repo),
+            ("--source-dir", source_dir),
+            ("--repeat", repeat != 1),
+            ("--fingerprint", fingerprint),
+            ("--cache", cache),
+        )
+        if value
+    ]
+    if given:
+        verb = "needs" if len(given) == 1 else "need"
+        raise click.UsageError(
+            f"{', '.join(given)} {verb} --git A..B (a range of commits to bisect)"
+        )
 
 
 def _metric_rule(

@@ -1,0 +1,190 @@
+"""`prtoggle bisect --git`: a real repository's history bisected by reverting commits in the
+code the command imports, in real processes (the culprit, the cache, what cannot be ruled
+out, a flaky command)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.prtoggle.history_fakes import HistoryRepo, history_repo
+
+FIX = "fix: absval of negatives (#200)"
+PYTEST = ("--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_calc.py")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> HistoryRepo:
+    return history_repo(tmp_path_factory.mktemp("history") / "repo")
+
+
+def bisect(repo: HistoryRepo, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return repo.prtoggle("bisect", "--git", f"{repo.shas['start']}..HEAD", *args, cache=cache)
+
+
+def test_the_commit_a_test_depends_on_is_named_confirmed_alone_and_drafted_once(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    first = bisect(repo, tmp_path / "cache", *PYTEST)
+    assert first.returncode == 0, first.stdout + first.stderr
+    fix = repo.shas[FIX]
+    lines = first.stdout.splitlines()
+    assert lines[
+        0
+    ] == f"range {repo.shas['start'][:12]}..{repo.git('rev-parse', 'HEAD')[:12]}: " + (
+        "19 commits, 17 change Python source under python"
+    )
+    assert lines[1] == "not candidates: 2 (1 docs-only; 1 test-only)"
+    assert f"culprit: {fix[:12]} (#200) fix: absval of negatives, " in first.stdout
+    assert f"  sha: {fix}" in lines
+    assert "reverted alone: fails as the search did" in lines
+    assert "whole revert of the culprit alone: yes" in lines
+    assert "failure counted: a failure raising AssertionError" in lines
+    probes = [line for line in lines if line.startswith("probe ")]
+    # nothing, everything, at most ceil(log2 17) suffixes, then the culprit alone
+    assert len(probes) <= 2 + math.ceil(math.log2(17)) + 1
+    drafted = re.search(r"^recipes: (\d+) drafted, 0 from the cache$", first.stdout, re.M)
+    assert drafted is not None and int(drafted.group(1)) == len(probes) - 1
+
+    second = bisect(repo, tmp_path / "cache", *PYTEST)
+    assert second.returncode == 0
+    assert f"recipes: 0 drafted, {drafted.group(1)} from the cache" in second.stdout.splitlines()
+    assert f"culprit: {fix[:12]} (#200)" in second.stdout
+
+
+def test_the_reproduce_command_fails_as_the_search_did_and_json_names_the_commit(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    done = bisect(repo, tmp_path / "cache", "--json", *PYTEST)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert [c["sha"] for c in answer["culprits"]] == [repo.shas[FIX]]
+    assert answer["culprits"][0]["pr"] == 200
+    assert answer["confirmation"]["verdict"] == "bad"
+    assert answer["confirmation"]["whole"] is True
+    assert answer["cannot_be_ruled_out"] == []
+    assert sorted(c["reason"] for c in answer["not_candidates"]) == ["docs-only", "test-only"]
+    assert re.search(r"^probe 1: nothing reverted -> good", done.stderr, re.M)
+
+    reproduce = answer["reproduce"]
+    assert reproduce.endswith(" ".join(PYTEST))
+    again = subprocess.run(
+        ["bash", "-c", reproduce],
+        cwd=repo.root,
+        env={**_env(repo), "PYTHONPATH": str(repo.root / "python")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "assert -3 == 3" in again.stdout
+
+
+def test_a_fix_whose_revert_is_partial_cannot_be_ruled_out_and_no_culprit_is_named(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit(
+        "python/calc/core.py",
+        "def absval(x):\n    if x < 0:\n        return -x\n    return x\n",
+        "import dataclasses\n\n\n@dataclasses.dataclass\nclass Config:\n"
+        "    negate: bool = False\n\n\n"
+        "def absval(x):\n    return -x if x < 0 and Config().negate else x\n",
+    )
+    start = repo.commit("refactor: absval reads Config (#500)")
+    repo.edit("python/calc/core.py", "negate: bool = False", "negate: bool = True")
+    repo.edit("python/calc/core.py", "return x * 2", "return x * 2  # by two")
+    partial = repo.commit("fix: negate by default (#501)")
+    repo.write("python/calc/__init__.py", "# after\n")
+    repo.commit("chore: after (#502)")
+    done = repo.prtoggle("bisect", "--git", f"{start}..HEAD", *PYTEST, cache=tmp_path / "c")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "culprit:" not in done.stdout
+    assert re.search(r"^probe 2: reverting 2 commits .*\(partial\) -> skip", done.stdout, re.M)
+    assert f"partial: changes of {partial[:12]} stay (calc/core.py:6: a field of Config" in (
+        done.stdout
+    )
+    assert "cannot be ruled out: 1 commits" in done.stdout
+    assert f"  {partial[:12]} (#501) fix: negate by default" in done.stdout
+
+
+def test_a_culprit_whose_revert_conflicts_with_a_newer_commit_is_found_and_reproduced_by_a_suffix(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit("python/calc/core.py", "        return -x\n", "        return -1 * x\n")
+    newer = repo.commit("refactor: negate by multiplying (#600)")
+    done = repo.prtoggle(
+        "bisect", "--git", f"{repo.shas['start']}..HEAD", *PYTEST, cache=tmp_path / "c"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    fix = repo.shas[FIX]
+    assert f"culprit: {fix[:12]} (#200)" in done.stdout
+    assert "reverted alone: inconclusive (" in done.stdout
+    assert (
+        f"git-{repo.git('rev-parse', 'HEAD')[:12]}-from-{fix[:12]}"
+        in done.stdout.split("reproduce: ")[1]
+    )
+
+    attribute = repo.prtoggle(
+        "bisect",
+        "--git",
+        f"{repo.shas['start']}..HEAD",
+        "--mode",
+        "attribute",
+        *PYTEST,
+        cache=tmp_path / "c",
+    )
+    assert attribute.returncode == 1, attribute.stdout + attribute.stderr
+    assert "cannot be ruled out: " in attribute.stdout
+    assert f"  {fix[:12]} (#200) fix: absval of negatives" in attribute.stdout
+    assert newer[:12] not in attribute.stdout.split("cannot be ruled out: ")[1].split("decided")[0]
+
+
+def test_a_flaky_command_is_judged_by_the_majority_and_other_failures_never_count(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+    counter.write_text("0")
+    conftest = repo.root / "test" / "conftest.py"
+    conftest.write_text(
+        "import os, pathlib\n"
+        "path = pathlib.Path(os.environ['FLAKY_COUNTER'])\n"
+        "count = int(path.read_text()) + 1\n"
+        "path.write_text(str(count))\n"
+        "if count % 3 == 0:\n"
+        "    raise ConnectionResetError('the flaky service hung up')\n"
+    )
+    try:
+        done = repo.prtoggle(
+            "bisect",
+            "--git",
+            f"{repo.shas['start']}..HEAD",
+            "--repeat",
+            "3",
+            *PYTEST,
+            cache=tmp_path / "c",
+            env={"FLAKY_COUNTER": str(counter)},
+        )
+    finally:
+        conftest.unlink()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"culprit: {repo.shas[FIX][:12]} (#200)" in done.stdout
+    assert "fails differently: " in done.stdout or "[3 runs]" in done.stdout
+    assert int(counter.read_text()) > 8
+
+
+def _env(repo: HistoryRepo) -> dict[str, str]:
+    import os
+
+    environ = dict(os.environ)
+    environ.pop("SGLANG_DEBUG_REVERT_PR", None)
+    return environ

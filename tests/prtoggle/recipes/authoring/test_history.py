@@ -1,0 +1,123 @@
+"""A git range read as revert candidates, and history recipes drafted once and cached."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prtoggle.errors import CommandUsageError
+from prtoggle.recipes.authoring.history import (
+    commit_recipe,
+    drafting_stamp,
+    is_test_path,
+    read_range,
+    stayed_commits,
+    suffix_recipe,
+)
+from tests.prtoggle.history_fakes import HistoryRepo, history_repo
+
+FIX = "fix: absval of negatives (#200)"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> HistoryRepo:
+    return history_repo(tmp_path_factory.mktemp("history") / "repo")
+
+
+@pytest.mark.parametrize(
+    ("path", "test"),
+    [
+        ("test/registered/unit/test_x.py", True),
+        ("python/sglang/test/runner.py", True),
+        ("pkg/tests/helpers.py", True),
+        ("pkg/conftest.py", True),
+        ("pkg/io_test.py", True),
+        ("pkg/testing_utils.py", False),
+        ("pkg/attestation.py", False),
+        ("sglang/srt/managers/scheduler.py", False),
+    ],
+)
+def test_test_files_are_told_by_folder_and_name(path: str, test: bool) -> None:
+    assert is_test_path(path) is test
+
+
+def test_candidates_are_the_commits_changing_the_packages_python_source(repo: HistoryRepo) -> None:
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    assert len(history.commits) == 19
+    assert [c.subject for c in history.commits if not c.candidate] == [
+        "docs: readme (#400)",
+        "test: comment (#401)",
+    ]
+    assert [c.reason_not_candidate for c in history.commits if not c.candidate] == [
+        "docs-only",
+        "test-only",
+    ]
+    fix = next(c for c in history.commits if c.subject == FIX)
+    assert (fix.pr, fix.files, fix.sha) == (200, ("calc/core.py",), repo.shas[FIX])
+    assert fix.describe().startswith(f"{fix.sha[:12]} (#200) fix: absval of negatives, ")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("HEAD", "--git 'HEAD': expected a range A..B"),
+        ("a...b", "--git 'a...b': expected a range A..B"),
+        ("nope..HEAD", "--git 'nope..HEAD': 'nope' is not a commit of "),
+        ("HEAD..HEAD~3", "--git 'HEAD..HEAD~3': HEAD is not an ancestor of HEAD~3 in "),
+    ],
+)
+def test_a_range_that_is_not_a_to_b_of_the_repository_is_a_usage_error(
+    repo: HistoryRepo, spec: str, message: str
+) -> None:
+    with pytest.raises(CommandUsageError) as raised:
+        read_range(repo.root, spec, source_dir="python")
+    assert str(raised.value).startswith(message)
+
+
+def test_a_suffix_recipe_reverts_to_the_code_before_its_oldest_commit_and_is_cached(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    fix = next(c for c in history.commits if c.subject == FIX)
+    made = suffix_recipe(history, fix, cache=tmp_path)
+    assert (made.whole, made.cached, made.spec.endswith(":200")) == (True, False, True)
+    text = next(made.directory.glob("*.yaml")).read_text()
+    assert "target: calc.core.absval" in text and "target: calc.core.triple" in text
+    again = suffix_recipe(history, fix, cache=tmp_path)
+    assert (again.cached, again.spec, again.directory) == (True, made.spec, made.directory)
+    assert made.directory.parent.parent.name == drafting_stamp()
+
+
+def test_a_corrupt_cache_record_is_drafted_again_never_trusted(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    fix = next(c for c in history.commits if c.subject == FIX)
+    made = commit_recipe(history, fix, cache=tmp_path)
+    record = made.directory.parent / "draft.json"
+    record.write_text("{not json")
+    again = commit_recipe(history, fix, cache=tmp_path)
+    assert (again.cached, again.spec) == (False, made.spec)
+    assert json.loads(record.read_text())["spec"] == made.spec
+
+
+def test_a_commit_that_changes_only_what_cannot_be_reverted_has_nothing_to_revert(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit(
+        "python/calc/core.py",
+        "def double(x):",
+        "import dataclasses\n\n\n@dataclasses.dataclass\nclass Config:\n    on: bool = False\n\n\n"
+        "def double(x):",
+    )
+    repo.commit("feat: config (#700)")
+    repo.edit("python/calc/core.py", "on: bool = False", "on: bool = True")
+    field = repo.commit("fix: config on (#701)")
+    history = read_range(repo.root, "HEAD~1..HEAD", source_dir="python")
+    made = commit_recipe(history, history.commits[0], cache=tmp_path / "c")
+    assert made.spec == ""
+    assert made.nothing == "calc/core.py:12: a field of Config changed"
+    assert [c.sha for c in stayed_commits(history, made, among=history.commits)] == [field]
