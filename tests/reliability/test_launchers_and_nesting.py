@@ -301,6 +301,9 @@ CHILDREN = {
     "posix_spawn with os.environ": (
         "os.waitpid(os.posix_spawn(sys.executable, argv, os.environ), 0)"
     ),
+    "os.spawnve with its own PYTHONPATH (fork, then exec)": (
+        f"os.spawnve(os.P_WAIT, sys.executable, argv, {OWN_PYTHONPATH})"
+    ),
     "subprocess with its own PYTHONPATH": f"subprocess.run(argv, env={OWN_PYTHONPATH})",
     "subprocess through posix_spawn": (
         f"subprocess.run(argv, env={OWN_PYTHONPATH}, close_fds=False)"  # _USE_POSIX_SPAWN
