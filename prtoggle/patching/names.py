@@ -22,22 +22,14 @@ from dataclasses import dataclass, field
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
 from prtoggle.errors import PatchApplicationError, TargetResolutionError
+from prtoggle.patching.class_members import refuse_unassignable
+from prtoggle.patching.commit import ABSENT, Commit
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
 from prtoggle.patching.module_scope import imported_in, module_scope
 from prtoggle.patching.targets import PendingTarget, module_exists
 
 ATOMS = (int, str, bytes, bool, type(None), float)
 """Values whose copies are followed only under the same name (equal values are common)."""
-
-
-class _Absent:
-    """A name that was not bound in its holder."""
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-ABSENT = _Absent()
 
 
 @dataclass(frozen=True)
@@ -76,10 +68,20 @@ class AppliedNames:
     bindings: list[Binding] = field(default_factory=list)
     functions: list[tuple[str, FunctionType]] = field(default_factory=list)
 
-    def restore(self) -> None:
-        """Put back every snapshotted object (the same objects), delete what was absent."""
+    def restore(self, *, commit: Commit | None = None) -> None:
+        """Put back every snapshotted object (the same objects), delete what was absent.
+
+        With `commit`, as part of it (the record is dropped once it has run).
+        """
+        plan = Commit(label=self.label) if commit is None else commit
         for binding in reversed(self.bindings):
-            _put_back(binding)
+            if binding.previous is not ABSENT or binding.name in vars(binding.holder):
+                _plan(plan, binding.holder, binding.name, binding.previous)
+        plan.after(self._forget)
+        if commit is None:
+            plan.run()
+
+    def _forget(self) -> None:
         self.bindings.clear()
         for key in [key for key, owner in _OWNERS.items() if owner is self]:
             del _OWNERS[key]
@@ -132,12 +134,17 @@ def apply_names(
     label: str,
     filename: str,
     first_line: int,
+    commit: Commit | None = None,
 ) -> AppliedNames:
-    """Apply one name change; on any failure, what it did is undone and it raises.
+    """Apply one name change; on any failure nothing is changed and it raises.
 
     `label` starts every message (`recipe.yaml:12: PR 31769`); `filename`/`first_line`
     are where the `define` text lives (its code is compiled there, for tracebacks).
+    The define runs into a scratch namespace (reading the scope's globals); its values,
+    the removals and the copies' updates are changes of `commit` (made when it runs), or
+    made at once, in one step, without one.
     """
+    plan = Commit(label=label) if commit is None else commit
     applied = AppliedNames(label=label, scope=scope)
     defined = define_bindings(define) if define.strip() else ()
     try:
@@ -157,23 +164,28 @@ def apply_names(
         _refuse_missing(scope, remove, label=label)
         before = {name: vars(scope.holder).get(name, ABSENT) for name in [*defined, *remove]}
         copies = _copies(scope, before, label=label)
+        values: dict[str, object] = {name: ABSENT for name in remove}
+        if code is not None:
+            values.update(_run_define(scope, code, defined))
+        refuse_unassignable(scope, values, label=label)
         applied.bindings.extend(
             Binding(scope.holder, name, value, f"{scope.kind} {scope.name}")
             for name, value in before.items()
         )
-        if code is not None:
-            _run_define(scope, code, defined)
-        for name in remove:
-            delattr(scope.holder, name)
-        _update_copies(applied, scope, copies)
-        applied.functions.extend(_made_functions(scope, defined))
+        for name, value in values.items():
+            _plan(plan, scope.holder, name, value)
+        _update_copies(applied, copies, values, plan)
+        applied.functions.extend(_made_functions(scope, defined, values))
     except BaseException as exc:
-        applied.restore()
+        applied._forget()
         if isinstance(exc, PatchApplicationError):
             raise
         raise PatchApplicationError(
             f"{label}: names of {scope.name} cannot be reverted: {type(exc).__name__}: {exc}"
         ) from exc
+    plan.on_abort(applied._forget)
+    if commit is None:
+        plan.run()
     return applied
 
 
@@ -202,18 +214,20 @@ def _refuse_missing(scope: NameScope, remove: Sequence[str], *, label: str) -> N
         )
 
 
-def _run_define(scope: NameScope, code: CodeType, defined: Sequence[str]) -> None:
-    if scope.cls is None:
-        exec(code, scope.module.__dict__)  # recipe code: trusted like the registry (docs)
-        return
+def _run_define(scope: NameScope, code: CodeType, defined: Sequence[str]) -> dict[str, object]:
+    """The values the define binds, run into a scratch namespace: nothing changes yet."""
     built: dict[str, object] = {}
-    exec(code, scope.module.__dict__, built)
+    exec(code, scope.module.__dict__, built)  # recipe code: trusted like the registry (docs)
+    if scope.cls is None:
+        return {name: built[name] for name in defined}
     synthetic = built[scope.cls.__name__]
     assert isinstance(synthetic, type)  # compile_define made a class statement
+    values = {}
     for name in defined:
         member = vars(synthetic)[name]
         _repoint_class_cells(member, synthetic, scope.cls)
-        setattr(scope.cls, name, member)
+        values[name] = member
+    return values
 
 
 def _repoint_class_cells(member: object, synthetic: type, real: type) -> None:
@@ -295,24 +309,24 @@ def _held(
 
 
 def _update_copies(
-    applied: AppliedNames, scope: NameScope, copies: list[tuple[str, object, str, str]]
+    applied: AppliedNames,
+    copies: list[tuple[str, object, str, str]],
+    values: dict[str, object],
+    plan: Commit,
 ) -> None:
-    namespace = vars(scope.holder)
     for module_name, module, attribute, scope_name in copies:
         applied.bindings.append(
             Binding(module, attribute, getattr(module, attribute), f"copy in {module_name}")
         )
-        if scope_name in namespace:
-            setattr(module, attribute, namespace[scope_name])
-        else:
-            delattr(module, attribute)
+        plan.set_item(vars(module), attribute, values.get(scope_name, ABSENT))
 
 
-def _made_functions(scope: NameScope, defined: Sequence[str]) -> Iterator[tuple[str, FunctionType]]:
+def _made_functions(
+    scope: NameScope, defined: Sequence[str], values: dict[str, object]
+) -> Iterator[tuple[str, FunctionType]]:
     """(dotted name, function) of each function the define bound, methods of classes too."""
-    namespace = vars(scope.holder)
     for name in defined:
-        value = namespace.get(name)
+        value = values.get(name)
         members = vars(value).items() if isinstance(value, type) else [("", value)]
         for member_name, member in members:
             dotted = ".".join(filter(None, (scope.name, name, member_name)))
@@ -337,13 +351,12 @@ def _functions_of(member: object) -> Iterator[FunctionType]:
         yield member
 
 
-def _put_back(binding: Binding) -> None:
-    holder, name = binding.holder, binding.name
-    if binding.previous is ABSENT:
-        if name in vars(holder):
-            delattr(holder, name)
-        return
-    setattr(holder, name, binding.previous)
+def _plan(plan: Commit, holder: object, name: str, value: object) -> None:
+    """Bind (`ABSENT`: delete) `name` of a module (its namespace) or class as part of `plan`."""
+    if isinstance(holder, ModuleType):
+        plan.set_item(vars(holder), name, value)
+    else:
+        plan.set_attr(holder, name, value)
 
 
 def _future_flags(module: ModuleType) -> int:
