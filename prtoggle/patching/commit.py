@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import CodeType, FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -72,14 +72,14 @@ class Commit:
         )
         self._op(holder, name, value, previous, item=False)
 
-    def swap_code(self, function: object, code: CodeType) -> None:
+    def swap_code(self, function: FunctionType, code: CodeType) -> None:
         """Give `function` the code `code` at commit; code running it now is waited for."""
         current = function.__code__
         self._codes.add(id(current))
         self._planned_code[id(function)] = code
         self._op(function, "__code__", code, current, item=False)
 
-    def code_of(self, function: object) -> CodeType:
+    def code_of(self, function: FunctionType) -> CodeType:
         """The code `function` will have once this commit has run."""
         return self._planned_code.get(id(function), function.__code__)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
@@ -57,6 +57,7 @@ class Binding:
     name: str
     previous: object
     where: str
+    landed: object = ABSENT  # what the change put there (ABSENT: it removed the name)
 
 
 @dataclass
@@ -77,6 +78,7 @@ class AppliedNames:
         for binding in reversed(self.bindings):
             if binding.previous is not ABSENT or binding.name in vars(binding.holder):
                 _plan(plan, binding.holder, binding.name, binding.previous)
+        self._restore_late_copies(plan)
         plan.after(self._forget)
         if commit is None:
             plan.run()
@@ -86,12 +88,48 @@ class AppliedNames:
         for key in [key for key, owner in _OWNERS.items() if owner is self]:
             del _OWNERS[key]
 
-    def forget_holder_bindings(self) -> None:
-        """Drop the scope's own bindings, unrestored (its module was re-executed); keep copies."""
-        self.bindings = [b for b in self.bindings if b.holder is not self.scope.holder]
-        for key in [key for key, owner in _OWNERS.items() if owner is self]:
-            if key[0] == id(self.scope.holder):
+    def forget_holder_bindings(self, commit: Commit) -> dict[str, object]:
+        """Drop the scope's own bindings, unrestored (its module was re-executed); keep copies.
+
+        Returns name -> the post-fix object of each name the re-execution left as this
+        change had set it (a name it defined and the module never binds, a name it
+        removed and the module binds only under a condition): the change landed again
+        puts those back at restore, not what the reverted module held. Aborting `commit`
+        keeps the record as it was.
+        """
+        holder = self.scope.holder
+        kept = {
+            b.name: b.previous
+            for b in self.bindings
+            if b.holder is holder and vars(holder).get(b.name, ABSENT) is b.landed
+        }
+        bindings = list(self.bindings)
+        owned = {key: owner for key, owner in _OWNERS.items() if owner is self}
+        self.bindings = [b for b in self.bindings if b.holder is not holder]
+        for key in owned:
+            if key[0] == id(holder):
                 del _OWNERS[key]
+
+        def back() -> None:
+            self.bindings = bindings
+            _OWNERS.update(owned)
+
+        commit.on_abort(back)
+        return kept
+
+    def _restore_late_copies(self, plan: Commit) -> None:
+        """Copies of what this change landed made after it landed (a module first imported
+        while the revert was in force, `from scope import NAME`) get the post-fix object."""
+        if self.scope.cls is not None:
+            return
+        holder = self.scope.holder
+        mine = [b for b in self.bindings if b.holder is holder and b.landed is not ABSENT]
+        landed = {b.name: b.landed for b in mine}
+        previous = {b.name: b.previous for b in mine}
+        recorded = {(id(b.holder), b.name) for b in self.bindings}
+        for _, module, attribute, scope_name in _copies(self.scope, landed, label=self.label):
+            if (id(module), attribute) not in recorded:
+                plan.set_item(vars(module), attribute, previous[scope_name])
 
 
 def resolve_scope(scope: str) -> NameScope | PendingTarget:
@@ -135,6 +173,7 @@ def apply_names(
     filename: str,
     first_line: int,
     commit: Commit | None = None,
+    prior: Mapping[str, object] | None = None,
 ) -> AppliedNames:
     """Apply one name change; on any failure nothing is changed and it raises.
 
@@ -142,7 +181,8 @@ def apply_names(
     are where the `define` text lives (its code is compiled there, for tracebacks).
     The define runs into a scratch namespace (reading the scope's globals); its values,
     the removals and the copies' updates are changes of `commit` (made when it runs), or
-    made at once, in one step, without one.
+    made at once, in one step, without one. `prior`: name -> the post-fix object to put
+    back at restore instead of the one bound now (see AppliedNames.forget_holder_bindings).
     """
     plan = Commit(label=label) if commit is None else commit
     applied = AppliedNames(label=label, scope=scope)
@@ -168,8 +208,15 @@ def apply_names(
         if code is not None:
             values.update(_run_define(scope, code, defined))
         refuse_unassignable(scope, values, label=label)
+        kept = prior or {}
         applied.bindings.extend(
-            Binding(scope.holder, name, value, f"{scope.kind} {scope.name}")
+            Binding(
+                scope.holder,
+                name,
+                kept.get(name, value),
+                f"{scope.kind} {scope.name}",
+                landed=values.get(name, value),
+            )
             for name, value in before.items()
         )
         for name, value in values.items():
@@ -316,7 +363,13 @@ def _update_copies(
 ) -> None:
     for module_name, module, attribute, scope_name in copies:
         applied.bindings.append(
-            Binding(module, attribute, getattr(module, attribute), f"copy in {module_name}")
+            Binding(
+                module,
+                attribute,
+                getattr(module, attribute),
+                f"copy in {module_name}",
+                landed=values.get(scope_name, ABSENT),
+            )
         )
         plan.set_item(vars(module), attribute, values.get(scope_name, ABSENT))
 

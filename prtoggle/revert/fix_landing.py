@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FunctionType
 from typing import TYPE_CHECKING
@@ -188,11 +188,14 @@ class ActiveRecipe:
         for index, applied in list(self.names_applied):
             if applied.scope.module.__name__ != module:
                 continue
+            prior = None
             if applied.scope.cls is None:  # the reload rebound the module's names itself
-                applied.forget_holder_bindings()
+                prior = applied.forget_holder_bindings(commit)
             if index not in relanded:  # the old record keeps its copies (or old class)
                 relanded.add(index)
-                self._names_or_wait(index, finished=module, on_wait=on_wait, commit=commit)
+                self._names_or_wait(
+                    index, finished=module, on_wait=on_wait, commit=commit, prior=prior
+                )
         for target in dict.fromkeys(
             t
             for t, _ in self.patched
@@ -205,7 +208,13 @@ class ActiveRecipe:
                 self.patch_or_wait(target, finished=module, on_wait=on_wait, commit=commit)
 
     def _names_or_wait(
-        self, index: int, *, finished: str | None, on_wait: OnWait, commit: Commit
+        self,
+        index: int,
+        *,
+        finished: str | None,
+        on_wait: OnWait,
+        commit: Commit,
+        prior: Mapping[str, object] | None = None,
     ) -> None:
         change = self.recipe.names[index]
         waiting_for = module_readiness.pending_module(
@@ -231,6 +240,7 @@ class ActiveRecipe:
             filename=str(self.recipe.path),
             first_line=change.define_line or change.line,
             commit=commit,
+            prior=prior,
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)
