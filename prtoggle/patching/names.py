@@ -1,14 +1,16 @@
 """Name changes on a module or class: bind pre-fix names, remove added ones, restore exactly.
 
 One change (`scope`, `define`, `remove`) is applied all or nothing: every name it binds or
-removes is snapshotted first (its object, or absent), then `define` runs in the scope
-(a module's own globals; a class body compiled as a synthetic class of the same name whose
-members are set on the real class, `__class__` cells pointed at it), then the removed
-names go. In a module scope, every other loaded module holding the very object being
+removes is snapshotted first (its object, or absent), then `define` runs into a scratch
+namespace reading the scope's globals (a class body compiled as a synthetic class of the
+same name, `__class__` cells pointed at the real class); its values, the removals and
+the copies' updates are changes of one prtoggle.patching.commit.Commit, landed in one
+step. In a module scope, every other loaded module holding the very object being
 replaced (copies made by `from m import NAME [as OTHER]`) gets the same change; small
 immutable atoms are followed under the same name only, and a function or class defined in
 another module (an import of the scope) not at all. Restoring puts back the identical
-objects, copies included, and deletes what was absent. Two changes of one name in force
+objects, copies included (and copies made while it was in force, by modules first
+imported then), and deletes what was absent. Two changes of one name in force
 at once are refused. Process-global: the record of which name is changed by whom.
 """
 
@@ -21,32 +23,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
-from prtoggle.errors import PatchApplicationError, TargetResolutionError
+from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.class_members import refuse_unassignable
 from prtoggle.patching.commit import ABSENT, Commit
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
 from prtoggle.patching.module_scope import imported_in, module_scope
-from prtoggle.patching.targets import PendingTarget, module_exists
+from prtoggle.patching.name_scopes import NameScope
 
 ATOMS = (int, str, bytes, bool, type(None), float)
 """Values whose copies are followed only under the same name (equal values are common)."""
-
-
-@dataclass(frozen=True)
-class NameScope:
-    """A resolved scope: its module, and its class when the scope is `module.Class`."""
-
-    name: str
-    module: ModuleType
-    cls: type | None = None
-
-    @property
-    def holder(self) -> object:
-        return self.module if self.cls is None else self.cls
-
-    @property
-    def kind(self) -> str:
-        return "module" if self.cls is None else "class"
 
 
 @dataclass
@@ -130,38 +115,6 @@ class AppliedNames:
         for _, module, attribute, scope_name in _copies(self.scope, landed, label=self.label):
             if (id(module), attribute) not in recorded:
                 plan.set_item(vars(module), attribute, previous[scope_name])
-
-
-def resolve_scope(scope: str) -> NameScope | PendingTarget:
-    """`scope` (a module, or `module.Class`) among imported modules; never imports.
-
-    A module not imported yet gives a PendingTarget for it. A class scope names a class
-    at its module's top level.
-    """
-    module = sys.modules.get(scope)
-    if isinstance(module, ModuleType):
-        return NameScope(name=scope, module=module)
-    parent, _, last = scope.rpartition(".")
-    holder = sys.modules.get(parent) if parent else None
-    if not isinstance(holder, ModuleType):
-        waited = parent or scope
-        if not module_exists(waited.split(".", 1)[0]):
-            raise TargetResolutionError(
-                f"{scope}: no module named {waited.split('.', 1)[0]!r} is importable; "
-                "expected a scope module or module.Class"
-            )
-        return PendingTarget(target=scope, module=_first_missing(waited))
-    found = vars(holder).get(last, ABSENT)
-    if found is ABSENT:
-        if module_exists(scope):
-            return PendingTarget(target=scope, module=scope)
-        raise TargetResolutionError(f"{scope}: module {parent} has no class {last!r}")
-    if not isinstance(found, type):
-        raise TargetResolutionError(
-            f"{scope}: {parent}.{last} is a {type(found).__name__}, not a class; a scope is "
-            "a module or a class at its module's top level"
-        )
-    return NameScope(name=scope, module=holder, cls=found)
 
 
 def apply_names(
@@ -421,16 +374,6 @@ def _future_flags(module: ModuleType) -> int:
 def _file(module: ModuleType) -> str | None:
     found = getattr(module, "__file__", None)
     return found if isinstance(found, str) else None
-
-
-def _first_missing(dotted: str) -> str:
-    """The shortest prefix of `dotted` not in sys.modules: the import a scope waits for."""
-    parts = dotted.split(".")
-    for index in range(1, len(parts) + 1):
-        name = ".".join(parts[:index])
-        if name not in sys.modules:
-            return name
-    return dotted
 
 
 _OWNERS: dict[tuple[int, str], AppliedNames] = {}

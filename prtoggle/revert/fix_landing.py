@@ -1,9 +1,11 @@
 """One collection's fix in force: its names and code swaps landed as modules get ready, undone.
 
 A fix lands piece by piece, as the modules of its `names` scopes and patch targets finish
-importing: in each step its ready name changes first, then its ready code swaps (the
-caller then runs the global check over the whole PR). Undoing restores the swaps, then
-the name changes, last landed first, to the identical objects. Used under the revert lock.
+importing: each step plans its ready name changes, then its ready code swaps, on one
+prtoggle.patching.commit.Commit (the caller then runs the global check over the whole PR
+on the program the commit leaves, and lands it in one step). Undoing plans the swaps,
+then the name changes, last landed first, back to the identical objects. Used under the
+revert lock.
 """
 
 from __future__ import annotations
@@ -224,7 +226,8 @@ class ActiveRecipe:
             self.names_pending[index] = waiting_for
             on_wait(waiting_for)
             return
-        from prtoggle.patching.names import apply_names, resolve_scope
+        from prtoggle.patching.name_scopes import resolve_scope
+        from prtoggle.patching.names import apply_names
         from prtoggle.patching.targets import PendingTarget
 
         scope = resolve_scope(change.scope)
