@@ -1,5 +1,4 @@
-"""Which class attributes a revert may set in one step; an enum's members and a metaclass's own
-attribute assignment are refused before anything changes."""
+"""Class attributes a revert may set in one step; enum members, own-setattr metaclasses refused."""
 
 from __future__ import annotations
 

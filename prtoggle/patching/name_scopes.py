@@ -1,5 +1,4 @@
-"""Where a names scope lives: a module, or a class at its module's top level, among imported
-modules (never importing one)."""
+"""Where a names scope lives: an imported module, or a class at its top level; never imports."""
 
 from __future__ import annotations
 
