@@ -32,6 +32,12 @@ def refuse_unassignable(scope: Scope, values: Mapping[str, object], *, label: st
     cls = scope.cls
     if cls is None:
         return
+    if cls.__flags__ & _IMMUTABLE_TYPE:
+        raise PatchApplicationError(
+            f"{label}: names of class {scope.name} cannot be reverted: "
+            f"{cls.__module__}.{cls.__qualname__} is an immutable type (defined in C); list "
+            "the change in not_reverted"
+        )
     meta = type(cls)
     if meta.__setattr__ is type.__setattr__ and meta.__delattr__ is type.__delattr__:
         return
@@ -58,3 +64,7 @@ def _would_be_member(name: str, value: object) -> bool:
     if name.startswith("_") or value is ABSENT:
         return False
     return not hasattr(type(value), "__get__")
+
+
+_IMMUTABLE_TYPE = 1 << 8
+"""Py_TPFLAGS_IMMUTABLETYPE: a type whose attributes cannot be set (builtins, most C types)."""

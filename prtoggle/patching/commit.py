@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import CodeType, FrameType, FunctionType
 from typing import Any
 
+from prtoggle.errors import PatchApplicationError
+
 logger = logging.getLogger(__name__)
 
 Op = tuple[Any, ...]
@@ -118,7 +120,14 @@ class Commit:
                 if not last and self._in_flight(sys._current_frames(), own):
                     time.sleep(_PAUSE_S)
                     continue
-                frames = _perform(self._ops, self._undo)
+                try:
+                    frames = _perform(self._ops, self._undo)
+                except Exception as exc:  # never expected: prepare checks every change
+                    self.abort()
+                    raise PatchApplicationError(
+                        f"{self.label}: the changes could not be made in one step "
+                        f"({type(exc).__name__}: {exc}); nothing was changed"
+                    ) from exc
                 if last or not self._in_flight(frames, own):
                     break
                 _perform(self._undo[::-1], self._ops[::-1])  # a thread was mid-call: not now

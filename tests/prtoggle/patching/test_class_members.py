@@ -66,3 +66,12 @@ def test_a_metaclass_with_its_own_attribute_assignment_is_refused() -> None:
         f"{__name__}.Guarded has its own attribute assignment, which a revert would bypass; "
         "list the change in not_reverted"
     )
+
+
+def test_an_immutable_type_is_refused() -> None:
+    with pytest.raises(PatchApplicationError) as caught:
+        refuse_unassignable(Scope("builtins.int", int), {"x": 1}, label="r.yaml:3: PR 1")
+    assert str(caught.value) == (
+        "r.yaml:3: PR 1: names of class builtins.int cannot be reverted: builtins.int is an "
+        "immutable type (defined in C); list the change in not_reverted"
+    )

@@ -8,6 +8,7 @@ from types import FunctionType
 
 import pytest
 
+from prtoggle.errors import PatchApplicationError
 from prtoggle.patching import commit as commit_module
 from prtoggle.patching.commit import ABSENT, Commit
 
@@ -106,3 +107,24 @@ def _other_blocking(inside: threading.Event, leave: threading.Event) -> str:
 
 def _copy(function: FunctionType) -> FunctionType:
     return FunctionType(function.__code__, function.__globals__, function.__name__)
+
+
+def test_a_change_that_fails_mid_step_is_undone_and_raises_naming_the_commit() -> None:
+    namespace: dict[str, object] = {"LIMIT": 8192}
+    function = _copy(post)
+    record: list[str] = []
+
+    def closure() -> object:
+        return namespace
+
+    commit = Commit(label="r.yaml: PR 7")
+    commit.set_item(namespace, "LIMIT", 4096)
+    commit.swap_code(function, closure.__code__)  # a free variable: CPython refuses it
+    commit.on_abort(lambda: record.append("aborted"))
+    with pytest.raises(PatchApplicationError) as caught:
+        commit.run()
+    assert str(caught.value) == (
+        "r.yaml: PR 7: the changes could not be made in one step (ValueError: post() requires "
+        "a code object with 0 free vars, not 1); nothing was changed"
+    )
+    assert namespace == {"LIMIT": 8192} and function() == "post" and record == ["aborted"]
