@@ -107,7 +107,9 @@ class ActiveRecipe:
             return
         from prtoggle.patching.global_reads import PlannedCode, global_reads, refuse_unresolved
 
-        removed = {c.scope: frozenset(c.remove) for c in self.recipe.names}
+        removed: dict[str, frozenset[str]] = {}
+        for change in self.recipe.names:
+            removed[change.scope] = removed.get(change.scope, frozenset()) | set(change.remove)
         checked = []
         for what, function, swapped in self._landed_with_labels():
             excused = set(_names_its_module_may_bind(function))
