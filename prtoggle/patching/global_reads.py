@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import dis
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from types import CodeType, FunctionType
 
 from prtoggle.errors import PatchApplicationError
@@ -62,21 +63,39 @@ def missing_in(code: CodeType, *, names: Collection[str]) -> tuple[str, ...]:
     )
 
 
-def refuse_unresolved(
-    functions: Iterable[tuple[str, FunctionType, Collection[str]]], *, label: str
-) -> None:
-    """Raise naming the first function (by target) that reads a global defined nowhere.
+def unresolved_read(what: str, name: str, module: str) -> str:
+    """The one sentence `check` and the runtime give for a read that would fail with
+    NameError: `what` (a target, or `define of SCOPE`) reads `name`, absent from `module`."""
+    return f"{what} reads `{name}`, not defined in module {module} after the revert (nor a builtin)"
 
-    Each function comes with its excused names (see missing_globals).
+
+@dataclass(frozen=True)
+class PlannedCode:
+    """A function as a revert will leave it: its code, and the names its module will bind.
+
+    `excused`: names not counted (the module binds them under a condition not met here, or
+    the code before the revert read them too: a NameError the revert does not add).
     """
-    for target, function, excused in functions:
-        missing = missing_globals(function, excused=excused)
+
+    what: str
+    code: CodeType
+    module: str
+    names: Collection[str]
+    builtins: object = None
+    excused: Collection[str] = ()
+
+
+def refuse_unresolved(functions: Iterable[PlannedCode], *, label: str) -> None:
+    """Raise naming the first function that would read a global defined nowhere."""
+    for planned in functions:
+        known = _builtin_names(planned.builtins)
+        reads = global_reads(planned.code) - frozenset(planned.excused)
+        missing = sorted(n for n in reads if n not in planned.names and n not in known)
         if missing:
             raise PatchApplicationError(
-                f"{label}: {target} reads `{missing[0]}`, not defined in module "
-                f"{function.__module__} after the revert (nor a builtin), so the reverted "
-                "code would fail with NameError; the recipe must define it (names: define) "
-                "or list the change in not_reverted"
+                f"{label}: {unresolved_read(planned.what, missing[0], planned.module)}, so the "
+                "reverted code would fail with NameError; the recipe must define it (names: "
+                "define) or list the change in not_reverted"
             )
 
 

@@ -1,15 +1,17 @@
 """Name changes on a module or class: bind pre-fix names, remove added ones, restore exactly.
 
 One change (`scope`, `define`, `remove`) is applied all or nothing: every name it binds or
-removes is snapshotted first (its object, or absent), then `define` runs in the scope
-(a module's own globals; a class body compiled as a synthetic class of the same name whose
-members are set on the real class, `__class__` cells pointed at it), then the removed
-names go. In a module scope, every copy of a changed name in another loaded module (a name
+removes is snapshotted first (its object, or absent), then `define` runs into a scratch
+namespace reading the scope's globals (a class body compiled as a synthetic class of the
+same name, `__class__` cells pointed at the real class); its values, the removals and
+the copies' updates are changes of one prtoggle.patching.commit.Commit, landed in one
+step. In a module scope, every copy of a changed name in another loaded module (a name
 its source binds by importing it, patching.copies; never a name that merely holds the same
 object) gets the same change; a holder whose source cannot be read is said, not changed.
-Restoring puts back the identical objects, copies included, and deletes what was absent.
-Two changes of one name in force at once are refused. Process-global: the record of which
-name is changed by whom.
+Restoring puts back the identical objects, copies included (and copies made while it was
+in force, by modules first imported then), and deletes what was absent. Two changes of
+one name in force at once are refused. Process-global: the record of which name is
+changed by whom.
 """
 
 from __future__ import annotations
@@ -17,48 +19,22 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType, ModuleType
 from typing import TYPE_CHECKING
 
-from prtoggle.errors import PatchApplicationError, TargetResolutionError
+from prtoggle.errors import PatchApplicationError
+from prtoggle.patching.class_members import refuse_unassignable
+from prtoggle.patching.commit import ABSENT, Commit
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define, define_bindings
 from prtoggle.patching.module_scope import imported_in, module_scope
-from prtoggle.patching.targets import PendingTarget, module_exists
+from prtoggle.patching.name_scopes import NameScope
 
 if TYPE_CHECKING:
     from prtoggle.patching.copies import Holding
 
 logger = logging.getLogger(__name__)
-
-
-class _Absent:
-    """A name that was not bound in its holder."""
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-ABSENT = _Absent()
-
-
-@dataclass(frozen=True)
-class NameScope:
-    """A resolved scope: its module, and its class when the scope is `module.Class`."""
-
-    name: str
-    module: ModuleType
-    cls: type | None = None
-
-    @property
-    def holder(self) -> object:
-        return self.module if self.cls is None else self.cls
-
-    @property
-    def kind(self) -> str:
-        return "module" if self.cls is None else "class"
 
 
 @dataclass
@@ -69,6 +45,7 @@ class Binding:
     name: str
     previous: object
     where: str
+    landed: object = ABSENT  # what the change put there (ABSENT: it removed the name)
 
 
 @dataclass
@@ -80,52 +57,68 @@ class AppliedNames:
     bindings: list[Binding] = field(default_factory=list)
     functions: list[tuple[str, FunctionType]] = field(default_factory=list)
 
-    def restore(self) -> None:
-        """Put back every snapshotted object (the same objects), delete what was absent."""
+    def restore(self, *, commit: Commit | None = None) -> None:
+        """Put back every snapshotted object (the same objects), delete what was absent.
+
+        With `commit`, as part of it (the record is dropped once it has run).
+        """
+        plan = Commit(label=self.label) if commit is None else commit
         for binding in reversed(self.bindings):
-            _put_back(binding)
+            if binding.previous is not ABSENT or binding.name in vars(binding.holder):
+                _plan(plan, binding.holder, binding.name, binding.previous)
+        self._restore_late_copies(plan)
+        plan.after(self._forget)
+        if commit is None:
+            plan.run()
+
+    def _forget(self) -> None:
         self.bindings.clear()
         for key in [key for key, owner in _OWNERS.items() if owner is self]:
             del _OWNERS[key]
 
-    def forget_holder_bindings(self) -> None:
-        """Drop the scope's own bindings, unrestored (its module was re-executed); keep copies."""
-        self.bindings = [b for b in self.bindings if b.holder is not self.scope.holder]
-        for key in [key for key, owner in _OWNERS.items() if owner is self]:
-            if key[0] == id(self.scope.holder):
+    def forget_holder_bindings(self, commit: Commit) -> dict[str, object]:
+        """Drop the scope's own bindings, unrestored (its module was re-executed); keep copies.
+
+        Returns name -> the post-fix object of each name the re-execution left as this
+        change had set it (a name it defined and the module never binds, a name it
+        removed and the module binds only under a condition): the change landed again
+        puts those back at restore, not what the reverted module held. Aborting `commit`
+        keeps the record as it was.
+        """
+        holder = self.scope.holder
+        kept = {
+            b.name: b.previous
+            for b in self.bindings
+            if b.holder is holder and vars(holder).get(b.name, ABSENT) is b.landed
+        }
+        bindings = list(self.bindings)
+        owned = {key: owner for key, owner in _OWNERS.items() if owner is self}
+        self.bindings = [b for b in self.bindings if b.holder is not holder]
+        for key in owned:
+            if key[0] == id(holder):
                 del _OWNERS[key]
 
+        def back() -> None:
+            self.bindings = bindings
+            _OWNERS.update(owned)
 
-def resolve_scope(scope: str) -> NameScope | PendingTarget:
-    """`scope` (a module, or `module.Class`) among imported modules; never imports.
+        commit.on_abort(back)
+        return kept
 
-    A module not imported yet gives a PendingTarget for it. A class scope names a class
-    at its module's top level.
-    """
-    module = sys.modules.get(scope)
-    if isinstance(module, ModuleType):
-        return NameScope(name=scope, module=module)
-    parent, _, last = scope.rpartition(".")
-    holder = sys.modules.get(parent) if parent else None
-    if not isinstance(holder, ModuleType):
-        waited = parent or scope
-        if not module_exists(waited.split(".", 1)[0]):
-            raise TargetResolutionError(
-                f"{scope}: no module named {waited.split('.', 1)[0]!r} is importable; "
-                "expected a scope module or module.Class"
-            )
-        return PendingTarget(target=scope, module=_first_missing(waited))
-    found = vars(holder).get(last, ABSENT)
-    if found is ABSENT:
-        if module_exists(scope):
-            return PendingTarget(target=scope, module=scope)
-        raise TargetResolutionError(f"{scope}: module {parent} has no class {last!r}")
-    if not isinstance(found, type):
-        raise TargetResolutionError(
-            f"{scope}: {parent}.{last} is a {type(found).__name__}, not a class; a scope is "
-            "a module or a class at its module's top level"
-        )
-    return NameScope(name=scope, module=holder, cls=found)
+    def _restore_late_copies(self, plan: Commit) -> None:
+        """Copies of what this change landed made after it landed (a module first imported
+        while the revert was in force, `from scope import NAME`) get the post-fix object."""
+        if self.scope.cls is not None:
+            return
+        holder = self.scope.holder
+        mine = [b for b in self.bindings if b.holder is holder and b.landed is not ABSENT]
+        landed = {b.name: b.landed for b in mine}
+        previous = {b.name: b.previous for b in mine}
+        recorded = {(id(b.holder), b.name) for b in self.bindings}
+        for copy in _copies(self.scope, landed, label=self.label):
+            module, attribute, scope_name = copy.module, copy.attribute, copy.scope_name
+            if (id(module), attribute) not in recorded:
+                plan.set_item(vars(module), attribute, previous[scope_name])
 
 
 def apply_names(
@@ -136,12 +129,19 @@ def apply_names(
     label: str,
     filename: str,
     first_line: int,
+    commit: Commit | None = None,
+    prior: Mapping[str, object] | None = None,
 ) -> AppliedNames:
-    """Apply one name change; on any failure, what it did is undone and it raises.
+    """Apply one name change; on any failure nothing is changed and it raises.
 
     `label` starts every message (`recipe.yaml:12: PR 31769`); `filename`/`first_line`
     are where the `define` text lives (its code is compiled there, for tracebacks).
+    The define runs into a scratch namespace (reading the scope's globals); its values,
+    the removals and the copies' updates are changes of `commit` (made when it runs), or
+    made at once, in one step, without one. `prior`: name -> the post-fix object to put
+    back at restore instead of the one bound now (see AppliedNames.forget_holder_bindings).
     """
+    plan = Commit(label=label) if commit is None else commit
     applied = AppliedNames(label=label, scope=scope)
     defined = define_bindings(define) if define.strip() else ()
     try:
@@ -161,23 +161,35 @@ def apply_names(
         _refuse_missing(scope, remove, label=label)
         before = {name: vars(scope.holder).get(name, ABSENT) for name in [*defined, *remove]}
         copies = _copies(scope, before, label=label)
+        values: dict[str, object] = {name: ABSENT for name in remove}
+        if code is not None:
+            values.update(_run_define(scope, code, defined))
+        refuse_unassignable(scope, values, label=label)
+        kept = prior or {}
         applied.bindings.extend(
-            Binding(scope.holder, name, value, f"{scope.kind} {scope.name}")
+            Binding(
+                scope.holder,
+                name,
+                kept.get(name, value),
+                f"{scope.kind} {scope.name}",
+                landed=values.get(name, value),
+            )
             for name, value in before.items()
         )
-        if code is not None:
-            _run_define(scope, code, defined)
-        for name in remove:
-            delattr(scope.holder, name)
-        _update_copies(applied, scope, copies)
-        applied.functions.extend(_made_functions(scope, defined))
+        for name, value in values.items():
+            _plan(plan, scope.holder, name, value)
+        _update_copies(applied, copies, values, plan)
+        applied.functions.extend(_made_functions(scope, defined, values))
     except BaseException as exc:
-        applied.restore()
+        applied._forget()
         if isinstance(exc, PatchApplicationError):
             raise
         raise PatchApplicationError(
             f"{label}: names of {scope.name} cannot be reverted: {type(exc).__name__}: {exc}"
         ) from exc
+    plan.on_abort(applied._forget)
+    if commit is None:
+        plan.run()
     return applied
 
 
@@ -206,18 +218,20 @@ def _refuse_missing(scope: NameScope, remove: Sequence[str], *, label: str) -> N
         )
 
 
-def _run_define(scope: NameScope, code: CodeType, defined: Sequence[str]) -> None:
-    if scope.cls is None:
-        exec(code, scope.module.__dict__)  # recipe code: trusted like the registry (docs)
-        return
+def _run_define(scope: NameScope, code: CodeType, defined: Sequence[str]) -> dict[str, object]:
+    """The values the define binds, run into a scratch namespace: nothing changes yet."""
     built: dict[str, object] = {}
-    exec(code, scope.module.__dict__, built)
+    exec(code, scope.module.__dict__, built)  # recipe code: trusted like the registry (docs)
+    if scope.cls is None:
+        return {name: built[name] for name in defined}
     synthetic = built[scope.cls.__name__]
     assert isinstance(synthetic, type)  # compile_define made a class statement
+    values = {}
     for name in defined:
         member = vars(synthetic)[name]
         _repoint_class_cells(member, synthetic, scope.cls)
-        setattr(scope.cls, name, member)
+        values[name] = member
+    return values
 
 
 def _repoint_class_cells(member: object, synthetic: type, real: type) -> None:
@@ -270,24 +284,33 @@ def _copies(scope: NameScope, before: dict[str, object], *, label: str) -> list[
     return list(found.copies)
 
 
-def _update_copies(applied: AppliedNames, scope: NameScope, copies: list[Holding]) -> None:
-    namespace = vars(scope.holder)
+def _update_copies(
+    applied: AppliedNames,
+    copies: list[Holding],
+    values: dict[str, object],
+    plan: Commit,
+) -> None:
     for copy in copies:
         module, attribute = copy.module, copy.attribute
+        landed = values.get(copy.scope_name, ABSENT)
         applied.bindings.append(
-            Binding(module, attribute, getattr(module, attribute), f"copy in {copy.module_name}")
+            Binding(
+                module,
+                attribute,
+                getattr(module, attribute),
+                f"copy in {copy.module_name}",
+                landed=landed,
+            )
         )
-        if copy.scope_name in namespace:
-            setattr(module, attribute, namespace[copy.scope_name])
-        else:
-            delattr(module, attribute)
+        plan.set_item(vars(module), attribute, landed)
 
 
-def _made_functions(scope: NameScope, defined: Sequence[str]) -> Iterator[tuple[str, FunctionType]]:
+def _made_functions(
+    scope: NameScope, defined: Sequence[str], values: dict[str, object]
+) -> Iterator[tuple[str, FunctionType]]:
     """(dotted name, function) of each function the define bound, methods of classes too."""
-    namespace = vars(scope.holder)
     for name in defined:
-        value = namespace.get(name)
+        value = values.get(name)
         members = vars(value).items() if isinstance(value, type) else [("", value)]
         for member_name, member in members:
             dotted = ".".join(filter(None, (scope.name, name, member_name)))
@@ -312,13 +335,12 @@ def _functions_of(member: object) -> Iterator[FunctionType]:
         yield member
 
 
-def _put_back(binding: Binding) -> None:
-    holder, name = binding.holder, binding.name
-    if binding.previous is ABSENT:
-        if name in vars(holder):
-            delattr(holder, name)
-        return
-    setattr(holder, name, binding.previous)
+def _plan(plan: Commit, holder: object, name: str, value: object) -> None:
+    """Bind (`ABSENT`: delete) `name` of a module (its namespace) or class as part of `plan`."""
+    if isinstance(holder, ModuleType):
+        plan.set_item(vars(holder), name, value)
+    else:
+        plan.set_attr(holder, name, value)
 
 
 def _future_flags(module: ModuleType) -> int:
@@ -330,16 +352,6 @@ def _future_flags(module: ModuleType) -> int:
 def _file(module: ModuleType) -> str | None:
     found = getattr(module, "__file__", None)
     return found if isinstance(found, str) else None
-
-
-def _first_missing(dotted: str) -> str:
-    """The shortest prefix of `dotted` not in sys.modules: the import a scope waits for."""
-    parts = dotted.split(".")
-    for index in range(1, len(parts) + 1):
-        name = ".".join(parts[:index])
-        if name not in sys.modules:
-            return name
-    return dotted
 
 
 _OWNERS: dict[tuple[int, str], AppliedNames] = {}

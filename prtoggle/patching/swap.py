@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 
 from prtoggle.errors import PatchApplicationError, PrToggleError
+from prtoggle.patching.commit import ABSENT, Commit
 from prtoggle.patching.compiler import (
     compile_definition,
     map_positions,
@@ -87,6 +88,7 @@ def build_replacement(
     function: FunctionType | None = None,
     originals: DefinitionValues | None = None,
     evaluate: bool = True,
+    namespace: dict[str, object] | None = None,
 ) -> Replacement:
     """Edit and compile; nothing is swapped.
 
@@ -99,10 +101,17 @@ def build_replacement(
     Edits of decorator lines are refused: they cannot take effect through a code swap.
     Any other failure (a RecursionError parsing a very long expression, an error raised
     evaluating a new default) is a PatchApplicationError naming the target, too.
+    `namespace`: the globals to evaluate in instead of the function's (as a planned
+    commit leaves them).
     """
     try:
         return _build_replacement(
-            source, layers, function=function, originals=originals, evaluate=evaluate
+            source,
+            layers,
+            function=function,
+            originals=originals,
+            evaluate=evaluate,
+            namespace=namespace,
         )
     except PrToggleError:
         raise
@@ -120,6 +129,7 @@ def _build_replacement(
     function: FunctionType | None,
     originals: DefinitionValues | None,
     evaluate: bool,
+    namespace: dict[str, object] | None,
 ) -> Replacement:
     target = layers[-1].patch.target if layers else source.shape.name
     shape, filename = source.shape, source.filename
@@ -146,7 +156,7 @@ def _build_replacement(
         original_def,
         edited_def,
         originals=originals,
-        scope=_scope(source, function, label=label, evaluate=evaluate),
+        scope=_scope(source, function, label=label, evaluate=evaluate, namespace=namespace),
         class_name=shape.class_name,
         future_flags=shape.future_flags,
     )
@@ -161,16 +171,22 @@ def _build_replacement(
 class CodeSwapper:
     """Owns every swapped function; callers serialise access (toggle holds a lock).
 
-    Defaults, keyword defaults and annotations are set right after `__code__` when an
-    edit changes the def line; a call racing with that toggle may see one without the
-    other. Restoring the last layer puts back the original objects themselves.
+    Code, defaults, keyword defaults and annotations change in one step
+    (prtoggle.patching.commit): no call sees one without the other. Restoring the last
+    layer puts back the original objects themselves.
     """
 
     def __init__(self) -> None:
         self._patched: dict[int, PatchedFunction] = {}
 
-    def patch(self, function: FunctionType, layer: EditLayer) -> None:
-        """Add `layer` on top of the function's current layers and swap the code in."""
+    def patch(
+        self, function: FunctionType, layer: EditLayer, *, commit: Commit | None = None
+    ) -> None:
+        """Add `layer` on top of the function's current layers and swap the code in.
+
+        With `commit`, the swap is one of its changes (made when it runs; forgotten, record
+        included, if it is aborted); without, it is made now.
+        """
         state = self._patched.get(id(function))
         if state is None:
             source = function_source(function, target=layer.patch.target)
@@ -189,21 +205,19 @@ class CodeSwapper:
             [*state.layers, layer],
             function=function,
             originals=state.original_values,
+            namespace=None if commit is None else _planned_globals(function, commit),
         )
-        _install(state, replacement)
-        state.layers.append(layer)
-        self._patched[id(function)] = state
+        self._record(state, [*state.layers, layer], replacement, commit)
         logger.debug("patched %s for %s", layer.patch.target, layer.name)
 
-    def unpatch(self, function: FunctionType, pr: int) -> None:
+    def unpatch(self, function: FunctionType, pr: int, *, commit: Commit | None = None) -> None:
         """Remove the layer of `pr`; with no layer left the original objects return."""
         state = self._patched.get(id(function))
         if state is None or all(layer.pr != pr for layer in state.layers):
             return
         remaining = [layer for layer in state.layers if layer.pr != pr]
         if not remaining:
-            _install(state, Replacement(code=state.original_code, values=None))
-            del self._patched[id(function)]
+            self._record(state, [], Replacement(code=state.original_code, values=None), commit)
             return
         try:
             replacement = build_replacement(
@@ -216,8 +230,7 @@ class CodeSwapper:
                 f"cannot restore {gone} on {state.function.__qualname__} while {others} "
                 f"stay in force: their edits need {gone}'s edits ({exc}); restore them first"
             ) from exc
-        _install(state, replacement)
-        state.layers = remaining
+        self._record(state, remaining, replacement, commit)
 
     def original_code(self, function: FunctionType) -> CodeType:
         state = self._patched.get(id(function))
@@ -226,18 +239,58 @@ class CodeSwapper:
     def is_patched(self, function: FunctionType) -> bool:
         return id(function) in self._patched
 
+    def _record(
+        self,
+        state: PatchedFunction,
+        layers: list[EditLayer],
+        replacement: Replacement,
+        commit: Commit | None,
+    ) -> None:
+        """Put `replacement` on the function (now, or as part of `commit`) and record it."""
+        key, before = id(state.function), (self._patched.get(id(state.function)), state.layers)
+        swapped_before = state.values_swapped
+        _install(state, replacement, commit)
+        state.layers = layers
+        if layers:
+            self._patched[key] = state
+        else:
+            self._patched.pop(key, None)
+        if commit is None:
+            return
 
-def _install(state: PatchedFunction, replacement: Replacement) -> None:
+        def forget() -> None:
+            state.layers, state.values_swapped = before[1], swapped_before
+            if before[0] is None:
+                self._patched.pop(key, None)
+            else:
+                self._patched[key] = before[0]
+
+        commit.on_abort(forget)
+
+
+def _install(state: PatchedFunction, replacement: Replacement, commit: Commit | None) -> None:
     function = state.function
-    function.__code__ = replacement.code
-    clear_caches(function)
-    if replacement.values is None and not state.values_swapped:
-        return
-    values = replacement.values or state.original_values
-    function.__defaults__ = values.defaults
-    function.__kwdefaults__ = values.kwdefaults
-    function.__annotations__ = values.annotations
-    state.values_swapped = replacement.values is not None
+    plan = Commit() if commit is None else commit
+    plan.swap_code(function, replacement.code)
+    plan.after(lambda: clear_caches(function))
+    if replacement.values is not None or state.values_swapped:
+        values = replacement.values or state.original_values
+        plan.set_attr(function, "__defaults__", values.defaults)
+        plan.set_attr(function, "__kwdefaults__", values.kwdefaults)
+        plan.set_attr(function, "__annotations__", values.annotations)
+        state.values_swapped = replacement.values is not None
+    if commit is None:
+        plan.run()
+
+
+def _planned_globals(function: FunctionType, commit: Commit) -> dict[str, object]:
+    """`function`'s globals as `commit` leaves them (new defaults are evaluated there)."""
+    namespace = function.__globals__
+    changed = commit.planned_values(namespace)
+    if not changed:
+        return namespace
+    planned = {**namespace, **changed}
+    return {name: value for name, value in planned.items() if value is not ABSENT}
 
 
 def _definition(
@@ -286,10 +339,15 @@ def _label(source: FunctionSource, layer: EditLayer) -> str:
 
 
 def _scope(
-    source: FunctionSource, function: FunctionType | None, *, label: str, evaluate: bool
+    source: FunctionSource,
+    function: FunctionType | None,
+    *,
+    label: str,
+    evaluate: bool,
+    namespace: dict[str, object] | None,
 ) -> ExpressionScope:
     if function is not None and evaluate:
-        return GlobalsScope(namespace=function.__globals__, label=label)
+        return GlobalsScope(namespace=namespace or function.__globals__, label=label)
     if function is not None:
         return ModuleNamesScope(names=frozenset(function.__globals__), label=label)
     return ModuleNamesScope(names=source.module_names, label=label)

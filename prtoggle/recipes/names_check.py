@@ -22,7 +22,7 @@ from typing import Literal
 
 from prtoggle.errors import PrToggleError
 from prtoggle.patching.define_code import FUTURE_ANNOTATIONS, compile_define
-from prtoggle.patching.global_reads import global_reads, missing_in
+from prtoggle.patching.global_reads import global_reads, missing_in, unresolved_read
 from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree, module_level_names
@@ -203,10 +203,7 @@ def _global_check(
     for label, checked in codes:
         missing = missing_in(checked, names=after)
         if missing:
-            return (
-                f"{label} reads `{missing[0]}`, not defined in module {scope.module} after the "
-                "revert (nor a builtin)"
-            )
+            return unresolved_read(label, missing[0], scope.module)
     return None
 
 

@@ -1,9 +1,11 @@
 """One collection's fix in force: its names and code swaps landed as modules get ready, undone.
 
 A fix lands piece by piece, as the modules of its `names` scopes and patch targets finish
-importing: in each step its ready name changes first, then its ready code swaps (the
-caller then runs the global check over the whole PR). Undoing restores the swaps, then
-the name changes, last landed first, to the identical objects. Used under the revert lock.
+importing: each step plans its ready name changes, then its ready code swaps, on one
+prtoggle.patching.commit.Commit (the caller then runs the global check over the whole PR
+on the program the commit leaves, and lands it in one step). Undoing plans the swaps,
+then the name changes, last landed first, back to the identical objects. Used under the
+revert lock.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FunctionType
 from typing import TYPE_CHECKING
@@ -22,6 +24,7 @@ from prtoggle.recipes.versions import require_installed_in_range
 from prtoggle.revert import module_readiness
 
 if TYPE_CHECKING:  # imported where first needed: a start-up with everything pending skips them
+    from prtoggle.patching.commit import Commit
     from prtoggle.patching.module_scope import ImportChange
     from prtoggle.patching.names import AppliedNames
     from prtoggle.patching.swap import CodeSwapper
@@ -59,21 +62,26 @@ class ActiveRecipe:
             self._imports = _import_changes(self.recipe)
         return self._imports
 
-    def land_ready(self, *, finished: str | None, initial: bool, on_wait: OnWait) -> None:
-        """Land every name change, then every target, whose module is complete now (the
-        code compiled as the pre-fix module compiles it: its imports as the fix's names
-        leave them)."""
+    def land_ready(
+        self, *, finished: str | None, initial: bool, on_wait: OnWait, commit: Commit
+    ) -> None:
+        """Plan on `commit` every name change, then every target, whose module is complete
+        now (the code compiled as the pre-fix module compiles it: its imports as the fix's
+        names leave them). The record follows at once; aborting `commit` puts it back."""
         from prtoggle.patching.module_scope import imports_changed
 
+        commit.on_abort(self._checkpoint())
         entries = range(len(self.recipe.names)) if initial else list(self.names_pending)
         with imports_changed(self.import_changes()):
             for index in entries:
-                self._names_or_wait(index, finished=finished, on_wait=on_wait)
+                self._names_or_wait(index, finished=finished, on_wait=on_wait, commit=commit)
             targets = [p.target for p in self.recipe.patches] if initial else list(self.pending)
             for target in targets:
-                self.patch_or_wait(target, finished=finished, on_wait=on_wait)
+                self.patch_or_wait(target, finished=finished, on_wait=on_wait, commit=commit)
 
-    def patch_or_wait(self, target: str, *, finished: str | None, on_wait: OnWait) -> None:
+    def patch_or_wait(
+        self, target: str, *, finished: str | None, on_wait: OnWait, commit: Commit
+    ) -> None:
         """Patch `target` if its module has finished importing, else record it as pending."""
         waiting_for = module_readiness.pending_module(target, finished=finished)
         if waiting_for is not None:
@@ -87,39 +95,72 @@ class ActiveRecipe:
             self.pending[target] = resolved.module
             return
         require_installed_in_range(self.recipe)
-        swapper().patch(resolved.function, self.recipe.edit_layer(target))
+        swapper().patch(resolved.function, self.recipe.edit_layer(target), commit=commit)
         self.patched.append((target, resolved.function))
         self.pending.pop(target, None)
 
-    def check_globals(self) -> None:
-        """The global check: every function swapped or defined reads only defined globals."""
+    def check_globals(self, commit: Commit) -> None:
+        """The global check, on the program `commit` leaves: every function swapped or
+        defined reads only defined globals. A name this recipe removes from a module is
+        never excused there (check's rule: the module after the revert lacks it)."""
         if not self.patched and not self.names_applied:
             return
-        from prtoggle.patching.global_reads import global_reads, refuse_unresolved
+        from prtoggle.patching.global_reads import PlannedCode, global_reads, refuse_unresolved
 
-        swapped = {id(function) for _, function in self.patched}
+        removed: dict[str, frozenset[str]] = {}
+        for change in self.recipe.names:
+            removed[change.scope] = removed.get(change.scope, frozenset()) | set(change.remove)
         checked = []
-        for target, function in self.landed_functions():
+        for what, function, swapped in self._landed_with_labels():
             excused = set(_names_its_module_may_bind(function))
-            if id(function) in swapped:  # what the fixed code read already
+            if swapped:  # what the fixed code read already
                 excused |= global_reads(swapper().original_code(function))
-            checked.append((target, function, excused))
+            checked.append(
+                PlannedCode(
+                    what=what,
+                    code=commit.code_of(function),
+                    module=function.__module__,
+                    names=commit.names_after(function.__globals__),
+                    builtins=getattr(function, "__builtins__", None),
+                    excused=excused - removed.get(function.__module__, frozenset()),
+                )
+            )
         refuse_unresolved(checked, label=f"{self.recipe.path}: PR {self.recipe.pr}")
 
-    def landed_functions(self) -> list[tuple[str, FunctionType]]:
-        """(dotted name, function) of every function swapped or defined so far."""
-        defined = [item for _, applied in self.names_applied for item in applied.functions]
-        return [*self.patched, *defined]
+    def _landed_with_labels(self) -> Iterator[tuple[str, FunctionType, bool]]:
+        """(what the global check calls it, function, swapped?) of each function landed:
+        a swapped target by its name, a defined function as `define of SCOPE` (as check)."""
+        for target, function in self.patched:
+            yield target, function, True
+        for _, applied in self.names_applied:
+            for _, function in applied.functions:
+                yield f"define of {applied.scope.name}", function, False
 
-    def undo(self) -> None:
-        """Restore the swaps, then the name changes, last first: the identical objects back."""
+    def undo(self, commit: Commit) -> None:
+        """Plan on `commit` putting back the swaps, then the name changes, last first: the
+        identical objects back."""
+        commit.on_abort(self._checkpoint())
         while self.patched:
             _target, function = self.patched[-1]
-            swapper().unpatch(function, self.recipe.pr)
+            swapper().unpatch(function, self.recipe.pr, commit=commit)
             self.patched.pop()
         while self.names_applied:
-            self.names_applied[-1][1].restore()
+            self.names_applied[-1][1].restore(commit=commit)
             self.names_applied.pop()
+
+    def _checkpoint(self) -> Callable[[], None]:
+        """A callable putting this record back as it is now (a plan that never ran)."""
+        patched, names = list(self.patched), list(self.names_applied)
+        pending, names_pending = dict(self.pending), dict(self.names_pending)
+
+        def back() -> None:
+            self.patched[:], self.names_applied[:] = patched, names
+            self.pending.clear()
+            self.pending.update(pending)
+            self.names_pending.clear()
+            self.names_pending.update(names_pending)
+
+        return back
 
     def waits(self) -> Iterator[tuple[str, str]]:
         """(dotted path, module waited for) of everything pending, for the import hook."""
@@ -136,25 +177,29 @@ class ActiveRecipe:
                 late.append(f"names of {scope}")
         return tuple(late)
 
-    def reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
+    def reland_reloaded(self, module: str, *, on_wait: OnWait, commit: Commit) -> None:
         """`module` was re-executed: its new objects get this fix's names and swaps again."""
         from prtoggle.patching.module_scope import imports_changed
 
+        commit.on_abort(self._checkpoint())
         with imports_changed(self.import_changes()):
-            self._reland_reloaded(module, on_wait=on_wait)
+            self._reland_reloaded(module, on_wait=on_wait, commit=commit)
 
-    def _reland_reloaded(self, module: str, *, on_wait: OnWait) -> None:
+    def _reland_reloaded(self, module: str, *, on_wait: OnWait, commit: Commit) -> None:
         from prtoggle.patching.targets import PendingTarget, resolve_loaded
 
         relanded: set[int] = set()
         for index, applied in list(self.names_applied):
             if applied.scope.module.__name__ != module:
                 continue
+            prior = None
             if applied.scope.cls is None:  # the reload rebound the module's names itself
-                applied.forget_holder_bindings()
+                prior = applied.forget_holder_bindings(commit)
             if index not in relanded:  # the old record keeps its copies (or old class)
                 relanded.add(index)
-                self._names_or_wait(index, finished=module, on_wait=on_wait)
+                self._names_or_wait(
+                    index, finished=module, on_wait=on_wait, commit=commit, prior=prior
+                )
         for target in dict.fromkeys(
             t
             for t, _ in self.patched
@@ -164,9 +209,17 @@ class ActiveRecipe:
             if isinstance(resolved, PendingTarget):
                 raise PatchApplicationError(f"{target}: not found in {module} after the reload")
             if all(function is not resolved.function for _, function in self.patched):
-                self.patch_or_wait(target, finished=module, on_wait=on_wait)
+                self.patch_or_wait(target, finished=module, on_wait=on_wait, commit=commit)
 
-    def _names_or_wait(self, index: int, *, finished: str | None, on_wait: OnWait) -> None:
+    def _names_or_wait(
+        self,
+        index: int,
+        *,
+        finished: str | None,
+        on_wait: OnWait,
+        commit: Commit,
+        prior: Mapping[str, object] | None = None,
+    ) -> None:
         change = self.recipe.names[index]
         waiting_for = module_readiness.pending_module(
             f"{change.scope}.__names__", finished=finished
@@ -175,7 +228,8 @@ class ActiveRecipe:
             self.names_pending[index] = waiting_for
             on_wait(waiting_for)
             return
-        from prtoggle.patching.names import apply_names, resolve_scope
+        from prtoggle.patching.name_scopes import resolve_scope
+        from prtoggle.patching.names import apply_names
         from prtoggle.patching.targets import PendingTarget
 
         scope = resolve_scope(change.scope)
@@ -190,6 +244,8 @@ class ActiveRecipe:
             label=f"{self.recipe.path}:{change.line}: PR {self.recipe.pr}",
             filename=str(self.recipe.path),
             first_line=change.define_line or change.line,
+            commit=commit,
+            prior=prior,
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)

@@ -71,7 +71,7 @@ def scope_is_ready(scope: str) -> bool:
     that revert is not yet in force, not a failure."""
     if pending_module(f"{scope}.__names__", finished=None) is not None:
         return False
-    from prtoggle.patching.names import resolve_scope  # a module is loaded
+    from prtoggle.patching.name_scopes import resolve_scope  # a module is loaded
     from prtoggle.patching.targets import PendingTarget
 
     try:

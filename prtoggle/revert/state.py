@@ -34,6 +34,7 @@ from prtoggle.revert.fix_landing import ActiveRecipe
 from prtoggle.revert.pending_index import PendingIndex
 
 if TYPE_CHECKING:
+    from prtoggle.patching.commit import Commit
     from prtoggle.patching.swap import CodeSwapper
 
 logger = logging.getLogger(__name__)
@@ -173,11 +174,7 @@ def locked() -> Iterator[None]:
 def _activate(pr: int, registry: Registry | None) -> _Revert:
     fixes = (registry or default_registry()).find(pr)
     revert = _Revert(pr=pr, recipes=[ActiveRecipe(recipe=fix) for fix in fixes])
-    try:
-        _patch_ready(revert, finished=None, initial=True)
-    except BaseException:
-        _unpatch_all(revert)
-        raise
+    _patch_ready(revert, finished=None, initial=True)  # all in one step, or nothing
     _ACTIVE[pr] = revert
     _update_watch()
     pending = sorted({m for a in revert.recipes for m in a.pending.values()})
@@ -195,15 +192,30 @@ def _deactivate(revert: _Revert) -> None:
 def _patch_ready(revert: _Revert, *, finished: str | None, initial: bool) -> None:
     """Patch every target of `revert` whose module is complete; the others wait.
 
+    Prepared first (compiled, checked: a failure changes nothing and raises), then landed
+    in one step no other thread sees half done (prtoggle.patching.commit).
+
     A fix whose `applies_to` excludes the installed version is refused (VersionRangeError)
     once its target's module is loaded, unless another collection's fix of the same PR is
     patched: then it is left out with a warning (a PR number shared by two collections,
     e.g. the demo engine's and sglang's, in a process that loaded both).
     """
+    commit = _commit(revert)
+    try:
+        _plan_ready(revert, finished=finished, initial=initial, commit=commit)
+    except BaseException:
+        commit.abort()
+        raise
+    commit.run()
+
+
+def _plan_ready(revert: _Revert, *, finished: str | None, initial: bool, commit: Commit) -> None:
     refused: list[tuple[ActiveRecipe, VersionRangeError]] = []
     for active in revert.recipes:
         try:
-            active.land_ready(finished=finished, initial=initial, on_wait=_land_when_import_ends)
+            active.land_ready(
+                finished=finished, initial=initial, on_wait=_land_when_import_ends, commit=commit
+            )
         except VersionRangeError as exc:
             refused.append((active, exc))
     for active, error in refused:
@@ -214,12 +226,25 @@ def _patch_ready(revert: _Revert, *, finished: str | None, initial: bool) -> Non
         active.names_pending.clear()
         logger.warning("%s; left out, %s reverted instead", error, ", ".join(reverted))
     for active in revert.recipes:  # names, then swaps, then the global check (issue 27)
-        active.check_globals()
+        active.check_globals(commit)
 
 
 def _unpatch_all(revert: _Revert) -> None:
-    for active in reversed(revert.recipes):
-        active.undo()
+    """Put back everything `revert` landed, in one step (or, failing to prepare, nothing)."""
+    commit = _commit(revert)
+    try:
+        for active in reversed(revert.recipes):
+            active.undo(commit)
+    except BaseException:
+        commit.abort()
+        raise
+    commit.run()
+
+
+def _commit(revert: _Revert) -> Commit:
+    from prtoggle.patching.commit import Commit
+
+    return Commit(label=f"PR {revert.pr}")
 
 
 def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
@@ -354,12 +379,17 @@ def _on_module_reloaded(module: str) -> None:
     try:
         with locked():
             for pr, revert in list(_ACTIVE.items()):
+                commit = _commit(revert)
                 try:
                     for active in revert.recipes:
-                        active.reland_reloaded(module, on_wait=_land_when_import_ends)
+                        active.reland_reloaded(
+                            module, on_wait=_land_when_import_ends, commit=commit
+                        )
                     for active in revert.recipes:
-                        active.check_globals()
+                        active.check_globals(commit)
+                    commit.run()
                 except Exception as exc:
+                    commit.abort()
                     _deactivate(revert)
                     why = (
                         str(exc)

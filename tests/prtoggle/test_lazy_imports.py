@@ -56,7 +56,13 @@ LAZY: dict[str, dict[str, str]] = {
         "prtoggle.patching.targets": _SWAP_ON_IMPORT,
     },
     "prtoggle/revert/partial.py": {"prtoggle.recipes.selection": _CHILD_START},
-    "prtoggle/revert/state.py": {"prtoggle.patching.swap": _SWAP_ON_IMPORT},
+    "prtoggle/revert/state.py": {
+        "prtoggle.patching.swap": _SWAP_ON_IMPORT,
+        "prtoggle.patching.commit": (
+            "the one-step landing (stdlib only) loads with the first revert put in force, "
+            "not at prtoggle's import"
+        ),
+    },
     "prtoggle/runners/warm_server.py": {
         "prtoggle.detect.findings.checking": _WARM_FORK,
         "prtoggle.recipes.registry": _WARM_FORK,

@@ -11,7 +11,8 @@ from revert_fixtures import ModuleFactory, modules_fixture  # noqa: F401
 from prtoggle.errors import PatchApplicationError
 from prtoggle.patching.define_code import define_bindings, define_problem
 from prtoggle.patching.global_reads import global_reads, missing_globals
-from prtoggle.patching.names import AppliedNames, NameScope, apply_names, resolve_scope
+from prtoggle.patching.name_scopes import NameScope, resolve_scope
+from prtoggle.patching.names import AppliedNames, apply_names
 from prtoggle.patching.targets import PendingTarget
 
 CORE = """\
