@@ -11,7 +11,8 @@ import pytest
 from revert_fixtures import ModuleFactory, modules_fixture  # noqa: F401
 
 from prtoggle.patching.copies import find_copies
-from prtoggle.patching.names import AppliedNames, NameScope, apply_names, resolve_scope
+from prtoggle.patching.name_scopes import NameScope, resolve_scope
+from prtoggle.patching.names import AppliedNames, apply_names
 
 
 def apply(scope: str, *, define: str = "", remove: tuple[str, ...] = ()) -> AppliedNames:
