@@ -10,6 +10,7 @@ from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
 from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
+from prtoggle.recipes.authoring.guards import file_guards, is_test_path
 from prtoggle.recipes.authoring.lines import line_map
 from prtoggle.recipes.authoring.modules import ModuleFile, find_file, find_module, safe_path
 from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
@@ -71,26 +72,35 @@ class DraftTarget:
 
 @dataclass
 class Draft:
-    """What a diff gives, in diff order: targets, names, what stays, what was skipped."""
+    """What a diff gives, in diff order: targets, names, what stays, what was skipped, the
+    tests the fix added or changed (`guards`), and the trees its modules were found in."""
 
     files: list[str] = field(default_factory=list)
     targets: list[DraftTarget] = field(default_factory=list)
     names: list[DraftNames] = field(default_factory=list)
     not_reverted: list[NotRevertedChange] = field(default_factory=list)
     skipped: list[SkippedChange] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    trees: list[SourceTree] = field(default_factory=list)
 
 
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
     """The Draft of diff `text` (named `source`) against post-fix code in `roots`.
 
-    Files outside the roots are skipped, never read. Raises DiffError for a diff that
-    cannot be read or that disagrees with the post-fix code.
+    Files outside the roots are skipped, never read. Test files (is_test_path) are never
+    reverted: the tests they add or change become the draft's guards. Raises DiffError
+    for a diff that cannot be read or that disagrees with the post-fix code.
     """
     draft = Draft()
     for diff in parse_diff(text, source=source):
-        draft.files.append(diff.path)
         first = next((line.new for line in diff.lines if line.kind != " "), 1)
-        if not all(safe_path(path) for path in (diff.old_path, diff.new_path) if path):
+        safe = all(safe_path(path) for path in (diff.old_path, diff.new_path) if path)
+        if safe and is_test_path(diff.path):
+            fresh = file_guards(diff, roots=roots)
+            draft.guards.extend(guard for guard in fresh if guard not in draft.guards)
+            continue
+        draft.files.append(diff.path)
+        if not safe:
             draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
         elif not diff.path.endswith(".py"):
             _draft_other_file(diff, draft, first=first, roots=roots)
@@ -128,6 +138,8 @@ def _draft_other_file(
 
 
 def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: str) -> None:
+    if all(found.tree is not tree for tree in draft.trees):
+        draft.trees.append(found.tree)
     post = found.file.text
     lines = split_lines(post)
     if diff.added:

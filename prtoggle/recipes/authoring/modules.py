@@ -58,18 +58,27 @@ def find_module(path: str, *, roots: Sequence[SourceTree]) -> ModuleFile | None:
 
 
 def find_file(path: str, *, roots: Sequence[SourceTree]) -> tuple[Path, str] | None:
-    """A file of any kind that `path` names in a directory root (leading folders dropped,
-    the longest rest first): the file and its path under that root; None when absent."""
+    """A file of any kind that `path` names in a directory root: the file and its path
+    relative to the root the runtime and `check` read it from. Leading folders are dropped
+    until the rest starts with a regular package (a folder holding `__init__.py`), which may
+    sit under the dropped folders (`python/sglang/x.cuh` -> `sglang/x.cuh`); else the
+    longest rest that is a file under the root. None when absent."""
     parts = PurePosixPath(path).parts
     if not safe_path(path):
         return None
-    for root in roots:
-        if not root.path.is_dir():
-            continue
+    directories = [root.path for root in roots if root.path.is_dir()]
+    for root in directories:
+        for drop in range(len(parts) - 1):
+            base = root.joinpath(*parts[:drop])
+            rest = "/".join(parts[drop:])
+            package = (base / parts[drop] / "__init__.py").is_file()
+            if package and _inside(root, "/".join(parts)) and (base / rest).is_file():
+                return base / rest, rest
+    for root in directories:
         for drop in range(len(parts)):
             relative = "/".join(parts[drop:])
-            if _inside(root.path, relative) and (root.path / relative).is_file():
-                return root.path / relative, relative
+            if _inside(root, relative) and (root / relative).is_file():
+                return root / relative, relative
     return None
 
 
