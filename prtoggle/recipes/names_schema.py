@@ -16,6 +16,8 @@ _NAMES_OPTIONAL = ("define", "remove")
 _NOT_REVERTED_REQUIRED = ("file", "line", "reason")
 _TEST_NAME = re.compile(r"[A-Za-z_]\w*(\[[^\]\n]*\])?")
 GUARD_EXAMPLE = "test/unit/test_x.py::TestX::test_y"
+MODULE_REMOVED_REASON = "a module the fix removed"
+"""How a `not_reverted` entry of a deleted module starts: its file is absent post-fix."""
 
 
 @dataclass(frozen=True)

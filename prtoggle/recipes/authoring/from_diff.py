@@ -12,13 +12,20 @@ from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, und
 from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
 from prtoggle.recipes.authoring.guards import file_guards, is_test_path
 from prtoggle.recipes.authoring.lines import line_map
-from prtoggle.recipes.authoring.modules import ModuleFile, find_file, find_module, safe_path
+from prtoggle.recipes.authoring.modules import (
+    ModuleFile,
+    find_file,
+    find_module,
+    imported_names,
+    safe_path,
+)
 from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
+from prtoggle.recipes.names_schema import MODULE_REMOVED_REASON
 
 NOT_PYTHON = "not Python source"
 NOT_IN_ROOT = "not in the source root"
 MODULE_ADDED = "a module added whole"
-MODULE_REMOVED = "a module removed whole (not in the post-fix source root)"
+MODULE_REMOVED = MODULE_REMOVED_REASON
 NO_UNIQUE_MATCH = "no short match occurs exactly once in the function"
 
 
@@ -82,6 +89,7 @@ class Draft:
     skipped: list[SkippedChange] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     trees: list[SourceTree] = field(default_factory=list)
+    modules: list[ModuleFile] = field(default_factory=list)
 
 
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
@@ -105,13 +113,14 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
         elif not diff.path.endswith(".py"):
             _draft_other_file(diff, draft, first=first, roots=roots)
         elif diff.deleted:
-            draft.skipped.append(SkippedChange(diff.path, 1, MODULE_REMOVED))
+            _draft_removed_module(diff, draft, roots=roots)
         else:
             found = find_module(diff.path, roots=roots)
             if found is None:
                 draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
             else:
                 _draft_module(diff, found, draft, source=source)
+    keep_imported_names(draft)
     return draft
 
 
@@ -137,7 +146,46 @@ def _draft_other_file(
     draft.not_reverted.append(NotRevertedChange(relative, first, NOT_PYTHON, code or None))
 
 
+def keep_imported_names(draft: Draft) -> None:
+    """A name the fix added to module M stays when another module the fix changed imports
+    it from M (`from M import name`, anywhere in its post-fix text; a function the fix
+    moved there, re-exported): removing it would make that import fail. Listed instead."""
+    importers = [(found, imported_names(found)) for found in draft.modules]
+    for index, entry in enumerate(list(draft.names)):
+        users: dict[str, str] = {}
+        for name in entry.remove:
+            for found, names in importers:
+                if found.module != entry.scope and (entry.scope, name) in names:
+                    users.setdefault(name, found.relative)
+        if not users:
+            continue
+        kept = tuple(name for name in entry.remove if name not in users)
+        draft.names[index] = replace(entry, remove=kept)
+        for name, user in users.items():
+            reason = (
+                f"{name} added by the fix stays: {user} (changed by the same fix) imports it "
+                f"from {entry.scope}, and removing it would fail that import"
+            )
+            draft.not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
+    draft.names[:] = [entry for entry in draft.names if entry.define or entry.remove]
+
+
+def _draft_removed_module(diff: FileDiff, draft: Draft, *, roots: Sequence[SourceTree]) -> None:
+    """A module the fix deleted: listed (it stays absent, reverted) under its path in the
+    source root, found through its package's `__init__.py`; skipped when not in a root."""
+    folder, _, name = diff.path.rpartition("/")
+    package = find_file(f"{folder}/__init__.py", roots=roots) if folder else None
+    if package is None or not name.endswith(".py"):
+        draft.skipped.append(SkippedChange(diff.path, 1, NOT_IN_ROOT))
+        return
+    relative = f"{package[1].rpartition('/')[0]}/{name}".lstrip("/")
+    module = relative[: -len(".py")].replace("/", ".")
+    reason = f"{MODULE_REMOVED} ({module} cannot be imported reverted)"
+    draft.not_reverted.append(NotRevertedChange(relative, 1, reason))
+
+
 def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: str) -> None:
+    draft.modules.append(found)
     if all(found.tree is not tree for tree in draft.trees):
         draft.trees.append(found.tree)
     post = found.file.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +81,26 @@ def find_file(path: str, *, roots: Sequence[SourceTree]) -> tuple[Path, str] | N
             if _inside(root, relative) and (root / relative).is_file():
                 return root / relative, relative
     return None
+
+
+def imported_names(found: ModuleFile) -> set[tuple[str, str]]:
+    """(module, name) of every `from module import name` in the module's text (relative
+    imports resolved against its package; `import *` left out); none when it does not parse."""
+    try:
+        tree = ast.parse(found.file.text)
+    except SyntaxError:
+        return set()
+    package = found.module.split(".")
+    if not found.relative.endswith("__init__.py"):
+        package = package[:-1]
+    out: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = package[: len(package) - node.level + 1] if node.level else []
+        source = ".".join([*base, *([node.module] if node.module else [])])
+        out.update((source, alias.name) for alias in node.names if alias.name != "*")
+    return out
 
 
 def _module_at(
