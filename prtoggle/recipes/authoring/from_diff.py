@@ -10,7 +10,7 @@ from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
 from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
-from prtoggle.recipes.authoring.guards import file_guards, is_test_path
+from prtoggle.recipes.authoring.guards import file_guards, in_package, is_test_path
 from prtoggle.recipes.authoring.lines import line_map
 from prtoggle.recipes.authoring.modules import (
     ModuleFile,
@@ -18,6 +18,7 @@ from prtoggle.recipes.authoring.modules import (
     find_module,
     imported_names,
     safe_path,
+    top_level_line,
 )
 from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
 from prtoggle.recipes.names_schema import MODULE_REMOVED_REASON
@@ -95,15 +96,16 @@ class Draft:
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
     """The Draft of diff `text` (named `source`) against post-fix code in `roots`.
 
-    Files outside the roots are skipped, never read. Test files (is_test_path) are never
-    reverted: the tests they add or change become the draft's guards. Raises DiffError
+    Files outside the roots are skipped, never read. Test files (is_test_path, but not a
+    module of a package in a root, like `sglang/test/...`) are never reverted: the tests
+    they add or change become the draft's guards. Raises DiffError
     for a diff that cannot be read or that disagrees with the post-fix code.
     """
     draft = Draft()
     for diff in parse_diff(text, source=source):
         first = next((line.new for line in diff.lines if line.kind != " "), 1)
         safe = all(safe_path(path) for path in (diff.old_path, diff.new_path) if path)
-        if safe and is_test_path(diff.path):
+        if safe and is_test_path(diff.path) and not in_package(diff.path, roots=roots):
             fresh = file_guards(diff, roots=roots)
             draft.guards.extend(guard for guard in fresh if guard not in draft.guards)
             continue
@@ -161,12 +163,15 @@ def keep_imported_names(draft: Draft) -> None:
             continue
         kept = tuple(name for name in entry.remove if name not in users)
         draft.names[index] = replace(entry, remove=kept)
+        owner = next((found for found in draft.modules if found.module == entry.scope), None)
         for name, user in users.items():
+            place = top_level_line(owner, name) if owner is not None else None
+            line, code = place or (entry.line, None)
             reason = (
                 f"{name} added by the fix stays: {user} (changed by the same fix) imports it "
                 f"from {entry.scope}, and removing it would fail that import"
             )
-            draft.not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
+            draft.not_reverted.append(NotRevertedChange(entry.file, line, reason, code))
     draft.names[:] = [entry for entry in draft.names if entry.define or entry.remove]
 
 

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, undo
-from prtoggle.recipes.authoring.modules import find_file
+from prtoggle.recipes.authoring.modules import find_file, find_module
 
 _TEST_FOLDERS = frozenset({"test", "tests"})
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -28,6 +28,19 @@ def is_test_path(path: str) -> bool:
         or (name.startswith("test_") and name.endswith(".py"))
         or name.endswith("_test.py")
     )
+
+
+def in_package(path: str, *, roots: Sequence[SourceTree]) -> bool:
+    """Whether `path` is a module of a package in one of `roots` whose test folder, if any,
+    lies inside the package: found as a module (modules.find_module), no test folder among
+    the leading folders dropped to find it, nor as its top-level package
+    (`python/sglang/test/x.py` is sglang's code; `test/unit/pkg/x.py` is a test's)."""
+    found = find_module(path, roots=roots) if path.endswith(".py") else None
+    if found is None:
+        return False
+    dropped = PurePosixPath(path).parts[: -len(PurePosixPath(found.relative).parts)]
+    top = found.module.split(".", 1)[0]
+    return not _TEST_FOLDERS.intersection([*dropped, top])
 
 
 def collectable(path: str) -> bool:

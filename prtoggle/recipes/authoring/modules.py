@@ -84,22 +84,63 @@ def find_file(path: str, *, roots: Sequence[SourceTree]) -> tuple[Path, str] | N
 
 
 def imported_names(found: ModuleFile) -> set[tuple[str, str]]:
-    """(module, name) of every `from module import name` in the module's text (relative
-    imports resolved against its package; `import *` left out); none when it does not parse."""
+    """(module, name) of every `from module import name` the module runs when it loads: at
+    its top level, under `if`/`try`/`with` too, not in a def or class body (relative imports
+    resolved against its package; `import *` left out); none when it does not parse."""
     try:
-        tree = ast.parse(found.file.text)
+        body = ast.parse(found.file.text).body
     except SyntaxError:
         return set()
     package = found.module.split(".")
     if not found.relative.endswith("__init__.py"):
         package = package[:-1]
     out: set[tuple[str, str]] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        base = package[: len(package) - node.level + 1] if node.level else []
-        source = ".".join([*base, *([node.module] if node.module else [])])
-        out.update((source, alias.name) for alias in node.names if alias.name != "*")
+    for node in _load_time_statements(body):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            source = ".".join([*base, *([node.module] if node.module else [])])
+            out.update((source, alias.name) for alias in node.names if alias.name != "*")
+    return out
+
+
+def top_level_line(found: ModuleFile, name: str) -> tuple[int, str | None] | None:
+    """The first line (decorators included) of the module-level statement that binds
+    `name` last, and its stripped code; None when no such statement."""
+    try:
+        body = ast.parse(found.file.text).body
+    except SyntaxError:
+        return None
+    lines = found.file.text.splitlines()
+    hit: ast.stmt | None = None
+    for node in _load_time_statements(body):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        named = getattr(node, "name", None) == name and not isinstance(node, ast.ImportFrom)
+        if named or any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            hit = node
+    if hit is None:
+        return None
+    first = min([d.lineno for d in getattr(hit, "decorator_list", [])] + [hit.lineno])
+    code = lines[first - 1].strip() if first <= len(lines) else ""
+    return first, code or None
+
+
+def _load_time_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements a module body runs when it loads, blocks (`if`, `try`, `with`)
+    entered, def and class bodies not."""
+    out: list[ast.stmt] = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, ast.If | ast.For | ast.AsyncFor | ast.While):
+            out += _load_time_statements([*node.body, *node.orelse])
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            out += _load_time_statements(node.body)
+        elif isinstance(node, ast.Try | ast.TryStar):
+            handlers = [stmt for handler in node.handlers for stmt in handler.body]
+            out += _load_time_statements([*node.body, *handlers, *node.orelse, *node.finalbody])
     return out
 
 

@@ -169,3 +169,17 @@ def test_a_deleted_module_is_listed_and_checks_ok_on_the_fix_s_tree(tmp_path: Pa
     )
     [entry] = [r for r in json.loads(listed.stdout) if r["pr"] == PR]
     assert entry["partial"] is True
+
+
+def test_a_name_another_module_imports_only_inside_a_function_is_removed(
+    tmp_path: Path,
+) -> None:
+    pre = {"python/pkg/a.py": "def use():\n    return 1\n", "python/pkg/b.py": "X = 1\n"}
+    post = {
+        "python/pkg/a.py": "def use():\n    from pkg.b import helper\n\n    return helper()\n",
+        "python/pkg/b.py": "X = 1\n\n\ndef helper():\n    return 1\n",
+    }
+    repo = checkout(tmp_path / "repo", pre, post)
+    code, record = draft(repo, tmp_path / "out")
+    assert (code, record["targets"], reasons(record)) == (0, ["pkg.a.use"], [])
+    assert record["names"] == [{"scope": "pkg.b", "define": "", "remove": ["helper"]}]

@@ -177,3 +177,14 @@ def test_check_finds_a_fresh_draft_s_not_reverted_files_on_its_own_commit(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4242  not_reverted:app/kernel.cu:1: ok" in done.stdout.splitlines()
+
+
+def test_a_test_folder_inside_the_package_is_the_program(repo: Path, tmp_path: Path) -> None:
+    helpers = "def make():\n    return {}\n"
+    write(repo, {"python/app/test/__init__.py": "", "python/app/test/test_utils.py": helpers})
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "Add test helpers (#4244)")
+    write(repo, {"python/app/test/test_utils.py": helpers.replace("{}", "[]")})
+    git(repo, "commit", "-qam", "Fix the test helpers (#4245)")
+    code, record = run_new("--from-git", "HEAD", "--repo", str(repo), "--out", str(tmp_path))
+    assert (code, record["targets"], record["guards"]) == (0, ["app.test.test_utils.make"], [])
