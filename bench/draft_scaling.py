@@ -8,7 +8,9 @@ so its edit needs a context line). Each is drafted by `prtoggle new --from-diff`
 process, the whole command: draft, check, write), alternately, best of `--repeat`, wall
 and CPU time of the child (on a shared machine, CPU time is what the command costs); the
 figure is the ratio one-function / spread (1.0: linear; `new` was quadratic in the edits
-of one function). The two recipes are checked to hold the same number of edits.
+of one function). The two recipes are checked to hold the same number of edits. The
+children run `python -m prtoggle` in the current directory: run the script from the
+checkout to measure (BENCHMARKS.md's "before" ran it from the branch point's checkout).
 """
 
 from __future__ import annotations
