@@ -177,16 +177,20 @@ def keep_imported_names(draft: Draft) -> None:
 
 def _draft_removed_module(diff: FileDiff, draft: Draft, *, roots: Sequence[SourceTree]) -> None:
     """A module the fix deleted: listed (it stays absent, reverted) under its path in the
-    source root, found through its package's `__init__.py`; skipped when not in a root."""
-    folder, _, name = diff.path.rpartition("/")
-    package = find_file(f"{folder}/__init__.py", roots=roots) if folder else None
-    if package is None or not name.endswith(".py"):
-        draft.skipped.append(SkippedChange(diff.path, 1, NOT_IN_ROOT))
+    source root, found through the nearest `__init__.py` of its folders (a namespace
+    package's folder has none); skipped when not in a root."""
+    parts = diff.path.split("/")
+    for depth in range(len(parts) - 1, 0, -1):
+        package = find_file("/".join([*parts[:depth], "__init__.py"]), roots=roots)
+        if package is None or not diff.path.endswith(".py"):
+            continue
+        folder = package[1].rpartition("/")[0]
+        relative = "/".join([folder, *parts[depth:]]).lstrip("/")
+        module = relative[: -len(".py")].replace("/", ".")
+        reason = f"{MODULE_REMOVED} ({module} cannot be imported reverted)"
+        draft.not_reverted.append(NotRevertedChange(relative, 1, reason))
         return
-    relative = f"{package[1].rpartition('/')[0]}/{name}".lstrip("/")
-    module = relative[: -len(".py")].replace("/", ".")
-    reason = f"{MODULE_REMOVED} ({module} cannot be imported reverted)"
-    draft.not_reverted.append(NotRevertedChange(relative, 1, reason))
+    draft.skipped.append(SkippedChange(diff.path, 1, NOT_IN_ROOT))
 
 
 def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: str) -> None:

@@ -185,3 +185,30 @@ def test_a_name_another_module_imports_only_inside_a_function_is_removed(
     code, record = draft(repo, tmp_path / "out")
     assert (code, record["targets"], reasons(record)) == (0, ["pkg.a.use"], [])
     assert record["names"] == [{"scope": "pkg.b", "define": "", "remove": ["helper"]}]
+
+
+def test_a_deleted_module_of_a_namespace_folder_is_listed_under_its_path(tmp_path: Path) -> None:
+    pre = {"python/pkg/sub/gone.py": "X = 1\n", "python/pkg/m.py": "def f():\n    return 1\n"}
+    post = {"python/pkg/sub/gone.py": None, "python/pkg/m.py": "def f():\n    return 2\n"}
+    repo = checkout(tmp_path / "repo", pre, post)
+    code, record = draft(repo, tmp_path / "out")
+    assert (code, record["skipped"]) == (1, [])
+    assert reasons(record) == [
+        "pkg/sub/gone.py:1 a module the fix removed (pkg.sub.gone cannot be imported reverted)"
+    ]
+
+
+def test_a_module_deleted_alone_in_its_package_is_listed(tmp_path: Path) -> None:
+    pre = {
+        "python/pkg/__init__.py": "",
+        "python/pkg/gone.py": "X = 1\n",
+        "python/other/__init__.py": "",
+        "python/other/m.py": "def f():\n    return 1\n",
+    }
+    post = {"python/pkg/gone.py": None, "python/other/m.py": "def f():\n    return 2\n"}
+    repo = checkout(tmp_path / "repo", pre, post)
+    code, record = draft(repo, tmp_path / "out")
+    assert (code, record["skipped"]) == (1, [])
+    assert reasons(record) == [
+        "pkg/gone.py:1 a module the fix removed (pkg.gone cannot be imported reverted)"
+    ]
