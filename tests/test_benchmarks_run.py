@@ -78,3 +78,20 @@ def test_the_startup_benchmark_times_every_command_against_the_reference() -> No
     assert report["commands"]["reference"]["ratio to reference"] == [1.0, 1.0, 1.0]
     assert report["commands"]["list"]["goal"] == "<= 3.6x"
     assert all(f["wall s"][1] > 0 for f in report["commands"].values())
+
+
+def test_the_draft_scaling_benchmark_drafts_both_cases() -> None:
+    command = [sys.executable, str(ROOT / "bench" / "draft_scaling.py")]
+    result = subprocess.run(
+        [*command, "--lines", "40", "--per-function", "10", "--repeat", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["edits drafted, the same in both"] is True
+    assert figures["functions in the spread diff"] == 4
+    assert figures["one function / spread, CPU"] > 0

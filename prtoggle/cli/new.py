@@ -129,7 +129,8 @@ def _print_written(made: NewRecipe, *, as_json: bool) -> None:
     names = [{"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in made.names]
     if as_json:
         record = {"pr": made.pr, "file": str(made.path), "targets": list(made.targets)}
-        echo_json({**record, "names": names, "not_reverted": not_reverted, "skipped": skipped})
+        record |= {"names": names, "not_reverted": not_reverted, "skipped": skipped}
+        echo_json({**record, "guards": list(made.guards)})
         return
     count = len(made.targets)
     click.echo(f"wrote {made.path}: {count} target{'s' if count != 1 else ''}")
@@ -142,6 +143,10 @@ def _print_written(made: NewRecipe, *, as_json: bool) -> None:
         click.echo(f"  names in {entry.scope}: {'; '.join(p for p in parts if p)}")
     _listing(f"not reverted (partial recipe): {len(not_reverted)}", made.not_reverted)
     _listing(f"skipped {len(skipped)} change{'s' if len(skipped) != 1 else ''}:", made.skipped)
+    if made.guards:
+        click.echo(f"guards (tests the fix added or changed): {len(made.guards)}")
+    for guard in made.guards:
+        click.echo(f"  {guard}")
 
 
 def _listing(title: str, changes: Sequence[SkippedChange | NotRevertedChange]) -> None:

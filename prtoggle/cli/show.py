@@ -19,7 +19,7 @@ from prtoggle.errors import PrToggleError
 from prtoggle.recipes.check import TargetDiff
 from prtoggle.recipes.registry import Recipe
 
-_WHOLE = ("names", "partial", "not_reverted")
+_WHOLE = ("names", "partial", "not_reverted", "guards")
 CAPTURE_NOTE = (
     "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
 )
@@ -115,3 +115,9 @@ def _print_whole_fix(recipe: Recipe) -> None:
         click.echo(f"  partial:   {count} change{'s' if count != 1 else ''} not reverted:")
         for item in recipe.not_reverted:
             click.echo(f"             {terminal_safe(item.text())}")
+    if recipe.guards:
+        count = len(recipe.guards)
+        tests = f"{count} test{'s' if count != 1 else ''}"
+        click.echo(f"  guards:    {tests} the fix added or changed:")
+        for guard in recipe.guards:
+            click.echo(f"             {terminal_safe(guard)}")

@@ -33,7 +33,8 @@ class NothingPlaceable(RegistryError):
 @dataclass(frozen=True)
 class NewRecipe:
     """What `new` wrote: the file, its targets (dotted names), its `names` entries, what it
-    lists as not reverted, and the changes skipped (outside the source root, never run)."""
+    lists as not reverted, the changes skipped (outside the source root, never run), and
+    the tests the fix added or changed (`guards`)."""
 
     pr: int
     path: Path
@@ -41,6 +42,7 @@ class NewRecipe:
     names: tuple[DraftNames, ...]
     not_reverted: tuple[NotRevertedChange, ...]
     skipped: tuple[SkippedChange, ...]
+    guards: tuple[str, ...] = ()
 
     @property
     def whole(self) -> bool:
@@ -101,7 +103,15 @@ def new_from_diff(
     path = write_recipe(checked.text, out=out, pr=header.pr)
     targets = tuple(t.target for t in checked.targets)
     skipped = tuple(draft.skipped)
-    return NewRecipe(header.pr, path, targets, checked.names, checked.not_reverted, skipped)
+    return NewRecipe(
+        header.pr,
+        path,
+        targets,
+        checked.names,
+        checked.not_reverted,
+        skipped,
+        guards=tuple(draft.guards),
+    )
 
 
 def draft_from_git(

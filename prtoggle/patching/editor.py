@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import difflib
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,9 +76,11 @@ def edit_numbered(
     whose text is blank deletes the matched lines, whatever its kind (sglang's rule).
     """
     current = list(source.lines)
+    stripped = _Stripped([line.text.strip() for line in current])
     for index, edit in enumerate(edits, start=1):
-        current = _apply_edit(
+        _apply_edit(
             current,
+            stripped,
             edit,
             label=_edit_label(context, index, len(edits), edit),
             filename=context.filename,
@@ -162,32 +165,56 @@ def _plain_edited(source: str, edits: Sequence[Edit]) -> list[str] | None:
 
 
 def _apply_edit(
-    lines: list[SourceLine], edit: Edit, *, label: str, filename: str
-) -> list[SourceLine]:
+    lines: list[SourceLine], stripped: _Stripped, edit: Edit, *, label: str, filename: str
+) -> None:
+    """Make `edit` on `lines` in place (`stripped`: their whitespace-stripped texts, kept
+    in step), or raise EditMatchError showing where the match is or is nearest."""
     wanted = match_lines(edit.match)
     if not wanted:
         raise EditMatchError(f"{label}: the match has no non-blank line; expected code to match")
-    span = _edit_span([line.text.strip() for line in lines], edit, wanted)
+    span = stripped.span(edit, wanted)
     if span is None:
-        nonblank = [i for i, line in enumerate(lines) if line.text.strip()]
+        nonblank = [i for i, text in enumerate(stripped.texts) if text]
         position = {line: k for k, line in enumerate(nonblank)}
-        windows = _windows([line.text.strip() for line in lines], wanted)
+        windows = _windows(stripped.texts, wanted)
         starts = [position[first] for first, _ in windows]
         raise EditMatchError(
             _mismatch_message(lines, nonblank, wanted, starts, label=label, filename=filename)
         )
-    first, last = span
-    anchor = lines[first]
-    indent = anchor.text[: _indent_width(anchor.text)]
-    new = [SourceLine(text=text, origin=anchor.origin) for text in reindent(edit.text, indent)]
-    if edit.kind == "replacement" or not any(line.text.strip() for line in new):
-        if not any(line.text.strip() for line in new):
-            new = []
-        return [*lines[:first], *new, *lines[last + 1 :]]
-    if edit.kind == "prepend":
-        return [*lines[:first], *new, *lines[first:]]
-    appended = [SourceLine(text=line.text, origin=lines[last].origin) for line in new]
-    return [*lines[: last + 1], *appended, *lines[last + 1 :]]
+    first, stop, texts = spliced_lines([line.text for line in lines[span[0] : span[1] + 1]], edit)
+    first, stop = span[0] + first, span[0] + stop
+    anchor = lines[span[0]].origin if edit.kind != "append" else lines[span[1]].origin
+    lines[first:stop] = [SourceLine(text=text, origin=anchor) for text in texts]
+    stripped.splice(first, stop, [text.strip() for text in texts])
+
+
+class _Stripped:
+    """The whitespace-stripped lines of a text being edited, how often each occurs, and
+    where the last edit was: a match whose first line occurs once is found by a search
+    starting there (edits go top to bottom), not by a scan of the whole text."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.counts = Counter(texts)
+        self.last = 0
+
+    def span(self, edit: Edit, wanted: Sequence[str]) -> tuple[int, int] | None:
+        """_edit_span's answer for `edit`, found faster when its first line is unique."""
+        if self.counts[wanted[0]] != 1:
+            return _edit_span(self.texts, edit, wanted)
+        try:
+            start = self.texts.index(wanted[0], min(self.last, len(self.texts)))
+        except ValueError:
+            start = self.texts.index(wanted[0])
+        last = _window_last(self.texts, start, wanted)
+        return None if last is None else (start, last)
+
+    def splice(self, first: int, stop: int, texts: list[str]) -> None:
+        """Lines first..stop-1 replaced by `texts`."""
+        self.counts.subtract(self.texts[first:stop])
+        self.counts.update(texts)
+        self.texts[first:stop] = texts
+        self.last = first
 
 
 def _edit_span(stripped: list[str], edit: Edit, wanted: Sequence[str]) -> tuple[int, int] | None:
@@ -230,19 +257,47 @@ def _window_last(stripped: list[str], start: int, wanted: Sequence[str]) -> int 
     return line
 
 
+def edit_span(
+    stripped: list[str], edit: Edit, *, alone_at: int | None = None
+) -> tuple[int, int] | None:
+    """The first and last line of the one window `edit`'s match selects in the lines whose
+    whitespace-stripped texts are `stripped` (as edit_text matches), or None.
+
+    `alone_at`: the caller knows that the match's first line, if it is that line's text,
+    occurs at no other line: only the window starting there is tried (no scan).
+    """
+    wanted = match_lines(edit.match)
+    if not wanted:
+        return None
+    if alone_at is not None and stripped[alone_at] == wanted[0]:
+        last = _window_last(stripped, alone_at, wanted)
+        return None if last is None else (alone_at, last)
+    return _edit_span(stripped, edit, wanted)
+
+
+def spliced_lines(window: Sequence[str], edit: Edit) -> tuple[int, int, list[str]]:
+    """How `edit` changes the lines `window` its match selected: `window[start:stop]` is
+    replaced by the returned lines (the edit's text indented like the window's first line;
+    none when the text is blank, whatever the kind)."""
+    anchor = window[0]
+    new = reindent(edit.text, anchor[: _indent_width(anchor)])
+    if not any(text.strip() for text in new):
+        return 0, len(window), []
+    if edit.kind == "replacement":
+        return 0, len(window), new
+    if edit.kind == "prepend":
+        return 0, 0, new
+    return len(window), len(window), new
+
+
 def _spliced(
     texts: list[str], stripped: list[str], span: tuple[int, int], edit: Edit
 ) -> tuple[list[str], list[str]]:
     """`texts` (and their stripped copies) with the edit made on lines span[0]..span[1]."""
     first, last = span
-    anchor = texts[first]
-    new = reindent(edit.text, anchor[: _indent_width(anchor)])
+    start, stop, new = spliced_lines(texts[first : last + 1], edit)
+    cut = (first + start, first + stop)
     keys = [text.strip() for text in new]
-    if not any(keys):
-        return [*texts[:first], *texts[last + 1 :]], [*stripped[:first], *stripped[last + 1 :]]
-    cut = {"replacement": (first, last + 1), "prepend": (first, first)}.get(
-        edit.kind, (last + 1, last + 1)
-    )
     return (
         [*texts[: cut[0]], *new, *texts[cut[1] :]],
         [*stripped[: cut[0]], *keys, *stripped[cut[1] :]],

@@ -28,7 +28,7 @@ from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.source_tree import find_in_source_tree, module_level_names
 from prtoggle.patching.swap import build_replacement
 from prtoggle.patching.targets import function_source, import_target
-from prtoggle.recipes.names_schema import NameChange, NotReverted
+from prtoggle.recipes.names_schema import MODULE_REMOVED_REASON, NameChange, NotReverted
 from prtoggle.recipes.schema import Recipe
 
 WholeFixStatus = Literal["ok", "stale", "absent", "error"]
@@ -223,6 +223,8 @@ def _edited_code(recipe: Recipe, target: str, *, tree: SourceTree | None) -> tup
 def _check_kept(item: NotReverted, *, tree: SourceTree | None) -> WholeFixCheck:
     target = f"{NOT_REVERTED_PREFIX}{item.file}:{item.line}"
     text, shown = _file_text(item.file, tree=tree)
+    if text is None and item.reason.startswith(MODULE_REMOVED_REASON):
+        return WholeFixCheck(target, "ok")  # the fix deleted it: absent is what it says
     if text is None:
         return WholeFixCheck(target, "stale", f"{item.file}: no such file under {shown}")
     lines = split_lines(text)

@@ -1,4 +1,4 @@
-"""The `names:` and `not_reverted:` blocks: module and class names a fix changed, what stays."""
+"""The `names:`, `not_reverted:` and `guards:` blocks: names a fix changed, what stays, tests."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from prtoggle.recipes.yaml_reading import LineDict, LineList, short
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _NAMES_OPTIONAL = ("define", "remove")
 _NOT_REVERTED_REQUIRED = ("file", "line", "reason")
+_TEST_NAME = re.compile(r"[A-Za-z_]\w*(\[[^\]\n]*\])?")
+GUARD_EXAMPLE = "test/unit/test_x.py::TestX::test_y"
+MODULE_REMOVED_REASON = "a module the fix removed"
+"""How a `not_reverted` entry of a deleted module starts: its file is absent post-fix."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,44 @@ def validate_not_reverted(mapping: LineDict, path: Path) -> tuple[NotReverted, .
         file = required_str(entry, "file", path)
         kept.append(NotReverted(file=file, line=line, reason=reason.strip(), code=code))
     return tuple(kept)
+
+
+def validate_guards(mapping: LineDict, path: Path) -> tuple[str, ...]:
+    """The `guards:` list of a recipe mapping (absent: none): the tests the fix added or
+    changed, each a pytest node id or a test file path under the repository root."""
+    if "guards" not in mapping:
+        return ()
+    items, where = mapping["guards"], key_at(path, mapping, "guards")
+    if not isinstance(items, list):
+        raise RegistryError(
+            f"{where}: 'guards' must be a list of pytest node ids or test file paths like "
+            f"{GUARD_EXAMPLE!r}, got {short(items)}"
+        )
+    for item in items:
+        problem = guard_problem(item)
+        if problem is not None:
+            raise RegistryError(f"{where}: 'guards' entry {short(item)} {problem}")
+    twice = next((item for index, item in enumerate(items) if item in items[:index]), None)
+    if twice is not None:
+        raise RegistryError(f"{where}: 'guards' lists {twice!r} twice; each test once")
+    return tuple(items)
+
+
+def guard_problem(value: object) -> str | None:
+    """Why `value` is not a guard (None when it is): a relative posix path of a `.py` file,
+    no `..`, optionally followed by `::Name` parts (a pytest node id)."""
+    expected = f"; expected a pytest node id or a test file path like {GUARD_EXAMPLE!r}"
+    if not isinstance(value, str) or not value.strip():
+        return f"is not a non-empty string{expected}"
+    file, *parts = value.split("::")
+    if file.startswith("/") or "\\" in file or ".." in file.split("/"):
+        where = "relative to the repository root (posix '/', no leading '/', no '..')"
+        return f"is not {where}{expected}"
+    if not file.endswith(".py") or any(not piece for piece in file.split("/")):
+        return f"does not name a .py file{expected}"
+    if not all(_TEST_NAME.fullmatch(part) for part in parts):
+        return f"has a part after '::' that is not a test or class name{expected}"
+    return None
 
 
 def _name_change(entry: LineDict, path: Path) -> NameChange:

@@ -14,6 +14,7 @@ from prtoggle.patching.types import Patch
 from prtoggle.recipes.names_schema import (
     NameChange,
     NotReverted,
+    validate_guards,
     validate_names,
     validate_not_reverted,
 )
@@ -71,6 +72,7 @@ _FIX_OPTIONAL = (
     "applies_to",
     "names",
     "not_reverted",
+    "guards",
 )
 _MODULE_KEY_EXAMPLES = {
     "repro": "fixes.scenarios.trtllm_draft_decode_capture",
@@ -100,6 +102,8 @@ class Recipe:
     applies_to: VersionRange | None = None
     names: tuple[NameChange, ...] = ()
     not_reverted: tuple[NotReverted, ...] = ()
+    guards: tuple[str, ...] = ()
+    """The tests the fix added or changed: pytest node ids or test files, repository-relative."""
 
     @property
     def partial(self) -> bool:
@@ -189,6 +193,7 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
         applies_to=_applies_to(mapping, path),
         names=validate_names(mapping, path),
         not_reverted=validate_not_reverted(mapping, path),
+        guards=validate_guards(mapping, path),
         **fields,
     )
 

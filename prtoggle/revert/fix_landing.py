@@ -15,7 +15,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import FunctionType
+from types import FunctionType, ModuleType
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import PatchApplicationError
@@ -54,6 +54,7 @@ class ActiveRecipe:
     pending: dict[str, str] = field(default_factory=dict)  # target -> module it waits for
     names_applied: list[tuple[int, AppliedNames]] = field(default_factory=list)
     names_pending: dict[int, str] = field(default_factory=dict)  # entry -> module waited for
+    said: set[str] = field(default_factory=set)  # what held_copies said, once each
     _imports: dict[str, ImportChange] | None = None
 
     def import_changes(self) -> dict[str, ImportChange]:
@@ -98,6 +99,7 @@ class ActiveRecipe:
         swapper().patch(resolved.function, self.recipe.edit_layer(target), commit=commit)
         self.patched.append((target, resolved.function))
         self.pending.pop(target, None)
+        self._say_unreached(sys.modules.get(resolved.function.__module__), {})
 
     def check_globals(self, commit: Commit) -> None:
         """The global check, on the program `commit` leaves: every function swapped or
@@ -249,6 +251,24 @@ class ActiveRecipe:
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)
+        replaced = {
+            b.name: b.previous
+            for b in applied.bindings
+            if b.holder is scope.holder and vars(scope.holder).get(b.name, b) is not b.previous
+        }
+        self._say_unreached(scope.module, replaced, scope=change.scope)
+
+    def _say_unreached(
+        self, module: object, replaced: dict[str, object], *, scope: str = ""
+    ) -> None:
+        """Say, once each, what this landing cannot reach (held_copies)."""
+        from prtoggle.revert.held_copies import held_copies, other_names, say_unreached
+
+        notes = other_names(module) if isinstance(module, ModuleType) else []
+        notes += held_copies(scope, replaced) if replaced else []
+        fresh = [note for note in notes if note not in self.said]
+        self.said.update(fresh)
+        say_unreached(fresh, pr=self.recipe.pr)
 
 
 def _import_changes(recipe: Recipe) -> dict[str, ImportChange]:

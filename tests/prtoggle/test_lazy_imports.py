@@ -52,7 +52,7 @@ LAZY: dict[str, dict[str, str]] = {
         "prtoggle.recipes.yaml_loader": _YAML_ON_PARSE,
     },
     "prtoggle/revert/module_readiness.py": {
-        "prtoggle.patching.names": _SWAP_ON_IMPORT,
+        "prtoggle.patching.name_scopes": _SWAP_ON_IMPORT,
         "prtoggle.patching.targets": _SWAP_ON_IMPORT,
     },
     "prtoggle/revert/partial.py": {"prtoggle.recipes.selection": _CHILD_START},

@@ -10,14 +10,23 @@ from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
 from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
+from prtoggle.recipes.authoring.guards import file_guards, in_package, is_test_path
 from prtoggle.recipes.authoring.lines import line_map
-from prtoggle.recipes.authoring.modules import ModuleFile, find_file, find_module, safe_path
+from prtoggle.recipes.authoring.modules import (
+    ModuleFile,
+    find_file,
+    find_module,
+    imported_names,
+    safe_path,
+    top_level_line,
+)
 from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
+from prtoggle.recipes.names_schema import MODULE_REMOVED_REASON
 
 NOT_PYTHON = "not Python source"
 NOT_IN_ROOT = "not in the source root"
 MODULE_ADDED = "a module added whole"
-MODULE_REMOVED = "a module removed whole (not in the post-fix source root)"
+MODULE_REMOVED = MODULE_REMOVED_REASON
 NO_UNIQUE_MATCH = "no short match occurs exactly once in the function"
 
 
@@ -71,37 +80,49 @@ class DraftTarget:
 
 @dataclass
 class Draft:
-    """What a diff gives, in diff order: targets, names, what stays, what was skipped."""
+    """What a diff gives, in diff order: targets, names, what stays, what was skipped, the
+    tests the fix added or changed (`guards`), and the trees its modules were found in."""
 
     files: list[str] = field(default_factory=list)
     targets: list[DraftTarget] = field(default_factory=list)
     names: list[DraftNames] = field(default_factory=list)
     not_reverted: list[NotRevertedChange] = field(default_factory=list)
     skipped: list[SkippedChange] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    trees: list[SourceTree] = field(default_factory=list)
+    modules: list[ModuleFile] = field(default_factory=list)
 
 
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
     """The Draft of diff `text` (named `source`) against post-fix code in `roots`.
 
-    Files outside the roots are skipped, never read. Raises DiffError for a diff that
-    cannot be read or that disagrees with the post-fix code.
+    Files outside the roots are skipped, never read. Test files (is_test_path, but not a
+    module of a package in a root, like `sglang/test/...`) are never reverted: the tests
+    they add or change become the draft's guards. Raises DiffError
+    for a diff that cannot be read or that disagrees with the post-fix code.
     """
     draft = Draft()
     for diff in parse_diff(text, source=source):
-        draft.files.append(diff.path)
         first = next((line.new for line in diff.lines if line.kind != " "), 1)
-        if not all(safe_path(path) for path in (diff.old_path, diff.new_path) if path):
+        safe = all(safe_path(path) for path in (diff.old_path, diff.new_path) if path)
+        if safe and is_test_path(diff.path) and not in_package(diff.path, roots=roots):
+            fresh = file_guards(diff, roots=roots)
+            draft.guards.extend(guard for guard in fresh if guard not in draft.guards)
+            continue
+        draft.files.append(diff.path)
+        if not safe:
             draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
         elif not diff.path.endswith(".py"):
             _draft_other_file(diff, draft, first=first, roots=roots)
         elif diff.deleted:
-            draft.skipped.append(SkippedChange(diff.path, 1, MODULE_REMOVED))
+            _draft_removed_module(diff, draft, roots=roots)
         else:
             found = find_module(diff.path, roots=roots)
             if found is None:
                 draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
             else:
                 _draft_module(diff, found, draft, source=source)
+    keep_imported_names(draft)
     return draft
 
 
@@ -127,7 +148,55 @@ def _draft_other_file(
     draft.not_reverted.append(NotRevertedChange(relative, first, NOT_PYTHON, code or None))
 
 
+def keep_imported_names(draft: Draft) -> None:
+    """A name the fix added to module M stays when another module the fix changed imports
+    it from M (`from M import name`, anywhere in its post-fix text; a function the fix
+    moved there, re-exported): removing it would make that import fail. Listed instead."""
+    importers = [(found, imported_names(found)) for found in draft.modules]
+    for index, entry in enumerate(list(draft.names)):
+        users: dict[str, str] = {}
+        for name in entry.remove:
+            for found, names in importers:
+                if found.module != entry.scope and (entry.scope, name) in names:
+                    users.setdefault(name, found.relative)
+        if not users:
+            continue
+        kept = tuple(name for name in entry.remove if name not in users)
+        draft.names[index] = replace(entry, remove=kept)
+        owner = next((found for found in draft.modules if found.module == entry.scope), None)
+        for name, user in users.items():
+            place = top_level_line(owner, name) if owner is not None else None
+            line, code = place or (entry.line, None)
+            reason = (
+                f"{name} added by the fix stays: {user} (changed by the same fix) imports it "
+                f"from {entry.scope}, and removing it would fail that import"
+            )
+            draft.not_reverted.append(NotRevertedChange(entry.file, line, reason, code))
+    draft.names[:] = [entry for entry in draft.names if entry.define or entry.remove]
+
+
+def _draft_removed_module(diff: FileDiff, draft: Draft, *, roots: Sequence[SourceTree]) -> None:
+    """A module the fix deleted: listed (it stays absent, reverted) under its path in the
+    source root, found through the nearest `__init__.py` of its folders (a namespace
+    package's folder has none); skipped when not in a root."""
+    parts = diff.path.split("/")
+    for depth in range(len(parts) - 1, 0, -1):
+        package = find_file("/".join([*parts[:depth], "__init__.py"]), roots=roots)
+        if package is None or not diff.path.endswith(".py"):
+            continue
+        folder = package[1].rpartition("/")[0]
+        relative = "/".join([folder, *parts[depth:]]).lstrip("/")
+        module = relative[: -len(".py")].replace("/", ".")
+        reason = f"{MODULE_REMOVED} ({module} cannot be imported reverted)"
+        draft.not_reverted.append(NotRevertedChange(relative, 1, reason))
+        return
+    draft.skipped.append(SkippedChange(diff.path, 1, NOT_IN_ROOT))
+
+
 def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: str) -> None:
+    draft.modules.append(found)
+    if all(found.tree is not tree for tree in draft.trees):
+        draft.trees.append(found.tree)
     post = found.file.text
     lines = split_lines(post)
     if diff.added:

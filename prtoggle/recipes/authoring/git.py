@@ -95,10 +95,12 @@ def commit_of_patch(text: str) -> Commit | None:
 
 def tree_at(repo: Path, commit: Commit) -> SourceTree:
     """The checkout's files at `commit` that a draft reads: the changed `.py` files and the
-    `__init__.py` of their folders, extracted to a scratch folder removed at exit."""
+    `__init__.py` of their folders (and of a deleted file's), extracted to a scratch folder
+    removed at exit."""
     names = _git(repo, "ls-tree", "-r", "--name-only", commit.sha).splitlines()
     changed = {line[6:] for line in commit.diff.splitlines() if line.startswith("+++ b/")}
-    folders = {str(parent) for name in changed for parent in PurePosixPath(name).parents}
+    deleted = {line[6:] for line in commit.diff.splitlines() if line.startswith("--- a/")}
+    folders = {str(parent) for name in changed | deleted for parent in PurePosixPath(name).parents}
     wanted = [
         name
         for name in names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,19 +59,89 @@ def find_module(path: str, *, roots: Sequence[SourceTree]) -> ModuleFile | None:
 
 
 def find_file(path: str, *, roots: Sequence[SourceTree]) -> tuple[Path, str] | None:
-    """A file of any kind that `path` names in a directory root (leading folders dropped,
-    the longest rest first): the file and its path under that root; None when absent."""
+    """A file of any kind that `path` names in a directory root: the file and its path
+    relative to the root the runtime and `check` read it from. Leading folders are dropped
+    until the rest starts with a regular package (a folder holding `__init__.py`), which may
+    sit under the dropped folders (`python/sglang/x.cuh` -> `sglang/x.cuh`); else the
+    longest rest that is a file under the root. None when absent."""
     parts = PurePosixPath(path).parts
     if not safe_path(path):
         return None
-    for root in roots:
-        if not root.path.is_dir():
-            continue
+    directories = [root.path for root in roots if root.path.is_dir()]
+    for root in directories:
+        for drop in range(len(parts) - 1):
+            base = root.joinpath(*parts[:drop])
+            rest = "/".join(parts[drop:])
+            package = (base / parts[drop] / "__init__.py").is_file()
+            if package and _inside(root, "/".join(parts)) and (base / rest).is_file():
+                return base / rest, rest
+    for root in directories:
         for drop in range(len(parts)):
             relative = "/".join(parts[drop:])
-            if _inside(root.path, relative) and (root.path / relative).is_file():
-                return root.path / relative, relative
+            if _inside(root, relative) and (root / relative).is_file():
+                return root / relative, relative
     return None
+
+
+def imported_names(found: ModuleFile) -> set[tuple[str, str]]:
+    """(module, name) of every `from module import name` the module runs when it loads: at
+    its top level, under `if`/`try`/`with` too, not in a def or class body (relative imports
+    resolved against its package; `import *` left out); none when it does not parse."""
+    try:
+        body = ast.parse(found.file.text).body
+    except SyntaxError:
+        return set()
+    package = found.module.split(".")
+    if not found.relative.endswith("__init__.py"):
+        package = package[:-1]
+    out: set[tuple[str, str]] = set()
+    for node in _load_time_statements(body):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            source = ".".join([*base, *([node.module] if node.module else [])])
+            out.update((source, alias.name) for alias in node.names if alias.name != "*")
+    return out
+
+
+def top_level_line(found: ModuleFile, name: str) -> tuple[int, str | None] | None:
+    """The first line (decorators included) of the module-level statement that binds
+    `name` last, and its stripped code; None when no such statement."""
+    try:
+        body = ast.parse(found.file.text).body
+    except SyntaxError:
+        return None
+    lines = found.file.text.splitlines()
+    hit: ast.stmt | None = None
+    for node in _load_time_statements(body):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        named = getattr(node, "name", None) == name and not isinstance(node, ast.ImportFrom)
+        if named or any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            hit = node
+    if hit is None:
+        return None
+    first = min([d.lineno for d in getattr(hit, "decorator_list", [])] + [hit.lineno])
+    code = lines[first - 1].strip() if first <= len(lines) else ""
+    return first, code or None
+
+
+def _load_time_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements a module body runs when it loads, blocks (`if`, `try`, `with`)
+    entered, def and class bodies not."""
+    out: list[ast.stmt] = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, ast.If | ast.For | ast.AsyncFor | ast.While):
+            out += _load_time_statements([*node.body, *node.orelse])
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            out += _load_time_statements(node.body)
+        elif isinstance(node, ast.Try | ast.TryStar):
+            handlers = [stmt for handler in node.handlers for stmt in handler.body]
+            out += _load_time_statements([*node.body, *handlers, *node.orelse, *node.finalbody])
+    return out
 
 
 def _module_at(

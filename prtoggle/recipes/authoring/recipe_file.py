@@ -59,9 +59,10 @@ def render_recipe(
     *,
     names: Sequence[DraftNames] = (),
     not_reverted: Sequence[NotRevertedChange] = (),
+    guards: Sequence[str] = (),
 ) -> str:
-    """The YAML text of a recipe: header keys, `patches`, `names` and `not_reverted` (each
-    only when not empty), code as block literals."""
+    """The YAML text of a recipe: header keys, `patches`, `names`, `not_reverted` and
+    `guards` (each only when not empty), code as block literals."""
     document: dict[str, Any] = {"pr": header.pr, "title": header.title}
     if header.url:
         document["url"] = header.url
@@ -76,6 +77,8 @@ def render_recipe(
         document["names"] = [_names_mapping(entry) for entry in names]
     if not_reverted:
         document["not_reverted"] = [_not_reverted_mapping(change) for change in not_reverted]
+    if guards:
+        document["guards"] = list(guards)
     return render_patches(document)
 
 
@@ -103,11 +106,15 @@ def checked_recipe(
         else:
             not_reverted.append(NotRevertedChange(target.file, target.line, reason))
     names, not_reverted = _checked_names(
-        header, names, not_reverted, path=path, roots=[*roots, *_trees(kept)]
+        header, names, not_reverted, path=path, roots=[*roots, *draft.trees, *_trees(kept)]
     )
     kept = _reads_resolved(header, kept, names, not_reverted, path=path)
     text = render_recipe(
-        header, [(t.target, t.edits) for t in kept], names=names, not_reverted=not_reverted
+        header,
+        [(t.target, t.edits) for t in kept],
+        names=names,
+        not_reverted=not_reverted,
+        guards=draft.guards,
     )
     return CheckedRecipe(text, tuple(kept), tuple(names), tuple(not_reverted))
 

@@ -148,6 +148,13 @@ class Comparer:
         if name in pre.other_names | post.other_names:
             self._list(old, new, pre, post, f"{qualname} is also bound by other {scope.label}")
             return
+        if scope.prefix and name == "__slots__":
+            why = "slots are made when the class is created: a revert cannot add or drop one"
+            self._list(old, new, pre, post, f"{qualname} changed ({why})")
+            return
+        hashed = "__hash__" in pre.bindings or "__hash__" in post.bindings
+        if scope.prefix and name == "__eq__" and bool(old) != bool(new) and not hashed:
+            self._list(old, new, pre, post, _implicit_hash(qualname, added=bool(new)))
         if len(old) == len(new) == 1 and old[0].kind == new[0].kind == CLASS:
             self._class(old[0], new[0], pre, post, scope)
         elif len(old) == len(new) == 1 and old[0].kind == new[0].kind == DEF:
@@ -294,6 +301,20 @@ class Comparer:
         line = self.lines.first_added(statement.first, statement.last) or statement.first
         code = body.lines[line - 1].strip() if line <= len(body.lines) else ""
         return line, code or None
+
+
+def _implicit_hash(qualname: str, *, added: bool) -> str:
+    """Why a class's `__hash__` stays when a fix adds or removes its `__eq__`."""
+    owner = qualname.rsplit(".", 1)[0]
+    if added:
+        return (
+            f"{qualname} added by the fix: {owner}.__hash__ stays None (set when the class "
+            "was created with __eq__): its instances stay unhashable"
+        )
+    return (
+        f"{qualname} removed by the fix: {owner}.__hash__ stays the inherited one (the class "
+        "was created without __eq__): its instances stay hashable"
+    )
 
 
 def _docstring(body: Body) -> Statement | None:

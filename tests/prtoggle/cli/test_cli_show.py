@@ -112,3 +112,24 @@ def test_show_of_a_pr_in_two_collections_shows_one_section_per_collection(
         f"PR {ANSWER_FIX}: fake fix {ANSWER_FIX}\n  collection: registry\n"
     )
     assert "collection: sglang" not in shown.stdout
+
+
+GUARDS = (
+    "test/unit/test_answer.py::TestAnswer::test_value",
+    "test/unit/test_module_level.py",
+)
+
+
+def test_show_and_list_json_give_the_tests_a_fix_guards(fake_project: FakeProject) -> None:
+    path = fake_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    path.write_text(path.read_text() + "guards:\n" + "".join(f"  - {g}\n" for g in GUARDS))
+    shown = invoke("show", str(ANSWER_FIX))
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    at = lines.index("  guards:    2 tests the fix added or changed:")
+    assert lines[at + 1 : at + 3] == [f"             {guard}" for guard in GUARDS]
+    [record] = json.loads(invoke("show", str(ANSWER_FIX), "--json").output)
+    assert record["guards"] == list(GUARDS)
+    listed = {r["pr"]: r for r in json.loads(invoke("list", "--json").output)}
+    assert (listed[ANSWER_FIX]["guards"], listed[FIRST_HALF_FIX]["guards"]) == (list(GUARDS), [])
+    assert "guards" not in invoke("show", str(FIRST_HALF_FIX)).output

@@ -1,4 +1,4 @@
-"""Tests for the `names:` and `not_reverted:` keys: loaded to NameChange / NotReverted, by line."""
+"""Tests for the `names:`, `not_reverted:` and `guards:` keys: loaded to their types, by line."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def test_a_recipe_of_names_only_needs_no_patches_and_is_whole(tmp_path: Path) ->
             "title2: x\n",
             "R:3: unknown key 'title2' in fix file; expected one of: patches, pr, title, url, "
             "merged, component, symptom, expect, repro, bench, verified_on, applies_to, names, "
-            "not_reverted",
+            "not_reverted, guards",
         ),
     ],
 )
@@ -137,3 +137,74 @@ def test_malformed_names_and_not_reverted_name_the_file_and_line(
     tmp_path: Path, body: str, message: str
 ) -> None:
     assert refusal(tmp_path, body) == message
+
+
+def test_guards_load_as_node_ids_and_files_in_their_order(tmp_path: Path) -> None:
+    recipe = load(
+        tmp_path,
+        PATCHES
+        + """\
+guards:
+  - test/registered/unit/x/test_y.py::TestY::test_z
+  - test/registered/unit/x/test_y.py::test_fn
+  - test/registered/unit/x/test_module_level.py
+  - tests/test_p.py::test_case[a-1]
+""",
+    )
+    assert recipe.guards == (  # type: ignore[attr-defined]
+        "test/registered/unit/x/test_y.py::TestY::test_z",
+        "test/registered/unit/x/test_y.py::test_fn",
+        "test/registered/unit/x/test_module_level.py",
+        "tests/test_p.py::test_case[a-1]",
+    )
+    assert load(tmp_path, PATCHES).guards == ()  # type: ignore[attr-defined]
+
+
+_EXPECTED = (
+    "; expected a pytest node id or a test file path like 'test/unit/test_x.py::TestX::test_y'"
+)
+
+
+@pytest.mark.parametrize(
+    ("guards", "message"),
+    [
+        (
+            "guards: test/a.py",
+            "R:8: 'guards' must be a list of pytest node ids or test file paths like "
+            "'test/unit/test_x.py::TestX::test_y', got 'test/a.py'",
+        ),
+        ("guards: [3]", "R:8: 'guards' entry 3 is not a non-empty string" + _EXPECTED),
+        (
+            "guards: [/abs/test_a.py]",
+            "R:8: 'guards' entry '/abs/test_a.py' is not relative to the repository root "
+            "(posix '/', no leading '/', no '..')" + _EXPECTED,
+        ),
+        (
+            "guards: [test/../x/test_a.py]",
+            "R:8: 'guards' entry 'test/../x/test_a.py' is not relative to the repository root "
+            "(posix '/', no leading '/', no '..')" + _EXPECTED,
+        ),
+        (
+            "guards: ['test\\a\\test_a.py']",
+            "R:8: 'guards' entry 'test\\\\a\\\\test_a.py' is not relative to the repository "
+            "root (posix '/', no leading '/', no '..')" + _EXPECTED,
+        ),
+        (
+            "guards: [test/a.txt]",
+            "R:8: 'guards' entry 'test/a.txt' does not name a .py file" + _EXPECTED,
+        ),
+        (
+            "guards: ['test/test_a.py::TestA::test b']",
+            "R:8: 'guards' entry 'test/test_a.py::TestA::test b' has a part after '::' that is "
+            "not a test or class name" + _EXPECTED,
+        ),
+        (
+            "guards: [test/test_a.py::test_x, test/test_a.py::test_x]",
+            "R:8: 'guards' lists 'test/test_a.py::test_x' twice; each test once",
+        ),
+    ],
+)
+def test_malformed_guards_name_the_file_line_and_expectation(
+    tmp_path: Path, guards: str, message: str
+) -> None:
+    assert refusal(tmp_path, PATCHES + guards + "\n") == message

@@ -147,6 +147,7 @@ def test_each_change_is_drafted_as_a_patch_or_a_names_entry_and_the_recipe_is_wh
         ],
         "not_reverted": [],
         "skipped": [],
+        "guards": [],
     }
 
 
@@ -262,8 +263,8 @@ def test_files_outside_the_source_root_are_skipped_and_the_rest_drafted(
 ) -> None:
     before = AFTER.replace("out += abs(value)", "out += value")
     diff = tmp_path / "fix.diff"
-    test_diff = git_diff("test/unit/test_mod.py", "x = 1\n", "x = 2\n")
-    diff.write_text(git_diff("python/pkg/mod.py", before, AFTER) + test_diff)
+    other_diff = git_diff("benchmark/run_mod.py", "x = 1\n", "x = 2\n")
+    diff.write_text(git_diff("python/pkg/mod.py", before, AFTER) + other_diff)
     code, out, _ = run_new(
         *("--from-diff", str(diff), "--pr", "7", "--source-root", str(tree)),
         *("--out", str(tmp_path), "--json"),
@@ -272,7 +273,7 @@ def test_files_outside_the_source_root_are_skipped_and_the_rest_drafted(
     record = json.loads(out)
     assert record["targets"] == ["pkg.mod.total"]
     assert record["skipped"] == [
-        {"file": "test/unit/test_mod.py", "line": 1, "reason": "not in the source root"}
+        {"file": "benchmark/run_mod.py", "line": 1, "reason": "not in the source root"}
     ]
 
 

@@ -169,7 +169,7 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
             MINIMAL + "        replacement: b\nowner: me\n",
             "F:8: unknown key 'owner' in fix file; expected one of: patches, pr, title, url, "
             "merged, component, symptom, expect, repro, bench, verified_on, applies_to, names, "
-            "not_reverted",
+            "not_reverted, guards",
         ),
         (
             "pr: 903\ntitle: t\n",

@@ -1,0 +1,118 @@
+"""What a landed revert cannot reach in this process, said: held copies, a module's 2nd name.
+
+Copies of a function a revert replaced, held by a `functools.partial` or a default
+argument in a loaded module of its package; a reverted module that `sys.modules` also
+holds under another name (the same file, another module object).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from types import FunctionType, ModuleType
+
+from prtoggle.errors import PartialRevertWarning
+
+ATOMS = (int, str, bytes, bool, type(None), float)
+"""Values a copy of is no revert's concern (equal values are common)."""
+
+
+def say_unreached(notes: Sequence[str], *, pr: int) -> None:
+    """One PartialRevertWarning per note, where partial reverts are said at run time."""
+    for note in notes:
+        warnings.warn(
+            f"PR {pr} reverted in part in this process: {note}", PartialRevertWarning, stacklevel=2
+        )
+
+
+def held_copies(scope: str, replaced: dict[str, object]) -> list[str]:
+    """Where the loaded modules of `scope`'s package still hold an object the revert
+    replaced or removed in `scope` (`replaced`: name -> post-fix object): a module-level or
+    class-level `functools.partial` of it, or a default argument of a function."""
+    wanted = {id(value): name for name, value in replaced.items() if not isinstance(value, ATOMS)}
+    if not wanted:
+        return []
+    top = scope.split(".", 1)[0]
+    notes: list[str] = []
+    for module_name, module in list(sys.modules.items()):
+        if module_name != top and not module_name.startswith(f"{top}."):
+            continue
+        for where, holder in _members(module_name, module):
+            name = _partial_of(holder, wanted, replaced)
+            if name is not None:
+                notes.append(
+                    f"{where}, a functools.partial, holds the post-fix {scope}.{name} "
+                    f"(the revert rebinds {scope}.{name} only)"
+                )
+            for name in _defaults_holding(holder, wanted, replaced):
+                notes.append(f"a default argument of {where} holds the post-fix {scope}.{name}")
+    return notes
+
+
+def other_names(module: ModuleType) -> list[str]:
+    """`module` imported under other names too: the same file, other module objects in
+    sys.modules (a revert changes the one it is given only)."""
+    path = _real_file(module)
+    if path is None:
+        return []
+    base = os.path.basename(path)
+    found = [
+        name
+        for name, other in list(sys.modules.items())
+        if other is not None
+        and other is not module
+        and os.path.basename(str(getattr(other, "__file__", None) or "")) == base
+        and _real_file(other) == path
+    ]
+    if not found:
+        return []
+    return [
+        f"module {module.__name__} is also imported as {', '.join(sorted(found))} (the same "
+        f"file, another module object): the revert changes {module.__name__} only"
+    ]
+
+
+def _members(module_name: str, module: object) -> Iterator[tuple[str, object]]:
+    """(dotted name, value) of a module's top-level values and of its classes' members."""
+    try:
+        namespace = dict(vars(module))
+    except TypeError:
+        return
+    for attribute, value in namespace.items():
+        yield f"{module_name}.{attribute}", value
+        if isinstance(value, type) and value.__module__ == module_name:
+            for member, inner in list(vars(value).items()):
+                function = getattr(inner, "__func__", inner)  # staticmethod, classmethod
+                yield f"{module_name}.{attribute}.{member}", function
+
+
+def _partial_of(value: object, wanted: dict[int, str], replaced: dict[str, object]) -> str | None:
+    if not isinstance(value, functools.partial):
+        return None
+    name = wanted.get(id(value.func))
+    return name if name is not None and replaced[name] is value.func else None
+
+
+def _defaults_holding(
+    value: object, wanted: dict[int, str], replaced: dict[str, object]
+) -> Iterator[str]:
+    if not isinstance(value, FunctionType):
+        return
+    defaults = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values()]
+    for default in defaults:
+        name = wanted.get(id(default))
+        if name is not None and replaced[name] is default:
+            yield name
+
+
+def _real_file(module: object) -> str | None:
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
