@@ -6,7 +6,7 @@ import datetime
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from prtoggle.errors import RegistryError
@@ -71,6 +71,8 @@ _FIX_OPTIONAL = (
     "applies_to",
     "names",
     "not_reverted",
+    "guards",
+    "added_modules",
 )
 _MODULE_KEY_EXAMPLES = {
     "repro": "fixes.scenarios.trtllm_draft_decode_capture",
@@ -100,6 +102,10 @@ class Recipe:
     applies_to: VersionRange | None = None
     names: tuple[NameChange, ...] = ()
     not_reverted: tuple[NotReverted, ...] = ()
+    guards: tuple[str, ...] = ()
+    """The fix's own tests: pytest node ids or test files, relative to the repository root."""
+    added_modules: tuple[str, ...] = ()
+    """Modules (and packages) the fix added: reverted, they cannot be imported."""
 
     @property
     def partial(self) -> bool:
@@ -189,13 +195,17 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
         applies_to=_applies_to(mapping, path),
         names=validate_names(mapping, path),
         not_reverted=validate_not_reverted(mapping, path),
+        guards=_guards(mapping, path),
+        added_modules=_added_modules(mapping, path),
         **fields,
     )
 
 
 def _fix_mapping(document: object, path: Path) -> LineDict:
     """The recipe's top mapping: `patches` may be left out where `names` reverts something."""
-    names_only = isinstance(document, LineDict) and "names" in document
+    names_only = isinstance(document, LineDict) and (
+        "names" in document or "added_modules" in document
+    )
     return expect_mapping(
         document,
         path,
@@ -311,6 +321,47 @@ def _symptom(mapping: LineDict, path: Path) -> str | None:
             f"of: {', '.join(SYMPTOMS)}"
         )
     return value
+
+
+def _guards(mapping: LineDict, path: Path) -> tuple[str, ...]:
+    """`guards`: the fix's tests, node ids or files relative to the repository root."""
+    value = mapping.get("guards", [])
+    where = key_at(path, mapping, "guards")
+    example = "['test/unit/test_x.py::TestX::test_y', 'test/unit/test_z.py']"
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise RegistryError(
+            f"{where}: 'guards' must be a list of pytest node ids or test files like "
+            f"{example}, got {short(value)}"
+        )
+    for guard in value:
+        file = PurePosixPath(guard.split("::", 1)[0])
+        if file.is_absolute() or ".." in file.parts or "\\" in guard:
+            raise RegistryError(
+                f"{where}: guard {short(guard)} must be relative to the repository root "
+                f"(posix, no leading '/', no '..'), like {example}"
+            )
+    twice = next((guard for guard in value if value.count(guard) > 1), None)
+    if twice is not None:
+        raise RegistryError(f"{where}: 'guards' lists {twice!r} twice")
+    return tuple(value)
+
+
+def _added_modules(mapping: LineDict, path: Path) -> tuple[str, ...]:
+    """`added_modules`: dotted names of the modules and packages the fix added."""
+    value = mapping.get("added_modules", [])
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and DOTTED.fullmatch(v) for v in value
+    ):
+        raise RegistryError(
+            f"{key_at(path, mapping, 'added_modules')}: 'added_modules' must be a list of "
+            f"dotted module names like ['sglang.srt.new_helpers'], got {short(value)}"
+        )
+    twice = next((name for name in value if value.count(name) > 1), None)
+    if twice is not None:
+        raise RegistryError(
+            f"{key_at(path, mapping, 'added_modules')}: 'added_modules' lists {twice!r} twice"
+        )
+    return tuple(value)
 
 
 def _is_number(text: str) -> bool:
