@@ -19,6 +19,7 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
+from prtoggle.cli.output import cut_cell
 from prtoggle.commands.child_runs import recipe_runner, select_recipes_having
 from prtoggle.commands.coverage_runs import SuiteRun
 from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
@@ -34,6 +35,7 @@ from prtoggle.runners.child_outcome import output_tail
 from prtoggle.runners.requirements import require_installed
 
 _WIDTH = 100
+_GUARD_WIDTH = 56
 
 _EPILOG = """\b
 Both runs get SGLANG_SPEC_NAN_DETECTION=1 SGLANG_SPEC_OOB_DETECTION=1
@@ -108,12 +110,10 @@ def repro_command(
     """Reproduce the failure each fix prevented: fixed it passes, reverted it fails."""
     started = time.monotonic()
     registry = load_default_registry(collection=collection)
-    if run_all and prs:
-        raise click.UsageError("give PR numbers or --all, not both")
-    if run_all:
+    guarded: list[Recipe] = []
+    if run_all or not prs:
         what = "repro scenario"
-        recipes = select_recipes_having(registry, (), run_all=True, key="repro", what=what)
-        guarded: list[Recipe] = []
+        recipes = select_recipes_having(registry, prs, run_all=run_all, key="repro", what=what)
     else:
         recipes, guarded = split_selection(registry, prs)
     if recipes:
@@ -167,10 +167,12 @@ def _print_guards(entry: GuardsRepro) -> None:
         because = "; ".join(item.text() for item in recipe.not_reverted)
         click.echo(_wrapped(f"partial: the failure may not reproduce because {because}"))
     rows = [
-        [r.guard, r.fixed.describe(), r.reverted.describe(), r.verdict] for r in entry.results
-    ]
+        [cut_cell(r.guard, _GUARD_WIDTH, "start"), r.fixed.describe(), r.reverted.describe(),
+         r.verdict]
+        for r in entry.results
+    ]  # fmt: skip
     headers = ["GUARD", "FIXED", "REVERTED", "RESULT"]
-    click.echo(format_table(headers, rows, width=_WIDTH, cut={0: "start", 1: "end", 2: "end"}))
+    click.echo(format_table(headers, rows, width=_WIDTH, cut={1: "end", 2: "end"}))
     for result in entry.results:
         for variant, outcome in (("fixed", result.fixed), ("reverted", result.reverted)):
             if outcome.error and not outcome.passed and len(outcome.describe()) > 32:

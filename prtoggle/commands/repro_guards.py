@@ -108,9 +108,7 @@ class GuardsRepro:
         }
 
 
-def split_selection(
-    registry: Registry, prs: Sequence[int]
-) -> tuple[list[Recipe], list[Recipe]]:
+def split_selection(registry: Registry, prs: Sequence[int]) -> tuple[list[Recipe], list[Recipe]]:
     """The fixes PRS name that have a scenario, and those that have guards (one may be both).
 
     A PR none of whose recipes has either is a CommandUsageError saying how to add guards.
@@ -217,7 +215,9 @@ def guard_outcome(guard: str, run: SuiteRun) -> GuardOutcome:
 
 def _judged(recipe: Recipe, *, fixed: SuiteRun, reverted: SuiteRun) -> GuardsRepro:
     results = tuple(
-        GuardResult(guard, guard_outcome(guard, fixed), guard_outcome(guard, reverted), recipe.expect)
+        GuardResult(
+            guard, guard_outcome(guard, fixed), guard_outcome(guard, reverted), recipe.expect
+        )
         for guard in recipe.guards
     )
     return GuardsRepro(recipe, results, (fixed.seconds, reverted.seconds))
