@@ -41,6 +41,8 @@ class NewRecipe:
     names: tuple[DraftNames, ...]
     not_reverted: tuple[NotRevertedChange, ...]
     skipped: tuple[SkippedChange, ...]
+    added_modules: tuple[str, ...] = ()
+    """Modules the fix added: refused (not importable) while it is reverted."""
 
     @property
     def whole(self) -> bool:
@@ -82,7 +84,8 @@ def new_from_diff(
     if not header.title:
         header = RecipeHeader(header.pr, default_title(draft.files), header.url, header.merged)
     checked = checked_recipe(header, draft, path=destination, roots=roots)
-    if not checked.targets and not checked.names and not checked.not_reverted:
+    added = tuple(draft.added_modules)
+    if not checked.targets and not checked.names and not checked.not_reverted and not added:
         left = draft.skipped
         reasons = sorted({change.reason for change in left}) or ["the diff changes nothing"]
         raise NothingPlaceable(
@@ -90,7 +93,7 @@ def new_from_diff(
             f"({'; '.join(reasons)}); expected a change of the Python code under the source "
             "root (--source-root)"
         )
-    if not checked.targets and not checked.names:
+    if not checked.targets and not checked.names and not added:
         listed = checked.not_reverted
         reasons = sorted({change.reason for change in listed})
         raise NothingPlaceable(
@@ -101,7 +104,9 @@ def new_from_diff(
     path = write_recipe(checked.text, out=out, pr=header.pr)
     targets = tuple(t.target for t in checked.targets)
     skipped = tuple(draft.skipped)
-    return NewRecipe(header.pr, path, targets, checked.names, checked.not_reverted, skipped)
+    return NewRecipe(
+        header.pr, path, targets, checked.names, checked.not_reverted, skipped, added_modules=added
+    )
 
 
 def draft_from_git(

@@ -59,6 +59,7 @@ def render_recipe(
     *,
     names: Sequence[DraftNames] = (),
     not_reverted: Sequence[NotRevertedChange] = (),
+    added_modules: Sequence[str] = (),
 ) -> str:
     """The YAML text of a recipe: header keys, `patches`, `names` and `not_reverted` (each
     only when not empty), code as block literals."""
@@ -74,6 +75,8 @@ def render_recipe(
         ]
     if names:
         document["names"] = [_names_mapping(entry) for entry in names]
+    if added_modules:
+        document["added_modules"] = list(added_modules)
     if not_reverted:
         document["not_reverted"] = [_not_reverted_mapping(change) for change in not_reverted]
     return render_patches(document)
@@ -107,7 +110,11 @@ def checked_recipe(
     )
     kept = _reads_resolved(header, kept, names, not_reverted, path=path)
     text = render_recipe(
-        header, [(t.target, t.edits) for t in kept], names=names, not_reverted=not_reverted
+        header,
+        [(t.target, t.edits) for t in kept],
+        names=names,
+        not_reverted=not_reverted,
+        added_modules=draft.added_modules,
     )
     return CheckedRecipe(text, tuple(kept), tuple(names), tuple(not_reverted))
 
