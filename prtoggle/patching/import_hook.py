@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
-from collections.abc import Callable, Sequence
-from types import ModuleType
+from collections.abc import Callable, Collection, Sequence
+from types import FrameType, ModuleType
 from typing import Any
 
 
@@ -144,12 +144,17 @@ class HiddenModulesFinder(importlib.abc.MetaPathFinder):
 _MACHINERY_FILES = frozenset({__file__, importlib.__file__})
 
 
-def _importer() -> str:
-    """`__name__` of the module whose code runs the import (import machinery skipped)."""
-    frame = sys._getframe(2)
+def calling_module(*, skip: Collection[str] = ()) -> str:
+    """`__name__` of the module whose code runs now, the import machinery (and the files
+    `skip`) passed over: who asks for a module or a module attribute."""
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not (name.startswith("<frozen importlib") or name in _MACHINERY_FILES):
+        if not (name.startswith("<frozen importlib") or name in _MACHINERY_FILES or name in skip):
             return str(frame.f_globals.get("__name__", ""))
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return ""
+
+
+def _importer() -> str:
+    return calling_module()
