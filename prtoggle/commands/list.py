@@ -45,7 +45,7 @@ def _bad_record(recipe: BadRecipe) -> dict[str, Any]:
     record: dict[str, Any] = dict.fromkeys(_RECORD_KEYS)
     record |= {"pr": recipe.pr, "collection": recipe.collection, "file": str(recipe.path)}
     record |= {"acts_at_capture": False, "targets": [], "problems": [], "error": recipe.error}
-    record |= {"names": [], "partial": False, "not_reverted": []}
+    record |= {"names": [], "partial": False, "not_reverted": [], "added_modules": []}
     return record
 
 
@@ -66,6 +66,7 @@ _RECORD_KEYS = (
     "names",
     "partial",
     "not_reverted",
+    "added_modules",
     "applies",
     "problems",
     "error",

@@ -35,7 +35,8 @@ def recipe_metadata(recipe: Recipe) -> dict[str, Any]:
 
 
 def whole_fix_metadata(recipe: Recipe) -> dict[str, Any]:
-    """`names`, `partial` and `not_reverted` as `show --json` and `list --json` give them."""
+    """`names`, `partial`, `not_reverted` and `added_modules` as `show --json` and `list
+    --json` give them."""
     return {
         "names": [
             {"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in recipe.names
@@ -45,6 +46,7 @@ def whole_fix_metadata(recipe: Recipe) -> dict[str, Any]:
             {"file": k.file, "line": k.line, "reason": k.reason, "code": k.code}
             for k in recipe.not_reverted
         ],
+        "added_modules": list(recipe.added_modules),
     }
 
 

@@ -112,3 +112,14 @@ def test_show_of_a_pr_in_two_collections_shows_one_section_per_collection(
         f"PR {ANSWER_FIX}: fake fix {ANSWER_FIX}\n  collection: registry\n"
     )
     assert "collection: sglang" not in shown.stdout
+
+
+def test_show_says_which_modules_the_revert_makes_unimportable(fake_project: FakeProject) -> None:
+    recipe = fake_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    recipe.write_text(recipe.read_text() + f"added_modules: [{TARGET_MODULE}_helpers]\n")
+    text = invoke("show", str(ANSWER_FIX)).output
+    assert f"  added:     {TARGET_MODULE}_helpers (not importable reverted)\n" in text
+    [record] = json.loads(invoke("show", str(ANSWER_FIX), "--json").output)
+    assert record["added_modules"] == [f"{TARGET_MODULE}_helpers"]
+    [listed] = [r for r in json.loads(invoke("list", "--json").output) if r["pr"] == ANSWER_FIX]
+    assert listed["added_modules"] == [f"{TARGET_MODULE}_helpers"]
