@@ -177,6 +177,10 @@ def _print_guards(entry: GuardsRepro) -> None:
         for variant, outcome in (("fixed", result.fixed), ("reverted", result.reverted)):
             if outcome.error and not outcome.passed and len(outcome.describe()) > 32:
                 click.echo(_wrapped(f"{result.guard} {variant}: {outcome.error}"))
+    if entry.never_imported:
+        click.echo(
+            _wrapped(f"the guards never import the code of {recipe.label}: no revert landed")
+        )
     done = sum(result.verdict == "reproduced" for result in entry.results)
     fixed, reverted = entry.seconds
     click.echo(

@@ -92,6 +92,8 @@ class GuardsRepro:
     recipe: Recipe
     results: tuple[GuardResult, ...]
     seconds: tuple[float, float]
+    never_imported: bool = False
+    """The reverted run's processes never imported the fix's code: its revert never landed."""
 
     @property
     def reproduced(self) -> bool:
@@ -105,6 +107,7 @@ class GuardsRepro:
             "partial": [entry.text() for entry in self.recipe.not_reverted],
             "guards": [result.to_dict() for result in self.results],
             "seconds": {"fixed": round(self.seconds[0], 3), "reverted": round(self.seconds[1], 3)},
+            "never_imported": self.never_imported,
         }
 
 
@@ -201,7 +204,8 @@ def guard_outcome(guard: str, run: SuiteRun) -> GuardOutcome:
     """What `run` says of `guard`: its tests (any failing: failed), its file's collection
     error, or why the run has no outcomes."""
     if run.error is not None:
-        kind = "revert failed" if "did not apply" in run.error else "not run"
+        refused = "did not apply" in run.error or "never reverted" in run.error
+        kind = "revert failed" if refused else "not run"
         return GuardOutcome(kind, run.error)
     tests = [o for nodeid, o in run.outcomes.items() if _under(nodeid, guard)]
     if tests:
@@ -220,7 +224,8 @@ def _judged(recipe: Recipe, *, fixed: SuiteRun, reverted: SuiteRun) -> GuardsRep
         )
         for guard in recipe.guards
     )
-    return GuardsRepro(recipe, results, (fixed.seconds, reverted.seconds))
+    seconds = (fixed.seconds, reverted.seconds)
+    return GuardsRepro(recipe, results, seconds, never_imported=reverted.never_imported)
 
 
 def _run_in(

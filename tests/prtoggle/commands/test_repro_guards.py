@@ -185,3 +185,13 @@ def test_a_guard_naming_a_file_fails_when_any_of_its_tests_fails() -> None:
     assert guard_outcome("t/test_d.py", run).describe() == (
         "not run: pytest collected no test of it"
     )
+
+
+def test_guards_that_never_import_the_fixs_code_say_no_revert_landed(checkout: Checkout) -> None:
+    (checkout.root / "test" / "unit" / "test_other.py").write_text("def test_ok():\n    pass\n")
+    checkout.write_recipe("test/unit/test_other.py::test_ok")
+    done = checkout.repro()
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[3].endswith("  passes reverted")
+    assert lines[4] == "the guards never import the code of recipes/90101: no revert landed"
