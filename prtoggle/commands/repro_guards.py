@@ -187,7 +187,9 @@ def run_guard_repros(
 
 
 def guard_command(guards: Sequence[str], *, tests: Path) -> list[str]:
-    """The pytest command of a fix's guards, node ids relative to `tests`."""
+    """The pytest command of a fix's guards: their files, relative to `tests` (a node id
+    that names no test then fails alone, not the whole run as pytest's "not found")."""
+    files = dict.fromkeys(guard.split("::", 1)[0] for guard in guards)
     return [
         sys.executable,
         "-m",
@@ -196,7 +198,7 @@ def guard_command(guards: Sequence[str], *, tests: Path) -> list[str]:
         "-p",
         "no:cacheprovider",
         f"--rootdir={tests.resolve()}",
-        *guards,
+        *files,
     ]
 
 
@@ -214,7 +216,7 @@ def guard_outcome(guard: str, run: SuiteRun) -> GuardOutcome:
     for collector, error in run.collect_errors.items():
         if collector in (file, "") or _under(file, collector):
             return GuardOutcome("error", _first_line(error))
-    return GuardOutcome("not run", "pytest collected no test of it")
+    return GuardOutcome("not run", f"no such test in {file}")
 
 
 def _judged(recipe: Recipe, *, fixed: SuiteRun, reverted: SuiteRun) -> GuardsRepro:

@@ -182,9 +182,21 @@ def test_a_guard_naming_a_file_fails_when_any_of_its_tests_fails() -> None:
     assert guard_outcome("t/test_c.py::test_w", run).describe() == (
         "fails: ModuleNotFoundError: No module named 'p.new'"
     )
-    assert guard_outcome("t/test_d.py", run).describe() == (
-        "not run: pytest collected no test of it"
+    assert guard_outcome("t/test_d.py::test_v", run).describe() == (
+        "not run: no such test in t/test_d.py"
     )
+
+
+def test_a_guard_naming_no_test_is_not_run_and_the_others_still_run(checkout: Checkout) -> None:
+    checkout.write_recipe(REPRODUCES, "test/unit/test_core.py::test_gone")
+    done = checkout.repro()
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[3].endswith("  reproduced")
+    assert lines[4].split()[:4] == ["test/unit/test_core.py::test_gone", "not", "run:", "no"]
+    assert lines[4].endswith("  not run")
+    gone = "test/unit/test_core.py::test_gone reverted: no such test in test/unit/test_core.py"
+    assert gone in lines
 
 
 def test_guards_that_never_import_the_fixs_code_say_no_revert_landed(checkout: Checkout) -> None:
