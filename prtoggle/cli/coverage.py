@@ -27,7 +27,7 @@ from prtoggle.commands.coverage import (
 )
 from prtoggle.commands.coverage_html import render_html
 from prtoggle.commands.coverage_runs import SuiteRun, reverts_text
-from prtoggle.commands.repro_guards import require_guard_files
+from prtoggle.commands.repro_guards import pytest_command, require_guard_files
 from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.requirements import require_installed
 
@@ -191,7 +191,7 @@ def _guards_command(recipes: Sequence[Recipe], *, revert_specs: Sequence[str]) -
         what = f"{len(recipe.guards)} guard(s)" if recipe.guards else "no guards"
         click.echo(f"coverage: {recipe.label} records {what}", err=True)
     guards = dict.fromkeys(guard for recipe in guarded for guard in recipe.guards)
-    return (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *guards)
+    return (*pytest_command(), *guards)
 
 
 def _print_progress(run: SuiteRun) -> None:

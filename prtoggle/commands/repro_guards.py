@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -190,16 +191,20 @@ def guard_command(guards: Sequence[str], *, tests: Path) -> list[str]:
     """The pytest command of a fix's guards: their files, relative to `tests` (a node id
     that names no test then fails alone, not the whole run as pytest's "not found")."""
     files = dict.fromkeys(guard.split("::", 1)[0] for guard in guards)
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        f"--rootdir={tests.resolve()}",
-        *files,
-    ]
+    rootdir = f"--rootdir={tests.resolve()}"
+    return [*pytest_command(), rootdir, *files]
+
+
+def pytest_command() -> list[str]:
+    """`python -m pytest -q -p no:cacheprovider`, with `-p prtoggle.pytest_plugin` where
+    pytest would not load prtoggle's plugin itself (not installed as a distribution here,
+    e.g. on PYTHONPATH, or PYTEST_DISABLE_PLUGIN_AUTOLOAD set)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    plugin = "prtoggle.pytest_plugin"
+    installed = any(entry.value == plugin for entry in entry_points(group="pytest11"))
+    if not installed or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        command += ["-p", plugin]
+    return command
 
 
 def guard_outcome(guard: str, run: SuiteRun) -> GuardOutcome:

@@ -64,8 +64,8 @@ class Checkout:
         text = RECIPE.format(guards=lines) + extra
         (self.recipes / "90101.yaml").write_text(text, encoding="utf-8")
 
-    def repro(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PRTOGGLE_YAML_PATH": str(self.recipes), "COLUMNS": "100"}
+    def repro(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PRTOGGLE_YAML_PATH": str(self.recipes), "COLUMNS": "100", **extra}
         command = ["prtoggle", "repro", "90101", "--source-root", str(self.root / "src"), *args]
         return subprocess.run(
             command,
@@ -103,6 +103,13 @@ def test_a_guard_that_passes_fixed_and_fails_reverted_reproduces(checkout: Check
     assert lines[3].endswith("  reproduced")
     assert lines[-1].startswith("1 of 1 guards reproduced (fixed ")
     assert all(len(line) <= 100 for line in lines)
+
+
+def test_the_plugin_is_loaded_where_pytest_would_not_autoload_it(checkout: Checkout) -> None:
+    checkout.write_recipe(REPRODUCES)
+    done = checkout.repro(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[3].endswith("  reproduced")
 
 
 def test_guards_that_do_not_reproduce_are_said_as_such(checkout: Checkout) -> None:
