@@ -64,12 +64,12 @@ class GuardResult:
 
     @property
     def verdict(self) -> Verdict:
-        if "not run" in (self.fixed.outcome, self.reverted.outcome):
+        if self.fixed.outcome == "not run":
             return "not run"
-        if self.reverted.outcome == "revert failed":
-            return "revert failed"
-        if not self.fixed.passed:
+        if not self.fixed.passed:  # the environment or the tests: said first
             return "fails fixed"
+        if self.reverted.outcome in ("revert failed", "not run"):
+            return "revert failed" if self.reverted.outcome == "revert failed" else "not run"
         if not self.reverted.failed:
             return "passes reverted"
         if self.expect is not None and not _matches(self.expect, self.reverted.error):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle.commands.coverage_runs import SuiteRun
-from prtoggle.commands.repro_guards import guard_outcome
+from prtoggle.commands.repro_guards import GuardOutcome, GuardResult, guard_outcome
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
 
 CORE = """\
@@ -214,3 +214,19 @@ def test_guards_that_never_import_the_fixs_code_say_no_revert_landed(checkout: C
     lines = done.stdout.splitlines()
     assert lines[3].endswith("  passes reverted")
     assert lines[4] == "the guards never import the code of recipes/90101: no revert landed"
+
+
+@pytest.mark.parametrize(
+    ("fixed", "reverted", "verdict"),
+    [
+        (GuardOutcome("passed"), GuardOutcome("failed", "E: x"), "reproduced"),
+        (GuardOutcome("error", "E: import"), GuardOutcome("revert failed", "why"), "fails fixed"),
+        (GuardOutcome("passed"), GuardOutcome("revert failed", "why"), "revert failed"),
+        (GuardOutcome("passed"), GuardOutcome("skipped"), "passes reverted"),
+        (GuardOutcome("not run", "why"), GuardOutcome("failed", "E: x"), "not run"),
+    ],
+)
+def test_a_guard_that_fails_fixed_is_said_so_before_what_its_reverted_run_did(
+    fixed: GuardOutcome, reverted: GuardOutcome, verdict: str
+) -> None:
+    assert GuardResult("t/test_a.py::test_x", fixed, reverted).verdict == verdict
