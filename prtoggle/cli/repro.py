@@ -109,13 +109,7 @@ def repro_command(
 ) -> None:
     """Reproduce the failure each fix prevented: fixed it passes, reverted it fails."""
     started = time.monotonic()
-    registry = load_default_registry(collection=collection)
-    guarded: list[Recipe] = []
-    if run_all or not prs:
-        what = "repro scenario"
-        recipes = select_recipes_having(registry, prs, run_all=run_all, key="repro", what=what)
-    else:
-        recipes, guarded = split_selection(registry, prs)
+    recipes, guarded = _selected(prs, run_all=run_all, collection=collection)
     if recipes:
         require_installed("repro", detect=True, runs=[str(recipe.repro) for recipe in recipes])
         require_device(device)
@@ -127,14 +121,9 @@ def repro_command(
     if recipes:
         with recipe_runner(recipes, cold=cold) as runner:
             results = run_repros(
-                recipes,
-                device=device,
-                provider=provider,
-                timeout=timeout,
-                jobs=workers,
-                on_done=_print_progress,
-                runner=runner,
-            )
+                recipes, device=device, provider=provider, timeout=timeout, jobs=workers,
+                on_done=_print_progress, runner=runner,
+            )  # fmt: skip
     guards = run_guard_repros(
         guarded,
         tests=tests_dir,
@@ -152,6 +141,18 @@ def repro_command(
             _print_guards(entry)
     if not all(r.reproduced for r in results) or not all(g.reproduced for g in guards):
         sys.exit(EXIT_NEGATIVE)
+
+
+def _selected(
+    prs: Sequence[int], *, run_all: bool, collection: str | None
+) -> tuple[list[Recipe], list[Recipe]]:
+    """The fixes whose scenario runs, and those whose guards run (--all: scenarios only)."""
+    registry = load_default_registry(collection=collection)
+    if run_all or not prs:
+        what = "repro scenario"
+        recipes = select_recipes_having(registry, prs, run_all=run_all, key="repro", what=what)
+        return recipes, []
+    return split_selection(registry, prs)
 
 
 def _print_guard_progress(recipe: Recipe, variant: str, run: SuiteRun) -> None:
