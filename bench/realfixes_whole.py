@@ -159,7 +159,9 @@ def _judge_module(
     pre_file = folder / "pre" / path
     listed = [e for e in recipe.get("not_reverted") or [] if e["file"] == path]
     if not pre_file.exists():
-        if not listed:
+        added = recipe.get("added_modules") or []
+        refused = any(module == name or module.startswith(name + ".") for name in added)
+        if not listed and not refused:
             verdict.mark("dropped", f"{path}: a module added whole, not listed")
         return
     pre_text = _read(pre_file)

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT = 600
 
+_NEEDS_RECORDED_GUARDS = "runs once `new --from-git` records guards (issue 33 item 1)"
+
 SKIPPED = {
     "pip install torch==2.13.0 && pip install -e '.[detect]' && prtoggle repro --all": (
         "installs packages; its last step runs below"
@@ -99,6 +101,19 @@ SKIPPED = {
         "needs sglang's history and a test of it; "
         "tests/prtoggle/commands/test_bisect_history.py runs bisect --git on a real repository"
     ),
+    # README's "Reproduce a real fix's failure": runnable once `new --from-git` records the
+    # fix's tests as `guards` (issue 33 item 1, another branch); until then `repro` says the
+    # recipe has no guards. tests/prtoggle/revert/test_added_modules.py runs the same flow.
+    "python examples/fix_repo.py widthlib": _NEEDS_RECORDED_GUARDS,
+    "prtoggle new --from-git HEAD --repo widthlib --source-root widthlib/src "
+    "--out widthlib/recipes": _NEEDS_RECORDED_GUARDS,
+    "PRTOGGLE_YAML_PATH=$PWD/widthlib/recipes prtoggle repro 90301 --tests widthlib "
+    "--source-root widthlib/src": _NEEDS_RECORDED_GUARDS,
+    "cd widthlib && PRTOGGLE_YAML_PATH=$PWD/recipes PYTHONPATH=src prtoggle coverage -r 90301": (
+        _NEEDS_RECORDED_GUARDS
+    ),
+    "prtoggle repro 27338 --tests ../sglang --json": "needs an sglang checkout with 27338's tests",
+    "prtoggle coverage -r 27338": "needs a recipe of 27338 that records guards, and its tests",
 }
 """Examples that are not run, and why."""
 

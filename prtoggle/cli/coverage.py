@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -26,6 +27,8 @@ from prtoggle.commands.coverage import (
 )
 from prtoggle.commands.coverage_html import render_html
 from prtoggle.commands.coverage_runs import SuiteRun, reverts_text
+from prtoggle.commands.repro_guards import pytest_command, require_guard_files
+from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.requirements import require_installed
 
 _EPILOG = """\b
@@ -43,6 +46,10 @@ listed apart and never count as guards; a fix whose code the suite never
 imports is marked `-` (no result). Reverted runs start only once the plain
 run's pytest has started with the plugin loaded.
 
+Without COMMAND, -r PRS runs the guards those recipes record (their own tests,
+`guards:`; node ids relative to the working directory) as `python -m pytest -q
+GUARD ...`, and says on stderr how many guards each recipe records.
+
 \b
 Exit status: 0 done (with --require-guard: every selected fix is guarded);
 1 with --require-guard, some fix is guarded by no test (each is named);
@@ -54,6 +61,7 @@ Examples:
   prtoggle coverage --require-guard -- python -m pytest -q tests/regression
   prtoggle coverage -r 26521,24856 --jobs 4 --json -- pytest tests
   prtoggle coverage --html coverage.html -- pytest -q tests/regression
+  prtoggle coverage -r 27338
 """
 
 
@@ -102,7 +110,7 @@ Examples:
     default=None,
     help="Also write the matrix as a self-contained HTML page to FILE.",
 )
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def coverage_command(
     *,
     revert_specs: tuple[str, ...],
@@ -135,6 +143,8 @@ def coverage_command(
         )
     finally:
         echo_notes(notes)
+    if not command:
+        command = _guards_command(recipes, revert_specs=revert_specs)
     with coverage_runner(cold=cold) as runner:
         report = run_coverage(
             recipes,
@@ -160,6 +170,28 @@ def coverage_command(
         hidden = f" ({broken} test file(s) did not import in the plain run)" if broken else ""
         click.echo(f"coverage: no test guards {names}{hidden}", err=True)
         sys.exit(EXIT_NEGATIVE)
+
+
+def _guards_command(recipes: Sequence[Recipe], *, revert_specs: Sequence[str]) -> tuple[str, ...]:
+    """No COMMAND: the guards the -r recipes record, run here with pytest (said on stderr)."""
+    if not revert_specs:
+        raise click.UsageError(
+            "expected a pytest COMMAND after `--`, or -r PRS whose recipes record guards"
+        )
+    guarded = [recipe for recipe in recipes if recipe.guards]
+    if not guarded:
+        labels = ", ".join(recipe.label for recipe in recipes) or "none"
+        raise click.UsageError(
+            f"no COMMAND given and the selected recipes ({labels}) record no guards; give a "
+            "pytest COMMAND after `--`, or record the fixes' tests (`prtoggle new --from-git "
+            "REV` writes `guards:`)"
+        )
+    require_guard_files(guarded, tests=Path("."))
+    for recipe in recipes:
+        what = f"{len(recipe.guards)} guard(s)" if recipe.guards else "no guards"
+        click.echo(f"coverage: {recipe.label} records {what}", err=True)
+    guards = dict.fromkeys(guard for recipe in guarded for guard in recipe.guards)
+    return (*pytest_command(), *guards)
 
 
 def _print_progress(run: SuiteRun) -> None:

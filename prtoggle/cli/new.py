@@ -31,8 +31,10 @@ Each function changed on both sides gets edits back to its pre-fix text (byte
 for byte); names the fix added are removed, names it changed or removed are
 defined from their pre-fix statements (`names`); what a run-time revert cannot
 make (other module-level code, dataclass fields, class headers, decorators not
-re-applied soundly, modules added whole) is listed in `not_reverted` with file,
-line, code and reason. Files outside the source root are skipped, never read.
+re-applied soundly, test modules added whole) is listed in `not_reverted` with
+file, line, code and reason; modules the fix added under the source root are
+listed in `added_modules` (reverted, they cannot be imported). Files outside
+the source root are skipped, never read.
 The patches are written only once they check ok on the source root. A commit
 (--from-git, or a diff with git's commit header: `git show`, `git format-patch`)
 gives the PR (the last `(#123)` of its subject), the title (the subject without
@@ -129,7 +131,8 @@ def _print_written(made: NewRecipe, *, as_json: bool) -> None:
     names = [{"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in made.names]
     if as_json:
         record = {"pr": made.pr, "file": str(made.path), "targets": list(made.targets)}
-        record |= {"names": names, "not_reverted": not_reverted, "skipped": skipped}
+        record |= {"names": names, "added_modules": list(made.added_modules)}
+        record |= {"not_reverted": not_reverted, "skipped": skipped}
         echo_json({**record, "guards": list(made.guards)})
         return
     count = len(made.targets)
@@ -141,6 +144,9 @@ def _print_written(made: NewRecipe, *, as_json: bool) -> None:
         removed = ", ".join(entry.remove)
         parts = [f"define {defined}" if defined else "", f"remove {removed}" if removed else ""]
         click.echo(f"  names in {entry.scope}: {'; '.join(p for p in parts if p)}")
+    if made.added_modules:
+        added = ", ".join(made.added_modules)
+        click.echo(f"  modules the fix added (not importable reverted): {added}")
     _listing(f"not reverted (partial recipe): {len(not_reverted)}", made.not_reverted)
     _listing(f"skipped {len(skipped)} change{'s' if len(skipped) != 1 else ''}:", made.skipped)
     if made.guards:

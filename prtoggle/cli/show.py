@@ -19,7 +19,7 @@ from prtoggle.errors import PrToggleError
 from prtoggle.recipes.check import TargetDiff
 from prtoggle.recipes.registry import Recipe
 
-_WHOLE = ("names", "partial", "not_reverted", "guards")
+_WHOLE = ("names", "partial", "not_reverted", "guards", "added_modules")
 CAPTURE_NOTE = (
     "acts at CUDA graph capture: revert before capture; a graph captured with the fix keeps it"
 )
@@ -110,6 +110,9 @@ def _print_whole_fix(recipe: Recipe) -> None:
         parts = [f"define {', '.join(change.defined)}"] if change.defined else []
         parts += [f"remove {', '.join(change.remove)}"] if change.remove else []
         click.echo(f"  names:     {terminal_safe(change.scope)}: {terminal_safe('; '.join(parts))}")
+    if recipe.added_modules:
+        added = ", ".join(recipe.added_modules)
+        click.echo(f"  added:     {terminal_safe(added)} (not importable reverted)")
     if recipe.partial:
         count = len(recipe.not_reverted)
         click.echo(f"  partial:   {count} change{'s' if count != 1 else ''} not reverted:")

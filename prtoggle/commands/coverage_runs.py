@@ -79,15 +79,17 @@ def run_suite(
     runner: CommandRunner | None = None,
     on_started: Callable[[], None] | None = None,
     keep: str | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> SuiteRun:
     """Run the pytest command once with `prs` (N or `C:N`) reverted at start-up.
 
     `on_started` is called (from another thread) once the run's pytest session has started:
     the plugin is loaded and its options understood. `keep`: an outer prtoggle run's
     SGLANG_DEBUG_REVERT_PR, in force too (what the run's processes report is passed on to
-    that run).
+    that run). `base_env`: the environment to start from (default: this process's).
     """
-    base = {key: value for key, value in os.environ.items() if key != REVERT_ENV}
+    start = os.environ if base_env is None else base_env
+    base = {key: value for key, value in start.items() if key != REVERT_ENV}
     specs = (*([keep] if keep else []), *prs)
     env = child_env(specs, base=base) if specs else base
     outer_reports = os.environ.get(RUN_REPORT_ENV) if keep else None

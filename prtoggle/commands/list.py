@@ -46,6 +46,7 @@ def _bad_record(recipe: BadRecipe) -> dict[str, Any]:
     record |= {"pr": recipe.pr, "collection": recipe.collection, "file": str(recipe.path)}
     record |= {"acts_at_capture": False, "targets": [], "problems": [], "error": recipe.error}
     record |= {"names": [], "partial": False, "not_reverted": [], "guards": []}
+    record |= {"added_modules": []}
     return record
 
 
@@ -67,6 +68,7 @@ _RECORD_KEYS = (
     "partial",
     "not_reverted",
     "guards",
+    "added_modules",
     "applies",
     "problems",
     "error",

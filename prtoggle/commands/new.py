@@ -43,6 +43,8 @@ class NewRecipe:
     not_reverted: tuple[NotRevertedChange, ...]
     skipped: tuple[SkippedChange, ...]
     guards: tuple[str, ...] = ()
+    added_modules: tuple[str, ...] = ()
+    """Modules the fix added: refused (not importable) while it is reverted."""
 
     @property
     def whole(self) -> bool:
@@ -84,7 +86,8 @@ def new_from_diff(
     if not header.title:
         header = RecipeHeader(header.pr, default_title(draft.files), header.url, header.merged)
     checked = checked_recipe(header, draft, path=destination, roots=roots)
-    if not checked.targets and not checked.names and not checked.not_reverted:
+    added = tuple(draft.added_modules)
+    if not checked.targets and not checked.names and not checked.not_reverted and not added:
         left = draft.skipped
         reasons = sorted({change.reason for change in left}) or ["the diff changes nothing"]
         raise NothingPlaceable(
@@ -92,7 +95,7 @@ def new_from_diff(
             f"({'; '.join(reasons)}); expected a change of the Python code under the source "
             "root (--source-root)"
         )
-    if not checked.targets and not checked.names:
+    if not checked.targets and not checked.names and not added:
         listed = checked.not_reverted
         reasons = sorted({change.reason for change in listed})
         raise NothingPlaceable(
@@ -111,6 +114,7 @@ def new_from_diff(
         checked.not_reverted,
         skipped,
         guards=tuple(draft.guards),
+        added_modules=added,
     )
 
 

@@ -35,8 +35,8 @@ def recipe_metadata(recipe: Recipe) -> dict[str, Any]:
 
 
 def whole_fix_metadata(recipe: Recipe) -> dict[str, Any]:
-    """`names`, `partial`, `not_reverted` and `guards` as `show --json` and `list --json`
-    give them."""
+    """`names`, `partial`, `not_reverted`, `guards` and `added_modules` as `show --json`
+    and `list --json` give them."""
     return {
         "names": [
             {"scope": n.scope, "define": n.define, "remove": list(n.remove)} for n in recipe.names
@@ -47,6 +47,7 @@ def whole_fix_metadata(recipe: Recipe) -> dict[str, Any]:
             for k in recipe.not_reverted
         ],
         "guards": list(recipe.guards),
+        "added_modules": list(recipe.added_modules),
     }
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
-from collections.abc import Callable, Sequence
-from types import ModuleType
+from collections.abc import Callable, Collection, Sequence
+from types import FrameType, ModuleType
 from typing import Any
 
 
@@ -106,3 +106,55 @@ def _find_with_others(
         if spec is not None:
             return spec
     return None
+
+
+class HiddenModulesFinder(importlib.abc.MetaPathFinder):
+    """Refuses modules a reverted fix added: importing one raises ModuleNotFoundError naming
+    it, as before the fix, except from the modules `may_import(importer, name)` allows (the
+    fix's own changed modules, whose post-fix code runs until their revert lands).
+
+    `is_hidden(name)` says whether `name` (or a package above it) is refused now.
+    """
+
+    def __init__(
+        self, *, is_hidden: Callable[[str], bool], may_import: Callable[[str, str], bool]
+    ) -> None:
+        self._is_hidden = is_hidden
+        self._may_import = may_import
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if self._is_hidden(fullname) and not self._may_import(_importer(), fullname):
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+    def install(self) -> None:
+        """Put the finder first on sys.meta_path (again, if another finder went before it)."""
+        if sys.meta_path[:1] != [self]:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            sys.meta_path.insert(0, self)
+
+    def uninstall(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+_MACHINERY_FILES = frozenset({__file__, importlib.__file__})
+
+
+def calling_module(*, skip: Collection[str] = ()) -> str:
+    """`__name__` of the module whose code runs now, the import machinery (and the files
+    `skip`) passed over: who asks for a module or a module attribute."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<frozen importlib") or name in _MACHINERY_FILES or name in skip):
+            return str(frame.f_globals.get("__name__", ""))
+        frame = frame.f_back
+    return ""
+
+
+def _importer() -> str:
+    return calling_module()

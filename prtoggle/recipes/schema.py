@@ -73,6 +73,7 @@ _FIX_OPTIONAL = (
     "names",
     "not_reverted",
     "guards",
+    "added_modules",
 )
 _MODULE_KEY_EXAMPLES = {
     "repro": "fixes.scenarios.trtllm_draft_decode_capture",
@@ -104,6 +105,8 @@ class Recipe:
     not_reverted: tuple[NotReverted, ...] = ()
     guards: tuple[str, ...] = ()
     """The tests the fix added or changed: pytest node ids or test files, repository-relative."""
+    added_modules: tuple[str, ...] = ()
+    """Modules (and packages) the fix added: reverted, they cannot be imported."""
 
     @property
     def partial(self) -> bool:
@@ -194,13 +197,16 @@ def _fix_from_mapping(document: object, path: Path, collection: str) -> Recipe:
         names=validate_names(mapping, path),
         not_reverted=validate_not_reverted(mapping, path),
         guards=validate_guards(mapping, path),
+        added_modules=_added_modules(mapping, path),
         **fields,
     )
 
 
 def _fix_mapping(document: object, path: Path) -> LineDict:
     """The recipe's top mapping: `patches` may be left out where `names` reverts something."""
-    names_only = isinstance(document, LineDict) and "names" in document
+    names_only = isinstance(document, LineDict) and (
+        "names" in document or "added_modules" in document
+    )
     return expect_mapping(
         document,
         path,
@@ -316,6 +322,24 @@ def _symptom(mapping: LineDict, path: Path) -> str | None:
             f"of: {', '.join(SYMPTOMS)}"
         )
     return value
+
+
+def _added_modules(mapping: LineDict, path: Path) -> tuple[str, ...]:
+    """`added_modules`: dotted names of the modules and packages the fix added."""
+    value = mapping.get("added_modules", [])
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and DOTTED.fullmatch(v) for v in value
+    ):
+        raise RegistryError(
+            f"{key_at(path, mapping, 'added_modules')}: 'added_modules' must be a list of "
+            f"dotted module names like ['sglang.srt.new_helpers'], got {short(value)}"
+        )
+    twice = next((name for name in value if value.count(name) > 1), None)
+    if twice is not None:
+        raise RegistryError(
+            f"{key_at(path, mapping, 'added_modules')}: 'added_modules' lists {twice!r} twice"
+        )
+    return tuple(value)
 
 
 def _is_number(text: str) -> bool:

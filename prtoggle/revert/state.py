@@ -29,7 +29,13 @@ from prtoggle.errors import PatchApplicationError, PrToggleError, VersionRangeEr
 from prtoggle.patching.import_hook import ModuleLoadedFinder
 from prtoggle.patching.module_events import ReloadWatch, call_when_initialised
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.revert import events, fix_landing, module_readiness
+from prtoggle.revert import (
+    added_modules,
+    events,
+    fix_landing,
+    lent_names,
+    module_readiness,
+)
 from prtoggle.revert.fix_landing import ActiveRecipe
 from prtoggle.revert.pending_index import PendingIndex
 
@@ -176,6 +182,8 @@ def _activate(pr: int, registry: Registry | None) -> _Revert:
     revert = _Revert(pr=pr, recipes=[ActiveRecipe(recipe=fix) for fix in fixes])
     _patch_ready(revert, finished=None, initial=True)  # all in one step, or nothing
     _ACTIVE[pr] = revert
+    added_modules.hide(pr, tuple(active.recipe for active in revert.recipes))
+    lent_names.lend(pr, revert.recipes)
     _update_watch()
     pending = sorted({m for a in revert.recipes for m in a.pending.values()})
     if pending:
@@ -184,6 +192,8 @@ def _activate(pr: int, registry: Registry | None) -> _Revert:
 
 
 def _deactivate(revert: _Revert) -> None:
+    added_modules.show(revert.pr)
+    lent_names.end(revert.pr)
     _unpatch_all(revert)
     _ACTIVE.pop(revert.pr, None)
     _update_watch()
@@ -272,6 +282,8 @@ def _retry_pending(*, finished: str | None, prs: Collection[int]) -> None:
                 ) from exc
             if not any(active.pending or active.names_pending for active in revert.recipes):
                 logger.debug("PR %d reverted (after import of %s)", pr, finished or "a module")
+            added_modules.take_out(pr)  # imported by the fix's own modules as they ran
+            lent_names.lend(pr, revert.recipes)
             landed.append(pr)
     finally:
         _THREAD.retrying = False

@@ -99,6 +99,41 @@ def test_repro_ends_running_scenarios_and_never_starts_queued_ones(
     assert sleeping_project.started_children() == 2
 
 
+GUARDED_YAML = """\
+pr: {pr}
+title: sleeping fix with a guard
+patches:
+  - target: reliability_target.answer
+    edits:
+      - match: "value = 42"
+        replacement: "value = 41"
+guards: [test_sleeping.py]
+"""
+
+
+def test_repro_of_guards_ends_its_pytest_children_on_ctrl_c(
+    sleeping_project: SleepingProject,
+) -> None:
+    pr = sleeping_project.prs[-1] + 10
+    registry = sleeping_project.root / "registry"
+    (registry / f"{pr}.yaml").write_text(GUARDED_YAML.format(pr=pr))
+    (sleeping_project.root / "test_sleeping.py").write_text(
+        "def test_sleeps():\n    import reliability_sleeper  # noqa: F401\n"
+    )
+    args = ["repro", str(pr), "--tests", str(sleeping_project.root), "--jobs", "2"]
+    process = start_prtoggle(args, env=sleeping_project.env())
+    started(sleeping_project, 2, process)  # fixed and reverted: each pytest's test sleeps
+    owned = descendants(process.pid)
+    seconds, stdout, stderr = interrupt(process, signal.SIGINT)
+    assert (process.returncode, stdout, without_in_force_lines(stderr)) == (
+        130,
+        "",
+        "interrupted by SIGINT\n",
+    )
+    assert seconds < LIMIT_S
+    assert survivors(owned | set(sleeping_project.recorded_pids())) == []
+
+
 def test_more_ctrl_c_while_children_are_ending_print_no_traceback(
     sleeping_project: SleepingProject,
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 
 from prtoggle.patching.lines import split_lines
 from prtoggle.patching.source_files import SourceTree
@@ -91,6 +92,8 @@ class Draft:
     guards: list[str] = field(default_factory=list)
     trees: list[SourceTree] = field(default_factory=list)
     modules: list[ModuleFile] = field(default_factory=list)
+    added_modules: list[str] = field(default_factory=list)
+    """Modules (and packages) the diff adds under the source root, test files aside."""
 
 
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
@@ -133,6 +136,26 @@ def add_define(names: list[DraftNames], scope: str, text: str, *, file: str, lin
             names[index] = replace(entry, define=entry.define + text, line=min(entry.line, line))
             return
     names.append(DraftNames(scope, text, (), file, line))
+
+
+def is_test_file(path: str) -> bool:
+    """Whether a path is a test's (a `test`/`tests` folder, `test_*.py`, `*_test.py`,
+    `conftest.py`): never a module a revert refuses."""
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    return (
+        any(part in ("test", "tests") for part in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
+
+
+def _add_module(modules: list[str], module: str) -> None:
+    """Add `module` unless a package above it is there; drop those under it."""
+    if any(module == m or module.startswith(m + ".") for m in modules):
+        return
+    modules[:] = [m for m in modules if not m.startswith(module + ".")] + [module]
 
 
 def _draft_other_file(
@@ -199,6 +222,9 @@ def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: st
         draft.trees.append(found.tree)
     post = found.file.text
     lines = split_lines(post)
+    if diff.added and not is_test_file(found.relative):
+        _add_module(draft.added_modules, found.module)
+        return
     if diff.added:
         first = next((n for n, text in enumerate(lines, 1) if text.strip()), 1)
         code = lines[first - 1].strip() if lines else None

@@ -60,6 +60,7 @@ def render_recipe(
     names: Sequence[DraftNames] = (),
     not_reverted: Sequence[NotRevertedChange] = (),
     guards: Sequence[str] = (),
+    added_modules: Sequence[str] = (),
 ) -> str:
     """The YAML text of a recipe: header keys, `patches`, `names`, `not_reverted` and
     `guards` (each only when not empty), code as block literals."""
@@ -75,6 +76,8 @@ def render_recipe(
         ]
     if names:
         document["names"] = [_names_mapping(entry) for entry in names]
+    if added_modules:
+        document["added_modules"] = list(added_modules)
     if not_reverted:
         document["not_reverted"] = [_not_reverted_mapping(change) for change in not_reverted]
     if guards:
@@ -115,6 +118,7 @@ def checked_recipe(
         names=names,
         not_reverted=not_reverted,
         guards=draft.guards,
+        added_modules=draft.added_modules,
     )
     return CheckedRecipe(text, tuple(kept), tuple(names), tuple(not_reverted))
 

@@ -18,6 +18,7 @@ from cli_fakes import (
     HARMLESS_FIX,
     FakeProject,
     fake_project,
+    invoke,
 )
 from click.testing import CliRunner
 from coverage_fakes import pytest_command, write_suite
@@ -274,4 +275,44 @@ def test_collection_refuses_its_recipe_outside_the_installed_range_never_reporti
         f"engine2/{FIRST_HALF_FIX} is out of range: installed prtoggle-fake 2.3, range "
         "prtoggle-fake>=1.0,<2.0; use a recipe for the installed version or install a version "
         "in that range\n"
+    )
+
+
+def test_without_a_command_coverage_runs_the_guards_the_selected_recipes_record(
+    fake_project: FakeProject, tmp_path: Path
+) -> None:
+    suite = write_suite(tmp_path)
+    recipe = fake_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    recipe.write_text(recipe.read_text() + "guards: [test_target.py::test_answer]\n")
+    argv = [sys.executable, "-m", "prtoggle", "coverage", "-r", f"{ANSWER_FIX},{FIRST_HALF_FIX}"]
+    result = subprocess.run(
+        argv,
+        env=fake_project.env(),
+        cwd=suite,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = result.stderr.splitlines()
+    assert said[:2] == [
+        f"coverage: registry/{ANSWER_FIX} records 1 guard(s)",
+        f"coverage: registry/{FIRST_HALF_FIX} records no guards",
+    ]
+    rows = result.stdout.splitlines()
+    assert rows[1].split() == [str(ANSWER_FIX), "registry", "1", "test_target.py::test_answer"]
+    assert rows[2].split() == [str(FIRST_HALF_FIX), "registry", "0", "NONE"]
+    assert "1 tests, 3 runs in" in result.stdout  # only the recorded guard ran
+
+
+def test_without_a_command_a_selection_recording_no_guards_is_one_error(
+    fake_project: FakeProject,
+) -> None:
+    result = invoke("coverage", "-r", str(FIRST_HALF_FIX))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: no COMMAND given and the selected recipes (registry/{FIRST_HALF_FIX}) record "
+        "no guards; give a pytest COMMAND after `--`, or record the fixes' tests (`prtoggle "
+        "new --from-git REV` writes `guards:`) (see `prtoggle coverage --help`)\n"
     )

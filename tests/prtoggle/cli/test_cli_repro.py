@@ -123,13 +123,16 @@ def test_repro_needs_prs_or_all(fake_project: FakeProject) -> None:
     )
 
 
-def test_repro_refuses_a_fix_without_scenario(fake_project: FakeProject) -> None:
+def test_repro_refuses_a_fix_without_scenario_or_guards_saying_how_to_add_guards(
+    fake_project: FakeProject,
+) -> None:
     result = repro(str(FIRST_HALF_FIX))
     path = fake_project.registry_dir / f"{FIRST_HALF_FIX}.yaml"
     assert (result.exit_code, result.stderr) == (
         2,
-        f"error: PR {FIRST_HALF_FIX} has no repro scenario (no `repro:` in {path}); "
-        f"fixes with a repro scenario: {ANSWER_FIX}" + SEE_HELP,
+        f"error: PR {FIRST_HALF_FIX} ({path}) has no guards and no repro scenario; record "
+        "the fix's tests with `prtoggle new --from-git REV` (it writes `guards:`) or add "
+        "`guards: [path/to/test_x.py::test_y]` to the recipe" + SEE_HELP,
     )
 
 

@@ -133,3 +133,14 @@ def test_show_and_list_json_give_the_tests_a_fix_guards(fake_project: FakeProjec
     listed = {r["pr"]: r for r in json.loads(invoke("list", "--json").output)}
     assert (listed[ANSWER_FIX]["guards"], listed[FIRST_HALF_FIX]["guards"]) == (list(GUARDS), [])
     assert "guards" not in invoke("show", str(FIRST_HALF_FIX)).output
+
+
+def test_show_says_which_modules_the_revert_makes_unimportable(fake_project: FakeProject) -> None:
+    recipe = fake_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    recipe.write_text(recipe.read_text() + f"added_modules: [{TARGET_MODULE}_helpers]\n")
+    text = invoke("show", str(ANSWER_FIX)).output
+    assert f"  added:     {TARGET_MODULE}_helpers (not importable reverted)\n" in text
+    [record] = json.loads(invoke("show", str(ANSWER_FIX), "--json").output)
+    assert record["added_modules"] == [f"{TARGET_MODULE}_helpers"]
+    [listed] = [r for r in json.loads(invoke("list", "--json").output) if r["pr"] == ANSWER_FIX]
+    assert listed["added_modules"] == [f"{TARGET_MODULE}_helpers"]

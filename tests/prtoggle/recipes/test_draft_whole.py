@@ -168,7 +168,7 @@ def test_type_checking_only_code_is_skipped_as_never_run(tmp_path: Path) -> None
     ]
 
 
-def test_a_module_added_whole_and_a_non_python_file_in_the_root_are_listed(
+def test_a_module_added_whole_is_an_added_module_and_a_non_python_file_is_listed(
     tmp_path: Path,
 ) -> None:
     package = tmp_path / "python" / "pkg"
@@ -182,7 +182,27 @@ def test_a_module_added_whole_and_a_non_python_file_in_the_root_are_listed(
     result = draft_from_diff(diff, source="d", roots=[open_source_tree(tmp_path / "python")])
     assert result.not_reverted == [
         NotRevertedChange("pkg/kernel.cu", 2, "not Python source", "int b;"),
-        NotRevertedChange("pkg/new.py", 1, "a module added whole", "X = 1"),
+    ]
+    assert result.added_modules == ["pkg.new"]
+
+
+def test_a_package_added_whole_is_one_added_module_and_an_added_test_file_stays_listed(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "python" / "pkg"
+    (package / "fresh").mkdir(parents=True)
+    (package / "tests").mkdir()
+    for name in ("__init__.py", "fresh/__init__.py", "fresh/impl.py", "tests/test_fresh.py"):
+        (package / name).write_text("X = 1\n")
+    diff = "".join(
+        f"diff --git a/python/pkg/{name} b/python/pkg/{name}\n--- /dev/null\n"
+        f"+++ b/python/pkg/{name}\n@@ -0,0 +1 @@\n+X = 1\n"
+        for name in ("fresh/impl.py", "fresh/__init__.py", "tests/test_fresh.py")
+    )
+    result = draft_from_diff(diff, source="d", roots=[open_source_tree(tmp_path / "python")])
+    assert result.added_modules == ["pkg.fresh"]
+    assert result.not_reverted == [
+        NotRevertedChange("pkg/tests/test_fresh.py", 1, "a module added whole", "X = 1"),
     ]
 
 

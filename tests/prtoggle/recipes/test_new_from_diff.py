@@ -145,6 +145,7 @@ def test_each_change_is_drafted_as_a_patch_or_a_names_entry_and_the_recipe_is_wh
                 "remove": ["added"],
             },
         ],
+        "added_modules": [],
         "not_reverted": [],
         "skipped": [],
         "guards": [],

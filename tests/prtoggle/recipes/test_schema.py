@@ -169,7 +169,7 @@ MINIMAL = "pr: 903\ntitle: t\npatches:\n  - target: app.f\n    edits:\n      - m
             MINIMAL + "        replacement: b\nowner: me\n",
             "F:8: unknown key 'owner' in fix file; expected one of: patches, pr, title, url, "
             "merged, component, symptom, expect, repro, bench, verified_on, applies_to, names, "
-            "not_reverted, guards",
+            "not_reverted, guards, added_modules",
         ),
         (
             "pr: 903\ntitle: t\n",
@@ -392,3 +392,43 @@ def test_a_malformed_applies_to_names_the_file_line_and_what_is_expected(
     with pytest.raises(RegistryError) as caught:
         load_recipe(path)
     assert str(caught.value) == message.replace("F:", f"{path}:")
+
+
+GUARDED = MINIMAL + "        replacement: b\n"
+
+
+def test_guards_and_added_modules_load_as_given(tmp_path: Path) -> None:
+    body = (
+        GUARDED + "guards:\n  - test/unit/test_x.py::TestX::test_y\n  - test/unit/test_z.py\n"
+        "added_modules: [app.new_helpers, app.kernels]\n"
+    )
+    fix = load_recipe(write_fix(tmp_path, 903, body))
+    assert fix.guards == ("test/unit/test_x.py::TestX::test_y", "test/unit/test_z.py")
+    assert fix.added_modules == ("app.new_helpers", "app.kernels")
+
+
+def test_a_recipe_without_guards_has_none(tmp_path: Path) -> None:
+    fix = load_recipe(write_fix(tmp_path, 903, GUARDED))
+    assert (fix.guards, fix.added_modules) == ((), ())
+
+
+def test_a_recipe_adding_modules_only_needs_no_patches(tmp_path: Path) -> None:
+    fix = load_recipe(write_fix(tmp_path, 903, "pr: 903\ntitle: t\nadded_modules: [app.new]\n"))
+    assert (fix.patches, fix.added_modules) == ((), ("app.new",))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "[app/new.py]",
+            "F:8: 'added_modules' must be a list of dotted module names like "
+            "['sglang.srt.new_helpers'], got ['app/new.py']",
+        ),
+        ("[app.new, app.new]", "F:8: 'added_modules' lists 'app.new' twice"),
+    ],
+)
+def test_a_malformed_added_modules_list_names_the_line_and_the_form_expected(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    assert error_for(tmp_path, GUARDED + f"added_modules: {value}\n") == message
