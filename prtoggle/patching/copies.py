@@ -102,7 +102,10 @@ def _candidates(
     for under its own name only: under another name it is a coincidence, never an import
     (an alias of one, `from m import FLAG as _F`, is not followed).
     """
-    by_id = {id(v): n for n, v in values.items() if not _common(v, scope)}
+    by_id: dict[int, list[str]] = {}
+    for name, value in values.items():
+        if not _common(value, scope):
+            by_id.setdefault(id(value), []).append(name)  # `A = B = obj`: both names
     common = {n: v for n, v in values.items() if _common(v, scope)}
     found: dict[str, tuple[object, list[tuple[str, str]]]] = {}
     for module_name, module in list(sys.modules.items()):
@@ -121,7 +124,7 @@ def _candidates(
 def _held(
     namespace: Mapping[str, object],
     values: Mapping[str, object],
-    by_id: Mapping[int, str],
+    by_id: Mapping[int, list[str]],
     common: Mapping[str, object],
 ) -> Iterator[tuple[str, str]]:
     for name, value in common.items():
@@ -129,9 +132,9 @@ def _held(
             yield name, name
     if by_id:
         for attribute, value in list(namespace.items()):
-            scope_name = by_id.get(id(value))
-            if scope_name is not None and values[scope_name] is value:
-                yield attribute, scope_name
+            for scope_name in by_id.get(id(value), ()):
+                if values[scope_name] is value:
+                    yield attribute, scope_name
 
 
 def _bound_from(

@@ -176,3 +176,14 @@ def test_an_import_inside_a_function_is_not_a_copy_of_a_module_level_name(
     applied = apply("app.core", define="TABLE = {}\n")
     assert user.TABLE is table and user.SAME is core.TABLE == {}
     applied.restore()
+
+
+def test_two_scope_names_of_one_object_each_follow_their_own_imports(
+    modules: ModuleFactory,
+) -> None:
+    core = modules.load("app.core", "FIRST = SECOND = {'a': 1}\n")
+    user = modules.load("app.user", "from app.core import FIRST\nfrom app.core import SECOND\n")
+    applied = apply("app.core", define="FIRST = {}\nSECOND = {'b': 2}\n")
+    assert user.FIRST is core.FIRST == {} and user.SECOND is core.SECOND == {"b": 2}
+    applied.restore()
+    assert user.FIRST is user.SECOND is core.FIRST
