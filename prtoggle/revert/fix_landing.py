@@ -251,10 +251,10 @@ class ActiveRecipe:
         )
         self.names_applied.append((index, applied))
         self.names_pending.pop(index, None)
-        replaced = {
+        replaced = {  # what the change replaces or removes (it lands when `commit` runs)
             b.name: b.previous
             for b in applied.bindings
-            if b.holder is scope.holder and vars(scope.holder).get(b.name, b) is not b.previous
+            if b.holder is scope.holder and b.landed is not b.previous
         }
         self._say_unreached(scope.module, replaced, scope=change.scope)
 

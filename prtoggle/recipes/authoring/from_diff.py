@@ -174,14 +174,21 @@ def _draft_other_file(
 def keep_imported_names(draft: Draft) -> None:
     """A name the fix added to module M stays when another module the fix changed imports
     it from M (`from M import name`, anywhere in its post-fix text; a function the fix
-    moved there, re-exported): removing it would make that import fail. Listed instead."""
+    moved there, re-exported) and keeps that import reverted: removing it would make that
+    import fail. Listed instead. When the importer's revert removes its import of the name
+    too, both are removed: until the importer's own revert lands, the runtime lends it the
+    name (revert/lent_names), so its post-fix import still works."""
     importers = [(found, imported_names(found)) for found in draft.modules]
+    removed_by = {(e.scope, name) for e in draft.names for name in e.remove}
     for index, entry in enumerate(list(draft.names)):
         users: dict[str, str] = {}
         for name in entry.remove:
             for found, names in importers:
-                if found.module != entry.scope and (entry.scope, name) in names:
-                    users.setdefault(name, found.relative)
+                if found.module == entry.scope or (entry.scope, name) not in names:
+                    continue
+                if (found.module, name) in removed_by:
+                    continue  # the importer's import goes too: the runtime lends it the name
+                users.setdefault(name, found.relative)
         if not users:
             continue
         kept = tuple(name for name in entry.remove if name not in users)

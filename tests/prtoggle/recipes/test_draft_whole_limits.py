@@ -128,7 +128,7 @@ def test_a_function_moved_to_another_module_stays_where_the_old_module_imports_i
     assert probe(repo, out, check, reverted=True) == "1 pkg.a\n"  # as before the fix
 
 
-def test_a_renamed_module_is_listed_on_both_sides(tmp_path: Path) -> None:
+def test_a_renamed_module_is_unimportable_as_added_and_listed_as_removed(tmp_path: Path) -> None:
     pre = {
         "python/pkg/old.py": "def g():\n    return 1\n",
         "python/pkg/user.py": "from pkg.old import g\n\n\ndef h():\n    return g()\n",
@@ -141,8 +141,8 @@ def test_a_renamed_module_is_listed_on_both_sides(tmp_path: Path) -> None:
     repo = checkout(tmp_path / "repo", pre, post)
     code, record = draft(repo, tmp_path / "out")
     assert code == 1
+    assert record["added_modules"] == ["pkg.new"]
     assert reasons(record) == [
-        "pkg/new.py:1 a module added whole",
         "pkg/old.py:1 a module the fix removed (pkg.old cannot be imported reverted)",
     ]
 

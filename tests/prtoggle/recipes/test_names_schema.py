@@ -129,7 +129,7 @@ def test_a_recipe_of_names_only_needs_no_patches_and_is_whole(tmp_path: Path) ->
             "title2: x\n",
             "R:3: unknown key 'title2' in fix file; expected one of: patches, pr, title, url, "
             "merged, component, symptom, expect, repro, bench, verified_on, applies_to, names, "
-            "not_reverted, guards",
+            "not_reverted, guards, added_modules",
         ),
     ],
 )
