@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,9 @@ _CHECKOUT = Path(__file__).resolve().parent.parent
 # children (`prtoggle run`, `repro`, scenario processes) get it through PYTHONPATH.
 _entries = [str(_CHECKOUT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_entries))
+
+# The suite's own parsed-recipe cache (recipes/recipe_cache.py), not the user's ~/.cache.
+os.environ.setdefault("PRTOGGLE_CACHE_DIR", tempfile.mkdtemp(prefix="prtoggle-test-cache-"))
 
 _SGLANG_STUBS = Path(__file__).parent / "sglang" / "stubs"
 if (
