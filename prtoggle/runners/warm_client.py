@@ -312,6 +312,10 @@ class WarmWorker:
         """Build the worker again with `notice`'s variable as the run set it; False (and the
         worker steps aside) where a rebuilt worker could not give a fresh process's answer."""
         with self._lock:
+            adopted = notice.name in self.adopted and self.adopted[notice.name] == notice.value
+            raced = adopted and not notice.unset
+            if raced and self.stepped_aside is None:
+                return True  # a run on the worker before this value: again, on the new one
             reason = no_rebuild_reason(notice, self.adopted, self.rebuilds)
             if reason is None and self.stepped_aside is None:
                 self.adopted[notice.name] = notice.value

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,16 @@ def test_a_run_that_sets_a_variable_the_preload_read_gets_a_worker_built_with_th
     assert worker.server_env()["READER_MODE"] == "interpret"
     assert "READER_MODE" not in worker.base_env  # the command's own env is unchanged
     assert caplog.records == []
+
+
+def test_two_runs_at_once_that_set_the_variable_share_one_rebuilt_worker(
+    worker: WarmWorker,
+) -> None:
+    argv = [sys.executable, "-c", SETS_THEN_IMPORTS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda _: worker.run(argv, env=worker.base_env), range(2)))
+    assert [(run.returncode, run.stdout) for run in runs] == [(0, "interpret\n")] * 2
+    assert (worker.stepped_aside, worker.rebuilds, worker.cold_runs) == (None, 1, 0)
 
 
 def test_runs_that_set_a_preloaded_variable_to_different_values_run_fresh_after_one_line(
