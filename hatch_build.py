@@ -19,9 +19,8 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 _FINDER = '''"""prtoggle's editable install: the name `prtoggle` is the checkout at {package!r}."""
-import importlib.machinery
-import importlib.util
 import sys
+from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
 
 _PACKAGE = {package!r}
 
@@ -33,12 +32,14 @@ class PrtoggleCheckoutFinder:
     def find_spec(cls, name, path=None, target=None):
         if name != "prtoggle":
             return None
-        found = importlib.machinery.PathFinder.find_spec(name, path)
+        found = PathFinder.find_spec(name, path)
         if found is not None and found.origin is not None:
             return found
-        return importlib.util.spec_from_file_location(
-            name, _PACKAGE + "/__init__.py", submodule_search_locations=[_PACKAGE]
-        )
+        init = _PACKAGE + "/__init__.py"
+        spec = ModuleSpec(name, SourceFileLoader(name, init), origin=init, is_package=True)
+        spec.submodule_search_locations = [_PACKAGE]
+        spec.has_location = True
+        return spec
 
 
 if not any(getattr(f, "__name__", "") == "PrtoggleCheckoutFinder" for f in sys.meta_path):

@@ -3,8 +3,8 @@
 Every `prtoggle list`/`run`/`check` reads the recipe files; parsing them (PyYAML and the
 schema) is most of what the registry costs. Parsed recipes are kept in one JSON file of
 the user's cache folder (CACHE_ENV, else `$XDG_CACHE_HOME/prtoggle`, else
-`~/.cache/prtoggle`), named after a checksum of prtoggle's version and of the source of the
-code that parses recipes: another prtoggle, or a changed parser, uses another file.
+`~/.cache/prtoggle`), named after a checksum of prtoggle's version (its `__init__.py`) and of the
+source of the code that parses recipes: another prtoggle, or a changed parser, uses another file.
 
 An entry serves only the same file (path and collection) with the same identity (size,
 mtime_ns, inode, ctime_ns) and the very text just read from it: a recipe edited in place,
@@ -33,7 +33,17 @@ from pathlib import Path
 from prtoggle.recipes import parsed_recipes
 from prtoggle.recipes.schema import Recipe
 
-__all__ = ["CACHE_ENV", "cache_file", "flush", "lookup", "reset", "store"]
+__all__ = [
+    "CACHE_ENV",
+    "cache_file",
+    "cached_entry",
+    "file_identity",
+    "flush",
+    "keep_entry",
+    "lookup",
+    "reset",
+    "store",
+]
 
 CACHE_ENV = "PRTOGGLE_CACHE_DIR"
 """The folder of prtoggle's cache files; `0` or `off` keeps no cache."""
@@ -41,12 +51,19 @@ FORMAT = 1
 """Bumped whenever what the cache file holds changes."""
 MAX_CACHE_BYTES = 16 * 1024 * 1024
 """A cache file larger than this is not read (and is replaced at the next write)."""
-_PARSER_SOURCES = (
-    *sorted(Path(__file__).resolve().parent.glob("*.py")),
-    Path(__file__).resolve().parents[1] / "patching" / "types.py",
-    Path(__file__).resolve().parents[1] / "patching" / "define_code.py",
-)
-"""The code whose output is cached: recipes/*.py and the patching types recipes are made of."""
+_PACKAGE = Path(__file__).resolve().parents[1]
+_SOURCES = {
+    "recipes": (
+        *sorted((_PACKAGE / "recipes").glob("*.py")),
+        _PACKAGE / "patching" / "types.py",
+        _PACKAGE / "patching" / "define_code.py",
+    ),
+    "checks": (
+        *sorted((_PACKAGE / "recipes").glob("*.py")),
+        *sorted((_PACKAGE / "patching").glob("*.py")),
+    ),
+}
+"""Per kind of cache file, the code whose output it keeps (parsing; checking a recipe)."""
 
 logger = logging.getLogger(__name__)
 
@@ -60,31 +77,54 @@ class _State:
 
     documents: dict[str, dict[str, object]] = field(default_factory=dict)
     pending: dict[str, dict[str, object]] = field(default_factory=dict)
-    file: Path | None = None
-    file_for: tuple[str | None, str | None, str] | None = None
-    """The settings `file` was chosen for: CACHE_ENV, XDG_CACHE_HOME, the home folder."""
+    """Per cache file, the entries kept since the last flush."""
+    files: dict[str, Path | None] = field(default_factory=dict)
+    files_for: tuple[str | None, str | None, str] | None = None
+    """The settings `files` were chosen for: CACHE_ENV, XDG_CACHE_HOME, the home folder."""
 
 
 _STATE = _State()
 
 
-def cache_file() -> Path | None:
-    """This prtoggle's cache file; None when CACHE_ENV turns the cache off (or no home)."""
+def cache_file(kind: str = "recipes") -> Path | None:
+    """This prtoggle's cache file of `kind` (recipes, checks); None when CACHE_ENV turns the
+    cache off (or there is no home folder)."""
     wanted = (os.environ.get(CACHE_ENV), os.environ.get("XDG_CACHE_HOME"), _home())
-    if _STATE.file_for != wanted:
-        _STATE.file_for, _STATE.file = wanted, _cache_file(*wanted)
-    return _STATE.file
+    if _STATE.files_for != wanted:
+        _STATE.files_for, _STATE.files = wanted, {}
+    if kind not in _STATE.files:
+        _STATE.files[kind] = _cache_file(kind, *wanted)
+    return _STATE.files[kind]
+
+
+def cached_entry(kind: str, key: str) -> dict[str, object] | None:
+    """The entry `key` of the cache file of `kind` as read from disk (not yet checked)."""
+    file = cache_file(kind)
+    if file is None:
+        return None
+    entry = _document(file).get(key)
+    return entry if isinstance(entry, dict) else None
+
+
+def keep_entry(kind: str, key: str, entry: dict[str, object]) -> None:
+    """Keep `entry` under `key` for the next flush() of the cache file of `kind`."""
+    file = cache_file(kind)
+    if file is not None:
+        _STATE.pending.setdefault(str(file), {})[key] = entry
+
+
+def file_identity(path: Path | str) -> list[int] | None:
+    """[size, mtime_ns, inode, ctime_ns] of `path` (following links); None when missing."""
+    identity = _identity(Path(path))
+    return None if identity is None else list(identity)
 
 
 def lookup(path: Path, collection: str, text: str) -> tuple[Recipe, ...] | None:
     """The recipes of `path` (read for `collection` as `text`) as a former command parsed
     them, where the cache holds this very file and text; None where it does not."""
-    file = cache_file()
     identity = _identity(path)
-    if file is None or identity is None:
-        return None
-    entry = _document(file).get(_key(path, collection))
-    if not isinstance(entry, dict):
+    entry = cached_entry("recipes", _key(path, collection))
+    if identity is None or entry is None:
         return None
     if entry.get("identity") != list(identity) or entry.get("text") != text:
         return None
@@ -97,23 +137,37 @@ def lookup(path: Path, collection: str, text: str) -> tuple[Recipe, ...] | None:
 def store(path: Path, collection: str, text: str, recipes: Sequence[Recipe]) -> None:
     """Keep `recipes`, parsed from `text` of `path`, for the next flush()."""
     identity = _identity(path)
-    if identity is None or cache_file() is None:
+    if identity is None:
         return
-    _STATE.pending[_key(path, collection)] = {
-        "identity": list(identity),
-        "text": text,
-        "recipes": parsed_recipes.encoded(tuple(recipes)),
-    }
+    keep_entry(
+        "recipes",
+        _key(path, collection),
+        {
+            "identity": list(identity),
+            "text": text,
+            "recipes": parsed_recipes.encoded(tuple(recipes)),
+        },
+    )
 
 
 def flush() -> None:
-    """Write the entries stored since the last flush into the cache file (atomically); a
+    """Write the entries kept since the last flush into their cache files (atomically); a
     failed write is left at that (logged at DEBUG: every command parses as before)."""
-    file = cache_file()
-    if not _STATE.pending or file is None:
-        return
-    entries = {**_read(file), **_STATE.pending}
-    _STATE.pending = {}
+    pending, _STATE.pending = _STATE.pending, {}
+    for name, kept in pending.items():
+        _write(Path(name), kept)
+
+
+def reset() -> None:
+    """Forget the cache documents read and the entries not yet written (tests)."""
+    _STATE.documents.clear()
+    _STATE.pending.clear()
+    _STATE.files.clear()
+    _STATE.files_for = None
+
+
+def _write(file: Path, kept: dict[str, object]) -> None:
+    entries = {**_read(file), **kept}
     document = {"format": FORMAT, "files": entries}
     temporary = file.with_name(f".{file.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
@@ -130,14 +184,7 @@ def flush() -> None:
     _STATE.documents[str(file)] = entries
 
 
-def reset() -> None:
-    """Forget the cache documents read and the entries not yet written (tests)."""
-    _STATE.documents.clear()
-    _STATE.pending.clear()
-    _STATE.file = _STATE.file_for = None
-
-
-def _cache_file(setting: str | None, xdg: str | None, home: str) -> Path | None:
+def _cache_file(kind: str, setting: str | None, xdg: str | None, home: str) -> Path | None:
     if setting is not None and setting.strip().lower() in ("0", "off"):
         return None
     if setting is not None and setting.strip():
@@ -148,7 +195,7 @@ def _cache_file(setting: str | None, xdg: str | None, home: str) -> Path | None:
         folder = Path(home) / ".cache" / "prtoggle"
     else:
         return None
-    return folder / f"recipes-{_parser_hash()}.json"
+    return folder / f"{kind}-{_code_checksum(_SOURCES[kind])}.json"
 
 
 def _home() -> str:
@@ -156,13 +203,12 @@ def _home() -> str:
     return home if home != "~" else ""
 
 
-def _parser_hash() -> str:
-    """prtoggle's version and the source of the code that parses recipes, checksummed
-    (CRC-32 and Adler-32: zlib is loaded already, hashlib's OpenSSL would cost start-up)."""
-    from prtoggle import __version__
-
-    data = [f"{__version__}\0{FORMAT}\0".encode()]
-    for source in _PARSER_SOURCES:
+def _code_checksum(sources: Sequence[Path]) -> str:
+    """The source of the code whose output is kept and prtoggle's `__init__.py` (which
+    holds its version), checksummed (CRC-32 and Adler-32: zlib is loaded already,
+    hashlib's OpenSSL would cost start-up)."""
+    data = [f"{FORMAT}\0".encode()]
+    for source in (_PACKAGE / "__init__.py", *sources):
         try:
             data.append(source.read_bytes())
         except OSError:

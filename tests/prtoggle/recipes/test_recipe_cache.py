@@ -167,15 +167,31 @@ def test_the_cache_lives_in_xdg_cache_home_and_can_be_turned_off(
     assert not off.exists()
 
 
-def test_the_cache_file_is_named_after_the_parser_code_and_version(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("PRTOGGLE_CACHE_DIR", str(tmp_path))
-    recipe_cache.reset()
-    try:
-        first = recipe_cache.cache_file()
-        monkeypatch.setattr("prtoggle.__version__", "99.0")
-        recipe_cache.reset()
-        assert first is not None and recipe_cache.cache_file() not in (None, first)
-    finally:
-        recipe_cache.reset()
+def test_the_cache_file_is_named_after_the_parser_code_and_version(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(SHIPPED.parents[1] / "prtoggle", copy / "prtoggle")
+    name = (
+        "import os, sys; from prtoggle.recipes import recipe_cache; "
+        "print(recipe_cache.cache_file().name)"
+    )
+
+    def cache_name() -> str:
+        env = {**os.environ, "PYTHONPATH": str(copy), "PRTOGGLE_CACHE_DIR": str(tmp_path)}
+        return subprocess.run(
+            [sys.executable, "-c", name],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    first = cache_name()
+    init = copy / "prtoggle" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9'))
+    second = cache_name()
+    schema = copy / "prtoggle" / "recipes" / "schema.py"
+    schema.write_text(schema.read_text() + "\n# changed\n")
+    third = cache_name()
+    assert len({first, second, third}) == 3
+    assert first.startswith("recipes-")
