@@ -1,4 +1,5 @@
-"""Session-wide test setup: Triton in interpreter mode without a GPU; sglang's CPU stand-ins.
+"""Session-wide test setup: Triton in interpreter mode without a GPU; sglang's CPU stand-ins;
+the checkout's demo engine `fixes` importable in every process of the suite.
 
 Each test leaves os.environ's PYTHONPATH as it found it: an in-process
 `maybe_revert_pr_fix()` puts prtoggle's start-up hook there for the process's children.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,16 @@ import torch
 if not torch.cuda.is_available():
     # Must be set before triton is imported anywhere: kernels then run on CPU tensors.
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+_CHECKOUT = Path(__file__).resolve().parent.parent
+# No install puts the demo engine `fixes` on sys.path (prtoggle alone is installed):
+# pytest's `pythonpath` setting puts the checkout on this process's path; the suite's
+# children (`prtoggle run`, `repro`, scenario processes) get it through PYTHONPATH.
+_entries = [str(_CHECKOUT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_entries))
+
+# The suite's own parsed-recipe cache (recipes/recipe_cache.py), not the user's ~/.cache.
+os.environ.setdefault("PRTOGGLE_CACHE_DIR", tempfile.mkdtemp(prefix="prtoggle-test-cache-"))
 
 _SGLANG_STUBS = Path(__file__).parent / "sglang" / "stubs"
 if (

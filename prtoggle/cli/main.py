@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import click
 
 from prtoggle.cli.common import PrToggleGroup
+from prtoggle.recipes.demo_engine import make_importable
 
 
 @dataclass(frozen=True)
@@ -149,4 +150,5 @@ def cli() -> None:
 
 def main() -> None:
     """Console entry point (`prtoggle`, `python -m prtoggle`)."""
+    make_importable()  # the checkout's demo engine, when run from prtoggle's checkout
     cli(prog_name="prtoggle")

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from prtoggle.commands.show import recipe_metadata
-from prtoggle.recipes.check import TargetCheck
 from prtoggle.recipes.registry import BadRecipe, Recipe, registry_with_errors
 from prtoggle.recipes.resolution import (
     checks_per_recipe,
     command_search_path,
     import_free_source_root,
 )
+from prtoggle.recipes.target_checks import TargetCheck
 
 
 def list_records(*, collection: str | None) -> tuple[list[dict[str, Any]], tuple[BadRecipe, ...]]:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prtoggle.errors import PrToggleError
-from prtoggle.recipes.check import TargetDiff, recipe_diffs
 from prtoggle.recipes.registry import Recipe
 from prtoggle.recipes.resolution import (
     command_search_path,
     import_free_source_root,
     refuse_absent_packages,
 )
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.check import TargetDiff
 
 
 def recipe_metadata(recipe: Recipe) -> dict[str, Any]:
@@ -53,6 +55,8 @@ def whole_fix_metadata(recipe: Recipe) -> dict[str, Any]:
 
 def diffs_or_error(recipe: Recipe) -> tuple[list[TargetDiff], PrToggleError | None]:
     """The recipe's diffs fixed -> reverted, or why they cannot be shown here."""
+    from prtoggle.recipes.check import recipe_diffs  # the checker: not loaded by `list`
+
     search_path = command_search_path()
     try:
         refuse_absent_packages(recipe, search_path=search_path)

@@ -53,6 +53,14 @@ class SourceTree:
     _archive: zipfile.ZipFile | tarfile.TarFile | None = field(default=None, repr=False)
     _memo: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
     _bytes_read: int = field(default=0, repr=False, compare=False)
+    consulted: set[str] | None = field(default=None, repr=False, compare=False)
+    """When a set: every path of a directory tree whose contents or presence an answer of
+    this tree depended on (files read or looked for, the folder listed for metadata); None
+    after a question it cannot account for (a package's file listing), or for an archive."""
+
+    def __post_init__(self) -> None:
+        if self._archive is None and self.consulted is None:
+            self.consulted = set()
 
     @property
     def label(self) -> str:
@@ -74,6 +82,7 @@ class SourceTree:
     def _read_uncached(self, relative: str) -> SourceFile | None:
         if self._archive is None:
             name = self._joined(relative)
+            self._consult(name)
             data = _read_regular_file(name)
             return None if data is None else SourceFile(name=name, text=_decode(data, name))
         member = self._member(relative)
@@ -84,6 +93,7 @@ class SourceTree:
     def has_package(self, top: str) -> bool:
         """Whether a top-level package or module named `top` is in the tree."""
         if self._archive is None:
+            self._consult(str(self.path / top), str(self.path / f"{top}.py"))
             return (self.path / top).is_dir() or (self.path / f"{top}.py").is_file()
         names = self._members.get(f"{top}.py", []) + self._members.get("__init__.py", [])
         return any(_under(name, f"{top}.py") or f"/{top}/" in f"/{name}" for name in names)
@@ -100,6 +110,7 @@ class SourceTree:
         if self._archive is None:
             paths = [*self._dist_info_metadata(dist_info), self.path / "PKG-INFO"]
             paths.append(self.path / "pyproject.toml")
+            self._consult(str(self.path), *(str(path) for path in paths))
             return [(str(p), _decode_text(p.read_bytes())) for p in paths if p.is_file()]
         if isinstance(self._archive, zipfile.ZipFile):
             names = self._archive.namelist()
@@ -111,6 +122,7 @@ class SourceTree:
     def python_files(self, top: str) -> list[str]:
         """Module-relative paths (`top/x/y.py`) of the `.py` files of package `top`."""
         if self._archive is None:
+            self.consulted = None  # a listing of a whole package: not accounted for
             return sorted(_python_files_below(self.path, top))
         found = set()
         for members in self._members.values():
@@ -119,6 +131,10 @@ class SourceTree:
                 if index >= 0:
                     found.add(member[index:])
         return sorted(found)
+
+    def _consult(self, *paths: str) -> None:
+        if self.consulted is not None:
+            self.consulted.update(paths)
 
     def _dist_info_metadata(self, accept: Callable[[str], bool] | None) -> list[Path]:
         """`*.dist-info/METADATA` of a directory, in `Path.glob`'s order (folders `accept`

@@ -27,7 +27,7 @@ from prtoggle.recipes.names_schema import NameChange, NotReverted
 from prtoggle.recipes.schema import Recipe
 from prtoggle.recipes.versions import VersionRange
 
-__all__ = ["PARSED_FILE", "known", "remember", "write"]
+__all__ = ["PARSED_FILE", "decoded", "encoded", "known", "remember", "write"]
 
 PARSED_FILE = "parsed-recipes"
 """The file of a run's report directory that holds its parsed recipes (not a `*.json`
@@ -81,7 +81,7 @@ def write(file: Path) -> None:
     """Write every recipe file this process read, with its recipes, to `file` (a new file
     of a run's report directory). A write that fails leaves no file: each process parses."""
     entries = [
-        {"path": path, "collection": collection, "text": text, "recipes": _encoded(recipes)}
+        {"path": path, "collection": collection, "text": text, "recipes": encoded(recipes)}
         for (path, collection, text), recipes in _MEMO.read.items()
     ]
     document = {"format": FORMAT, "prtoggle": _OWN_COPY, "files": entries}
@@ -93,28 +93,13 @@ def write(file: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def _load(file: str) -> dict[Key, tuple[Recipe, ...]]:
-    """The recipes of the run's file by (path, collection, text); {} where it cannot be used."""
-    try:
-        with open(file, encoding="utf-8") as stream:
-            document = json.load(stream)
-        if document.get("format") != FORMAT or document.get("prtoggle") != _OWN_COPY:
-            return {}
-        return {
-            (entry["path"], entry["collection"], entry["text"]): _decoded(entry["recipes"])
-            for entry in document["files"]
-        }
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # missing, unreadable or not this format: every recipe is parsed
-
-
-def _encoded(value: object) -> object:
+def encoded(value: object) -> object:
     """`value` (a recipe or a part of one) as JSON: dataclasses, paths and dates tagged."""
     if is_dataclass(value) and not isinstance(value, type):
-        parts = {item.name: _encoded(getattr(value, item.name)) for item in fields(value)}
+        parts = {item.name: encoded(getattr(value, item.name)) for item in fields(value)}
         return {"$": type(value).__name__, **parts}
     if isinstance(value, tuple):
-        return [_encoded(item) for item in value]
+        return [encoded(item) for item in value]
     if isinstance(value, Path):
         return {"$path": str(value)}
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
@@ -124,15 +109,31 @@ def _encoded(value: object) -> object:
     raise TypeError(f"a recipe holds {type(value).__name__} {value!r}: {__name__} cannot write it")
 
 
-def _decoded(value: object) -> tuple[Recipe, ...]:
+def decoded(value: object) -> tuple[Recipe, ...]:
+    """The recipes encoded() wrote as a list; TypeError (or KeyError) where it is not one."""
     recipes = _value(value)
     if not isinstance(recipes, tuple) or not all(isinstance(r, Recipe) for r in recipes):
         raise TypeError("not a list of recipes")
     return recipes
 
 
+def _load(file: str) -> dict[Key, tuple[Recipe, ...]]:
+    """The recipes of the run's file by (path, collection, text); {} where it cannot be used."""
+    try:
+        with open(file, encoding="utf-8") as stream:
+            document = json.load(stream)
+        if document.get("format") != FORMAT or document.get("prtoggle") != _OWN_COPY:
+            return {}
+        return {
+            (entry["path"], entry["collection"], entry["text"]): decoded(entry["recipes"])
+            for entry in document["files"]
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # missing, unreadable or not this format: every recipe is parsed
+
+
 def _value(value: object) -> object:
-    """What _encoded wrote, back: every list a tuple, as the frozen dataclasses hold them."""
+    """What encoded() wrote, back: every list a tuple, as the frozen dataclasses hold them."""
     if isinstance(value, list):
         return tuple(_value(item) for item in value)
     if not isinstance(value, dict):

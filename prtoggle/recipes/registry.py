@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.patching.types import Edit, Patch
-from prtoggle.recipes import parsed_recipes
+from prtoggle.recipes import parsed_recipes, recipe_cache
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.schema import (
     MAX_PR,
@@ -227,43 +227,10 @@ def load_registry(
     (an `import-sglang --out sglang-upstream`) is the collection already. `bad`: a file
     that cannot be read as a recipe is left out and added there instead of raising.
     """
-    chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
-    fixes: list[Recipe] = []
-    named: dict[str, Path] = {}
-    kept: list[Path] = []
-    for directory in chosen:
-        if any(directory.resolve() == seen.resolve() for seen in kept):
-            continue  # the same directory twice (`yaml/fixes` on the path): one collection
-        if not directory.is_dir():
-            raise RegistryError(
-                f"registry directory {directory} does not exist or is not a directory "
-                f"(registry directories: {', '.join(str(d) for d in chosen)}; "
-                f"extra ones come from {YAML_PATH_ENV})"
-            )
-        if directory.name in named:
-            raise RegistryError(
-                f"two recipe collections are named {directory.name!r}: {named[directory.name]} "
-                f"and {directory}; a collection is named after its directory, rename one"
-            )
-        named[directory.name] = directory
-        kept.append(directory)
-        fixes.extend(_load_collection(directory, bad=bad))
-    if upstream is None:
-        return Registry(recipes=tuple(fixes), dirs=tuple(kept))
-    if UPSTREAM_COLLECTION in named:
-        # `prtoggle import-sglang --out sglang-upstream` on PRTOGGLE_YAML_PATH: the files
-        # the user imported are that collection; the built-in one steps aside.
-        logger.info(
-            "collection %s: the directory %s, not %s",
-            UPSTREAM_COLLECTION,
-            named[UPSTREAM_COLLECTION],
-            upstream,
-        )
-        return Registry(recipes=tuple(fixes), dirs=tuple(kept))
-    fixes.extend(_upstream_recipes(upstream))
-    return Registry(
-        recipes=tuple(fixes), dirs=tuple(kept), builtin=((UPSTREAM_COLLECTION, upstream),)
-    )
+    try:
+        return _load_registry(dirs=dirs, upstream=upstream, bad=bad)
+    finally:
+        recipe_cache.flush()  # what was parsed here, for the next command
 
 
 def default_registry() -> Registry:
@@ -326,6 +293,48 @@ def _from_upstream(exc: Exception, upstream: Path) -> bool:
     return str(exc).startswith(str(upstream))
 
 
+def _load_registry(
+    *, dirs: Sequence[Path] | None, upstream: Path | None, bad: list[BadRecipe] | None
+) -> Registry:
+    chosen = tuple(dirs) if dirs is not None else yaml_dirs_from_env(os.environ.get(YAML_PATH_ENV))
+    fixes: list[Recipe] = []
+    named: dict[str, Path] = {}
+    kept: list[Path] = []
+    for directory in chosen:
+        if any(directory.resolve() == seen.resolve() for seen in kept):
+            continue  # the same directory twice (`yaml/fixes` on the path): one collection
+        if not directory.is_dir():
+            raise RegistryError(
+                f"registry directory {directory} does not exist or is not a directory "
+                f"(registry directories: {', '.join(str(d) for d in chosen)}; "
+                f"extra ones come from {YAML_PATH_ENV})"
+            )
+        if directory.name in named:
+            raise RegistryError(
+                f"two recipe collections are named {directory.name!r}: {named[directory.name]} "
+                f"and {directory}; a collection is named after its directory, rename one"
+            )
+        named[directory.name] = directory
+        kept.append(directory)
+        fixes.extend(_load_collection(directory, bad=bad))
+    if upstream is None:
+        return Registry(recipes=tuple(fixes), dirs=tuple(kept))
+    if UPSTREAM_COLLECTION in named:
+        # `prtoggle import-sglang --out sglang-upstream` on PRTOGGLE_YAML_PATH: the files
+        # the user imported are that collection; the built-in one steps aside.
+        logger.info(
+            "collection %s: the directory %s, not %s",
+            UPSTREAM_COLLECTION,
+            named[UPSTREAM_COLLECTION],
+            upstream,
+        )
+        return Registry(recipes=tuple(fixes), dirs=tuple(kept))
+    fixes.extend(_upstream_recipes(upstream))
+    return Registry(
+        recipes=tuple(fixes), dirs=tuple(kept), builtin=((UPSTREAM_COLLECTION, upstream),)
+    )
+
+
 def _load_collection(directory: Path, *, bad: list[BadRecipe] | None = None) -> list[Recipe]:
     by_pr: dict[int, Recipe] = {}
     for path in _recipe_paths(directory):
@@ -363,10 +372,17 @@ def _recipe_paths(directory: Path) -> list[Path]:
 
 
 def _recipe_file(path: Path, *, collection: str) -> Recipe:
-    """load_recipe(path): the run's parsed recipe where it was parsed from this very text."""
+    """load_recipe(path): the run's or the user cache's parsed recipe where it was parsed
+    from this very text of this very file."""
     text = read_recipe_text(path)
     known = parsed_recipes.known(path, collection, text)
-    fix = known[0] if known else load_recipe_text(text, path=path, collection=collection)
+    if known is None:
+        known = recipe_cache.lookup(path, collection, text)
+    if known:
+        fix = known[0]
+    else:
+        fix = load_recipe_text(text, path=path, collection=collection)
+        recipe_cache.store(path, collection, text, (fix,))
     parsed_recipes.remember(path, collection, text, (fix,))
     return fix
 
@@ -382,7 +398,10 @@ def _upstream_recipes(path: Path) -> tuple[Recipe, ...]:
         return upstream_recipes(path, collection=UPSTREAM_COLLECTION)  # it says what is wrong
     known = parsed_recipes.known(path, UPSTREAM_COLLECTION, text)
     if known is None:
+        known = recipe_cache.lookup(path, UPSTREAM_COLLECTION, text)
+    if known is None:
         known = upstream_recipes(path, collection=UPSTREAM_COLLECTION, text=text)
+        recipe_cache.store(path, UPSTREAM_COLLECTION, text, known)
     parsed_recipes.remember(path, UPSTREAM_COLLECTION, text, known)
     return known
 

@@ -136,10 +136,11 @@ def checks_per_recipe(
     """check_recipe for each fix against its package's files (absent when not found).
 
     The fixes whose packages lie in one directory share one tree: its files are parsed and
-    its version is read once for all of them (the tree lives for this call only).
+    its version is read once for all of them (the tree lives for this call only). A fix's
+    checks an earlier command made against the same folder, none of whose files they read
+    has changed since, are taken from the user cache (recipes/check_cache.py).
     """
-    from prtoggle.patching.source_files import open_source_tree
-    from prtoggle.recipes.check import check_recipe
+    from prtoggle.recipes import check_cache, recipe_cache
 
     trees: dict[Path, SourceTree] = {}
     results: dict[Recipe, list[TargetCheck]] = {}
@@ -149,9 +150,18 @@ def checks_per_recipe(
             reason = absent_reason(fix, search_path=search_path)
             results[fix] = _absent_checks(fix, reason or "its packages lie in several places")
             continue
+        cached = check_cache.lookup(fix, root)
+        if cached is not None:
+            results[fix] = cached
+            continue
+        from prtoggle.patching.source_files import open_source_tree
+        from prtoggle.recipes.check import check_recipe
+
         if root not in trees:
             trees[root] = open_source_tree(root)
         results[fix] = check_recipe(fix, tree=trees[root])
+        check_cache.store(fix, root, results[fix], trees[root].consulted)
+    recipe_cache.flush()
     return results
 
 

@@ -24,7 +24,8 @@ def require_installed(
 
     `detect`: it needs the modules of the `detect` extra; `tools`: packages it imports
     (e.g. pytest); `runs`: modules its children run, whose top-level package must be
-    findable (the demo engine `fixes` ships in a source checkout only). Nothing is imported.
+    findable (the demo engine `fixes` is found from its checkout's root only). Nothing is
+    imported.
     """
     problems = []
     missing = [name for name in detect_modules() if detect and not _findable(name)]
@@ -44,8 +45,8 @@ def require_installed(
     if absent:
         problems.append(
             f"`prtoggle {command}` runs modules of package {_join(absent)}, which is not "
-            "importable here (the demo engine `fixes` ships in prtoggle's source checkout "
-            "only: from one, `pip install -e '.[detect]'`)"
+            "importable here (the demo engine `fixes` is found from the root of prtoggle's "
+            "source checkout only: run prtoggle there)"
         )
     if problems:
         raise MissingDependencyError("; and ".join(problems))

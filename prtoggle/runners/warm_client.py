@@ -7,10 +7,14 @@ the run-time variables (`warm_eligibility` says which commands qualify) runs in 
 forked from the server: a new session, the run's env, cwd, argv, stdio and fresh signal
 dispositions, detection state reset, reverts applied after the fork. Any other command
 runs as a plain child (`run_child`). A warm run whose program sets a variable the preload
-may have read at import (a conftest.py's TRITON_INTERPRET=1: `warm_environ`) is killed
-and run again as a plain child, and the worker steps aside: one warning line, and every
-later run is a plain child. Either way the answer is a
-CommandRun with the child's output and exit status, as a fresh process would give it.
+may have read at import (a conftest.py's TRITON_INTERPRET=1: `warm_environ`) is killed;
+the worker is built again with that value in its environment, so that its preload sees
+what the program's own imports would, and the run is made again there; later runs of
+the command that set it the same way stay warm. Where that cannot hold (a run sets it to
+another value, ends without setting it, or MAX_REBUILDS is spent) the run is made again
+as a plain child and the worker steps aside: one short line, and every later run is a
+plain child. Either way the answer is a CommandRun with the child's output and exit
+status, as a fresh process would give it.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from prtoggle.runners.warm_eligibility import (
     env_without_revert,
     python_invocation,
 )
-from prtoggle.runners.warm_environ import stale_reason
+from prtoggle.runners.warm_environ import StaleNotice, no_rebuild_reason
 from prtoggle.runners.warm_server import CUDA_INITIALISED_EXIT_CODE
 
 logger = logging.getLogger(__name__)
@@ -99,7 +103,13 @@ class WarmWorker:
     way (a run ends when its own process exits; the last N bytes of each stream kept)."""
     stepped_aside: str | None = field(default=None, init=False)
     """Why every run is a plain child now (a run changed a variable the preload read)."""
+    adopted: dict[str, str | None] = field(default_factory=dict, init=False)
+    """Variables the worker was built again with, as a run set them (None: deleted)."""
+    rebuilds: int = field(default=0, init=False)
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _retired: list[tuple[subprocess.Popen[bytes], socket.socket]] = field(
+        default_factory=list, init=False, repr=False
+    )
     _requests: socket.socket | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _live: set[int] = field(default_factory=set, init=False, repr=False)
@@ -131,12 +141,23 @@ class WarmWorker:
             logger.debug("plain child for %s: %s", argv[:3], reason)
             return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
         done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+        while isinstance(done, StaleNotice) and self._rebuild_for(done):
+            done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
         if isinstance(done, CommandRun):
             return done
-        self._step_aside(done)
         with self._lock:
             self.cold_runs += 1
         return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
+
+    def server_env(self) -> dict[str, str]:
+        """The environment the server starts with: base_env and the adopted variables."""
+        env = dict(self.base_env)
+        for name, value in self.adopted.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
 
     def _run_plain(
         self, argv: Sequence[str], *, env: Mapping[str, str], timeout: float | None, cwd: str | None
@@ -158,19 +179,15 @@ class WarmWorker:
         with self._lock:
             for pid in list(self._live):
                 _kill_group(pid)
-            if self._requests is not None:
-                self._requests.close()
-                self._requests = None
-            server, self._server = self._server, None
-        if server is None:
-            return
-        try:
-            server.wait(timeout=_STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            _kill_group(server.pid)
-            server.wait()
-        finally:
-            disown(server.pid)
+            servers = [*self._retired]
+            self._retired = []
+            if self._server is not None and self._requests is not None:
+                servers.append((self._server, self._requests))
+            self._server, self._requests = None, None
+        for _server, requests in servers:
+            requests.close()
+        for server, _requests in servers:
+            _stop_server(server)
 
     @property
     def server_pid(self) -> int | None:
@@ -190,7 +207,7 @@ class WarmWorker:
         try:
             self._server = subprocess.Popen(
                 argv,
-                env=self.base_env,
+                env=self.server_env(),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -210,13 +227,13 @@ class WarmWorker:
         env: dict[str, str],
         timeout: float | None,
         cwd: str,
-    ) -> CommandRun | str:
+    ) -> CommandRun | StaleNotice:
         """The run forked warm; or, when it changed a variable the preload may have read
-        (it is then killed), the one-line reason to run it as a fresh process instead."""
+        (it is then killed) or did not set one the worker was built with, that notice."""
         raise_if_interrupted()
         reply, out_read, err_read = self._send_request(invocation, env, cwd)
         pid: int | None = None
-        notices: list[str] = []
+        notices: list[StaleNotice] = []
         try:
             pid = int(self._message(reply, "pid", notices))
             started = time.monotonic()  # the run's own time: the server's start-up is not in it
@@ -246,7 +263,7 @@ class WarmWorker:
             os.close(out_read)
             os.close(err_read)
         if notices:
-            return stale_reason(notices[0], self.preload)
+            return notices[0]
         return CommandRun(
             argv=tuple(argv),
             returncode=None if timed_out else os.waitstatus_to_exitcode(status),
@@ -270,6 +287,7 @@ class WarmWorker:
             "args": list(invocation.args),
             "env": env,
             "cwd": cwd,
+            "expect": dict(self.adopted),
         }
         try:
             with self._lock:
@@ -290,23 +308,42 @@ class WarmWorker:
             theirs.close()
         return reply, out_read, err_read
 
-    def _step_aside(self, reason: str) -> None:
+    def _rebuild_for(self, notice: StaleNotice) -> bool:
+        """Build the worker again with `notice`'s variable as the run set it; False (and the
+        worker steps aside) where a rebuilt worker could not give a fresh process's answer."""
         with self._lock:
-            first, self.stepped_aside = self.stepped_aside is None, reason
+            adopted = notice.name in self.adopted and self.adopted[notice.name] == notice.value
+            raced = adopted and not notice.unset
+            if raced and self.stepped_aside is None:
+                return True  # a run on the worker before this value: again, on the new one
+            reason = no_rebuild_reason(notice, self.adopted, self.rebuilds)
+            if reason is None and self.stepped_aside is None:
+                self.adopted[notice.name] = notice.value
+                self.rebuilds += 1
+                if self._server is not None and self._requests is not None:
+                    self._retired.append((self._server, self._requests))
+                self._server, self._requests = None, None
+                logger.debug("warm worker built again with %s=%r", notice.name, notice.value)
+                return True
+            first = self.stepped_aside is None
+            self.stepped_aside = self.stepped_aside or reason
         if first:
-            logger.warning(
-                "prtoggle: the warm worker steps aside: %s; every run is a fresh process from "
-                "now on (export it beforehand to keep the worker; --cold or %s=0 skips it)",
-                reason,
-                WARM_ENV,
-            )
+            logger.warning("prtoggle: no warm worker from here: %s", self.stepped_aside)
+        return False
 
-    def _message(self, reply: socket.socket, key: str, notices: list[str]) -> int:
+    def _message(self, reply: socket.socket, key: str, notices: list[StaleNotice]) -> int:
         """The server's message `key`; a run's `stale_env` notices met on the way are kept."""
         while data := reply.recv(4096):
             message = json.loads(data)
             if "stale_env" in message:
-                notices.append(str(message["stale_env"]))
+                value = message.get("value")
+                notices.append(
+                    StaleNotice(
+                        name=str(message["stale_env"]),
+                        value=None if value is None else str(value),
+                        unset=bool(message.get("unset", False)),
+                    )
+                )
                 continue
             return int(message[key])
         code = self._server.wait(timeout=_STOP_GRACE_SECONDS) if self._server else None
@@ -339,6 +376,17 @@ def command_runner(
         yield worker.run
     finally:
         worker.close()
+
+
+def _stop_server(server: subprocess.Popen[bytes]) -> None:
+    """Wait for a server whose request socket is closed; kill its group past the grace."""
+    try:
+        server.wait(timeout=_STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        _kill_group(server.pid)
+        server.wait()
+    finally:
+        disown(server.pid)
 
 
 def _drain(out_fd: int, err_fd: int, *, pid: int, deadline: float | None) -> tuple[str, str, bool]:

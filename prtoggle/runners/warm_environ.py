@@ -8,7 +8,10 @@ process gets. The server records the variables its preload reads (in Python; rea
 during a whole-environment copy are left out) and adds the prefixes of the preloaded
 packages (native code reads its variables where Python cannot see it). In a run, setting
 or deleting one of them to a value other than the one the preload saw calls `on_change`
-(the run's notice to the client, which then runs it as a fresh process).
+with the name and the new value (the run's notice to the client, which then builds a
+worker whose preload sees that value, or runs it as a fresh process). A worker built so
+expects each run to set those variables as the first one did (`expect_run`): a run that
+ends without having set one of them that way is named by `unset_expected()`.
 Process-global: os.environ's class is swapped once, in the server, before the preload.
 """
 
@@ -41,7 +44,10 @@ class EnvironWatch:
     prefixes: tuple[str, ...] = ()
     recording: bool = False
     bulk_depth: int = 0
-    on_change: Callable[[str], None] | None = None
+    on_change: Callable[[str, str | None], None] | None = None
+    expected: dict[str, str | None] = field(default_factory=dict)
+    """Variables this run must set as the worker's preload saw them (name -> value)."""
+    confirmed: set[str] = field(default_factory=set)
 
     def watched(self, name: str) -> bool:
         if name in UNWATCHED_VARIABLES:
@@ -50,13 +56,28 @@ class EnvironWatch:
 
     def changed(self, name: str, value: str | None) -> None:
         """A run sets (or, None, deletes) `name`: tell on_change if a preload may have read it."""
+        if name in self.expected and self.expected[name] == value:
+            self.confirmed.add(name)
         if self.on_change is None or not self.watched(name) or self.before.get(name) == value:
             return
         notify, self.on_change = self.on_change, None  # once
-        notify(name)
+        notify(name, value)
 
 
 WATCH = EnvironWatch()
+
+MAX_REBUILDS = 3
+"""How many times a worker is built again for variables its runs set (then: plain runs)."""
+
+
+@dataclass(frozen=True)
+class StaleNotice:
+    """A warm run set `name` to `value` (None: deleted) where the preload saw otherwise;
+    `unset`: it ended without setting `name` to `value`, as the worker expected."""
+
+    name: str
+    value: str | None
+    unset: bool = False
 
 
 def record_preload_reads() -> None:
@@ -76,17 +97,35 @@ def stop_recording(preloaded: list[str]) -> None:
     WATCH.prefixes = tuple(prefixes)
 
 
-def watch_run(on_change: Callable[[str], None]) -> None:
-    """In a run, once its environment is in place: `on_change(name)` at the first change."""
+def watch_run(on_change: Callable[[str, str | None], None]) -> None:
+    """In a run, once its environment is in place: `on_change(name, value)` at the first
+    change (value None: deleted)."""
     WATCH.on_change = on_change
 
 
-def stale_reason(name: str, preloaded: list[str] | tuple[str, ...]) -> str:
-    """The one line a client says when a run changed variable `name`."""
-    return (
-        f"the command sets {name}, which the worker's preloaded modules "
-        f"({', '.join(preloaded)}) may read at import"
-    )
+def expect_run(expected: dict[str, str | None]) -> None:
+    """In a run: the variables it must set as the preload saw them (the worker was built
+    with the values an earlier run of the command set)."""
+    WATCH.expected = dict(expected)
+    WATCH.confirmed = set()
+
+
+def unset_expected() -> list[str]:
+    """At the end of a run: the expected variables it did not set as expected."""
+    return sorted(name for name in WATCH.expected if name not in WATCH.confirmed)
+
+
+def no_rebuild_reason(
+    notice: StaleNotice, adopted: dict[str, str | None], rebuilds: int
+) -> str | None:
+    """Why a worker built again for `notice` could not serve the command; None: it can."""
+    if notice.unset:
+        return f"a run did not set {notice.name} as the first did"
+    if notice.name in adopted:
+        return f"runs set {notice.name} to different values"
+    if rebuilds >= MAX_REBUILDS:
+        return f"runs set {notice.name} and {rebuilds} more variables"
+    return None
 
 
 class _WatchedEnviron(os._Environ):

@@ -8,8 +8,10 @@ request carries a JSON description of the run and four descriptors (the reply so
 stdin, stdout, stderr). The server forks; the child becomes a fresh-looking process (see
 `_become_fresh`) and runs the program; the server replies `{"pid": N}`, then
 `{"status": S}` (a wait status) when the child ends; before it, the child itself may send
-`{"stale_env": NAME}` and kill its group when its program changes a variable the preload
-may have read (`warm_environ`). A reply socket that closes early,
+`{"stale_env": NAME, "value": VALUE}` and kill its group when its program changes a
+variable the preload may have read (`warm_environ`), or `{"stale_env": NAME, "value":
+VALUE, "unset": true}` at its end when it did not set a variable of the request's
+`expect` (the values the worker was built with) that way. A reply socket that closes early,
 or the request socket closing, kills the run's process group. The server never
 initialises CUDA and never reverts a fix itself.
 """
@@ -33,7 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prtoggle.protocol import REVERT_ENV
-from prtoggle.runners.warm_environ import record_preload_reads, stop_recording, watch_run
+from prtoggle.runners.warm_environ import (
+    expect_run,
+    record_preload_reads,
+    stop_recording,
+    unset_expected,
+    watch_run,
+)
 
 MAX_REQUEST_BYTES = 1 << 20
 CUDA_INITIALISED_EXIT_CODE = 3
@@ -51,6 +59,7 @@ class RunRequest:
     args: tuple[str, ...]
     env: dict[str, str]
     cwd: str
+    expect: dict[str, str | None]
 
     @classmethod
     def from_json(cls, payload: bytes) -> RunRequest:
@@ -61,7 +70,18 @@ class RunRequest:
             args=tuple(data["args"]),
             env=dict(data["env"]),
             cwd=data["cwd"],
+            expect=dict(data.get("expect", {})),
         )
+
+
+@dataclass
+class _Served:
+    """In a forked child: the reply socket of its run (its notices to the client)."""
+
+    reply: socket.socket | None = None
+
+
+_SERVED = _Served()
 
 
 @dataclass
@@ -93,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     request = _serve(server)
     if request is None:
         return
-    _exit_like_python(_run_as_main(request))
+    status = _run_as_main(request)
+    _report_unset_expected(request)
+    _exit_like_python(status)
 
 
 def _run_as_main(request: RunRequest) -> int:
@@ -244,14 +266,27 @@ def _become_fresh(
     _reset_detection_state()
     _maybe_apply_reverts()
     os.set_inheritable(reply.fileno(), False)  # the run's notices; not its programs'
-    watch_run(lambda name: _stop_stale(reply, name))
+    _SERVED.reply = reply
+    expect_run(request.expect)
+    watch_run(lambda name, value: _stop_stale(reply, name, value))
 
 
-def _stop_stale(reply: socket.socket, name: str) -> None:
+def _stop_stale(reply: socket.socket, name: str, value: str | None) -> None:
     """The program changed a variable the preload may have read: tell the client, end the run."""
     with contextlib.suppress(OSError):
-        reply.send(json.dumps({"stale_env": name}).encode())
+        reply.send(json.dumps({"stale_env": name, "value": value}).encode())
     os.killpg(os.getpid(), signal.SIGKILL)
+
+
+def _report_unset_expected(request: RunRequest) -> None:
+    """A run that did not set a variable as the worker's preload saw it: tell the client
+    (it runs the command again as a fresh process)."""
+    unset = unset_expected()
+    if unset and _SERVED.reply is not None:
+        name = unset[0]
+        notice = {"stale_env": name, "value": request.expect[name], "unset": True}
+        with contextlib.suppress(OSError):
+            _SERVED.reply.send(json.dumps(notice).encode())
 
 
 def _run_program(request: RunRequest) -> None:

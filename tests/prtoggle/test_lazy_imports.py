@@ -42,6 +42,11 @@ LAZY: dict[str, dict[str, str]] = {
         "prtoggle.revert.source_patcher": _IMPORT_PRTOGGLE,
         "prtoggle.revert.toggle": _IMPORT_PRTOGGLE,
     },
+    "prtoggle/commands/show.py": {
+        "prtoggle.recipes.check": "the checker (and the code swapper it loads) is `show`'s "
+        "alone: `list`, which takes show's metadata, gets its checks from the user cache "
+        "(recipes/check_cache.py, issue 34's speed)"
+    },
     "prtoggle/detect/probes/site_probes.py": {"prtoggle.detect.probes": _DETECT_PROVIDER},
     "prtoggle/recipes/check.py": {
         "prtoggle.recipes.names_check": "only a recipe with `names` or `not_reverted` needs "

@@ -55,8 +55,8 @@ def test_repro_without_torch_nor_the_demo_engine_is_one_error_line(fresh_venv: P
         "error: `prtoggle repro` needs torch, triton, numpy (missing here: torch, triton, "
         "numpy): install them with `pip install 'prtoggle[detect]'`; and `prtoggle repro` "
         "runs modules of package fixes, which is not importable here (the demo engine "
-        "`fixes` ships in prtoggle's source checkout only: from one, "
-        "`pip install -e '.[detect]'`)\n"
+        "`fixes` is found from the root of prtoggle's source checkout only: run prtoggle "
+        "there)\n"
     )
 
 

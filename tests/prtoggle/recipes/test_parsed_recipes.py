@@ -69,6 +69,7 @@ def run_then_child(project: Path, before: str = "", *, reverts: str = str(PR)) -
         "PYTHONPATH": os.pathsep.join([str(WORKTREE), str(project)]),
         "PRTOGGLE_YAML_PATH": str(project / "recipes"),
         "TMPDIR": str(project / "tmp"),
+        "PRTOGGLE_CACHE_DIR": "0",  # the run's file alone (recipes/recipe_cache.py: its own tests)
     }
     env.pop("SGLANG_DEBUG_REVERT_PR", None)
     result = subprocess.run(
@@ -152,7 +153,7 @@ def test_every_shipped_and_upstream_recipe_reads_back_from_the_run_as_parsed() -
         "for fix in default_registry().recipes:\n    print(repr(fix))\n"
         "print('yaml' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
+    env = {**os.environ, "PYTHONPATH": str(WORKTREE), "PRTOGGLE_CACHE_DIR": "0"}
     for name in ("SGLANG_DEBUG_REVERT_PR", "PRTOGGLE_YAML_PATH", RUN_REPORT_ENV):
         env.pop(name, None)
     parsed = subprocess.run(

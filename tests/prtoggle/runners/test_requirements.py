@@ -33,6 +33,6 @@ def test_a_missing_tool_and_a_missing_engine_are_said_in_one_message() -> None:
     assert str(raised.value) == (
         "`prtoggle repro` needs no_such_pytest, which is not installed here: "
         "`pip install no_such_pytest`; and `prtoggle repro` runs modules of package "
-        "no_engine, which is not importable here (the demo engine `fixes` ships in "
-        "prtoggle's source checkout only: from one, `pip install -e '.[detect]'`)"
+        "no_engine, which is not importable here (the demo engine `fixes` is found from "
+        "the root of prtoggle's source checkout only: run prtoggle there)"
     )

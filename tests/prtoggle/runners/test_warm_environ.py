@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def worker(fake_project: FakeProject) -> Iterator[WarmWorker]:
         yield warm
 
 
-def test_a_run_that_sets_a_variable_the_preload_read_is_run_fresh_and_the_worker_steps_aside(
+def test_a_run_that_sets_a_variable_the_preload_read_gets_a_worker_built_with_that_value(
     worker: WarmWorker, caplog: pytest.LogCaptureFixture
 ) -> None:
     argv = [sys.executable, "-c", SETS_THEN_IMPORTS]
@@ -46,19 +47,53 @@ def test_a_run_that_sets_a_variable_the_preload_read_is_run_fresh_and_the_worker
     assert run_child(argv, env=env).stdout == "interpret\n"  # what a fresh process says
     with caplog.at_level(logging.WARNING, logger="prtoggle.runners.warm_client"):
         first = worker.run(argv, env=env)
+        first_server = worker.server_pid
         second = worker.run(argv, env=env)
     assert (first.returncode, first.stdout, second.stdout) == (0, "interpret\n", "interpret\n")
-    reason = (
-        f"the command sets READER_MODE, which the worker's preloaded modules ({READER_MODULE}) "
-        "may read at import"
-    )
+    assert (worker.warm_runs, worker.cold_runs, worker.stepped_aside) == (2, 0, None)
+    assert (worker.adopted, worker.rebuilds) == ({"READER_MODE": "interpret"}, 1)
+    assert worker.server_pid == first_server  # the second run needed no new worker
+    assert worker.server_env()["READER_MODE"] == "interpret"
+    assert "READER_MODE" not in worker.base_env  # the command's own env is unchanged
+    assert caplog.records == []
+
+
+def test_two_runs_at_once_that_set_the_variable_share_one_rebuilt_worker(
+    worker: WarmWorker,
+) -> None:
+    argv = [sys.executable, "-c", SETS_THEN_IMPORTS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda _: worker.run(argv, env=worker.base_env), range(2)))
+    assert [(run.returncode, run.stdout) for run in runs] == [(0, "interpret\n")] * 2
+    assert (worker.stepped_aside, worker.rebuilds, worker.cold_runs) == (None, 1, 0)
+
+
+def test_runs_that_set_a_preloaded_variable_to_different_values_run_fresh_after_one_line(
+    worker: WarmWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    def sets(value: str) -> list[str]:
+        code = SETS_THEN_IMPORTS.replace("'interpret'", repr(value))
+        return [sys.executable, "-c", code]
+
+    with caplog.at_level(logging.WARNING, logger="prtoggle.runners.warm_client"):
+        answers = [worker.run(sets(value), env=worker.base_env).stdout for value in "abc"]
+    assert answers == ["a\n", "b\n", "c\n"]
+    reason = "runs set READER_MODE to different values"
     assert worker.stepped_aside == reason
-    assert worker.cold_reason(argv, env) == reason
-    assert (worker.warm_runs, worker.cold_runs) == (1, 2)  # the first warm try was killed
-    assert [record.getMessage() for record in caplog.records] == [
-        f"prtoggle: the warm worker steps aside: {reason}; every run is a fresh process from "
-        "now on (export it beforehand to keep the worker; --cold or PRTOGGLE_WARM=0 skips it)"
-    ]
+    assert (worker.warm_runs, worker.cold_runs) == (2, 2)  # the third: plain from the start
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [f"prtoggle: no warm worker from here: {reason}"]
+    assert len(messages[0]) < 100
+
+
+def test_a_run_that_leaves_out_the_variable_the_worker_was_built_with_is_run_fresh(
+    worker: WarmWorker,
+) -> None:
+    worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
+    leaves_it = f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
+    run = worker.run([sys.executable, "-c", leaves_it], env=worker.base_env)
+    assert (run.returncode, run.stdout) == (0, "unset\n")  # a fresh process's answer
+    assert worker.stepped_aside == "a run did not set READER_MODE as the first did"
 
 
 def test_a_run_that_sets_other_variables_or_the_same_value_stays_warm(worker: WarmWorker) -> None:
@@ -96,7 +131,7 @@ def test_softmax_kernel_and_the_answer():
 """.replace("{TARGET}", TARGET_MODULE)
 
 
-def test_coverage_warm_gives_the_cold_answer_for_a_suite_whose_conftest_sets_triton_interpret(
+def test_coverage_serves_warm_and_gives_the_cold_answer_for_a_suite_setting_triton_interpret(
     fake_project: FakeProject, tmp_path: Path
 ) -> None:
     suite = tmp_path / "triton_suite"
@@ -115,10 +150,5 @@ def test_coverage_warm_gives_the_cold_answer_for_a_suite_whose_conftest_sets_tri
         result.stdout
     )
     assert '"plain_failing": []' in result.stdout
-    assert [line for line in result.stderr.splitlines() if "steps aside" in line] == [
-        "prtoggle: the warm worker steps aside: the command sets TRITON_INTERPRET, which the "
-        "worker's preloaded modules (torch, triton, prtoggle.revert.toggle, prtoggle.detect, "
-        "pytest) may read at import; every run is a fresh process from now on (export it "
-        "beforehand to keep the worker; --cold or PRTOGGLE_WARM=0 skips it)"
-    ]
+    assert "warm" not in result.stderr  # served warm: no line about the worker
     assert os.environ.get("TRITON_INTERPRET") == "1"  # this session's own, left as it was
