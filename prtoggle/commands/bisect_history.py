@@ -38,6 +38,10 @@ from prtoggle.runners.output_tail import TAIL_BYTES
 from prtoggle.runners.warm_client import command_runner
 
 Verdict = Literal["good", "bad", "skip"]
+_MOST_LEFT_OUT = 24
+"""How many files a probe leaves as they are before it is called inconclusive."""
+_MOST_RETRIES = 4
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 HistoryMode = Literal["ordered", "attribute"]
 
 _SUMMARY_LINE = re.compile(
@@ -151,6 +155,8 @@ class HistoryBisect:
     rule: FailureRule = field(default_factory=FailureRule)
     on_probe: Callable[[int, Probe], None] = lambda number, probe: None
     probes: list[Probe] = field(default_factory=list)
+    not_landing: dict[str, str] = field(default_factory=dict)
+    """Files whose revert did not land in a probe: later probes leave them as they are."""
     _memo: dict[str, Probe] = field(default_factory=dict)
 
     def run(self, mode: HistoryMode) -> HistoryAnswer:
@@ -272,18 +278,48 @@ class HistoryBisect:
     def _probe_suffix(
         self, candidates: list[HistoryCommit], index: int, *, learn: bool = False
     ) -> Probe:
+        """Revert candidates[index:]; a file whose revert does not land at run time is left
+        as it is (listed, so the probe is partial) and the probe run again without it."""
         oldest = candidates[index]
         newer = candidates[index:]
         plural = "s" if len(newer) != 1 else ""
         label = f"reverting {len(newer)} commit{plural} from {oldest.describe()}"
+        changed = {file for commit in newer for file in commit.files}
+        left_out = {f: why for f, why in self.not_landing.items() if f in changed}
+        for _attempt in range(_MOST_RETRIES + 1):
+            probe = self._suffix_once(oldest, newer, label, left_out, learn=learn)
+            failed = _not_landed_files(probe, newer) - set(left_out)
+            if (
+                probe.verdict != "skip"
+                or not failed
+                or len(left_out) + len(failed) > _MOST_LEFT_OUT
+            ):
+                return probe
+            for file in failed:
+                left_out[file] = self.not_landing[file] = (
+                    "its revert did not land at run time (probes leave it as it is)"
+                )
+        return probe
+
+    def _suffix_once(
+        self,
+        oldest: HistoryCommit,
+        newer: list[HistoryCommit],
+        label: str,
+        left_out: dict[str, str],
+        *,
+        learn: bool,
+    ) -> Probe:
+        if left_out:
+            files = "file" if len(left_out) == 1 else "files"
+            label = f"{label}, less {len(left_out)} {files} whose revert did not land"
+        key = f"suffix:{oldest.sha}:{','.join(sorted(left_out))}"
         try:
-            recipe = suffix_recipe(self.history, oldest, cache=self.cache)
+            recipe = suffix_recipe(self.history, oldest, cache=self.cache, left_out=left_out)
         except PrToggleError as exc:
-            return self._refused(
-                f"suffix:{oldest.sha}", label, newer, f"cannot draft: {_first_line(exc)}"
-            )
+            return self._refused(key, label, newer, f"cannot draft: {_first_line(exc)}")
         return self._probe(
-            f"suffix:{oldest.sha}",
+            key,
             label,
             tuple(c.sha for c in newer),
             recipe,
@@ -373,11 +409,30 @@ class HistoryBisect:
             pr = int(recipe.spec.rsplit(":", 1)[1])
             note = child_report.not_landed([pr], reports, command=self.command)
             if note is not None:
-                return ProbeRun("other", "not reverted", done.returncode, done.seconds, note[:300])
+                return ProbeRun("other", "not reverted", done.returncode, done.seconds, note[:2000])
         return _judge(done, self.rule)
 
     def _answer(self, mode: HistoryMode, **values: Any) -> HistoryAnswer:
         return HistoryAnswer(mode, probes=self.probes, rule=self.rule, **values)
+
+
+def _not_landed_files(probe: Probe, commits: Sequence[HistoryCommit]) -> set[str]:
+    """The files (under the source folder) of the modules whose revert the runs of `probe`
+    say did not land, among those the commits change."""
+    files = {file for commit in commits for file in commit.files}
+    found: set[str] = set()
+    for run in probe.runs:
+        if run.outcome != "other":
+            continue
+        for dotted in set(_DOTTED.findall(f"{run.note} {run.signature}")):
+            parts = dotted.split(".")
+            for end in range(len(parts), 0, -1):
+                stem = "/".join(parts[:end])
+                hit = next((f for f in (f"{stem}.py", f"{stem}/__init__.py") if f in files), None)
+                if hit is not None:
+                    found.add(hit)
+                    break
+    return found
 
 
 def failure_signature(stdout: str, stderr: str) -> str:

@@ -12,16 +12,18 @@ drafting code, so a second bisect over the same range drafts nothing.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import hashlib
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -151,12 +153,22 @@ def is_test_path(path: str) -> bool:
     return any(part in _TEST_PARTS for part in pure.parts[:-1])
 
 
-def suffix_recipe(history: HistoryRange, oldest: HistoryCommit, *, cache: Path) -> HistoryRecipe:
+def suffix_recipe(
+    history: HistoryRange,
+    oldest: HistoryCommit,
+    *,
+    cache: Path,
+    left_out: Mapping[str, str] | None = None,
+) -> HistoryRecipe:
     """The recipe reverting `oldest` and every commit after it up to the range's head: the
-    diff from `oldest`'s first parent to the head, drafted on the head's tree (cached)."""
+    diff from `oldest`'s first parent to the head, drafted on the head's tree (cached).
+
+    `left_out`: files (under the source folder) whose changes stay, each with the reason
+    listed in `not_reverted` (a file whose revert did not land at run time)."""
     return _cached_recipe(
         history,
         cache=cache,
+        left_out=left_out or {},
         key=f"{history.head[:12]}-from-{oldest.short}",
         diff_from=f"{oldest.sha}^",
         diff_to=history.head,
@@ -165,12 +177,19 @@ def suffix_recipe(history: HistoryRange, oldest: HistoryCommit, *, cache: Path) 
     )
 
 
-def commit_recipe(history: HistoryRange, commit: HistoryCommit, *, cache: Path) -> HistoryRecipe:
+def commit_recipe(
+    history: HistoryRange,
+    commit: HistoryCommit,
+    *,
+    cache: Path,
+    left_out: Mapping[str, str] | None = None,
+) -> HistoryRecipe:
     """The recipe reverting `commit` alone: its own diff, drafted on the tree at the commit
     (it applies to newer code only where no newer commit changed the same lines)."""
     return _cached_recipe(
         history,
         cache=cache,
+        left_out=left_out or {},
         key=f"commit-{commit.short}",
         diff_from=f"{commit.sha}^",
         diff_to=commit.sha,
@@ -181,8 +200,13 @@ def commit_recipe(history: HistoryRange, commit: HistoryCommit, *, cache: Path) 
 
 def default_cache() -> Path:
     """Where drafted history recipes are kept: $PRTOGGLE_CACHE_DIR/history, else
-    $XDG_CACHE_HOME/prtoggle/history, else ~/.cache/prtoggle/history."""
+    $XDG_CACHE_HOME/prtoggle/history, else ~/.cache/prtoggle/history. PRTOGGLE_CACHE_DIR=0
+    (or `off`) keeps nothing: a scratch folder removed when the process exits."""
     explicit = os.environ.get("PRTOGGLE_CACHE_DIR")
+    if explicit is not None and explicit.strip().lower() in ("0", "off"):
+        scratch = Path(tempfile.mkdtemp(prefix="prtoggle-history-"))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        return scratch
     if explicit:
         return Path(explicit) / "history"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -222,12 +246,16 @@ def _cached_recipe(
     history: HistoryRange,
     *,
     cache: Path,
+    left_out: Mapping[str, str],
     key: str,
     diff_from: str,
     diff_to: str,
     pr: int | None,
     title: str,
 ) -> HistoryRecipe:
+    if left_out:
+        listed = json.dumps(sorted(left_out.items())).encode()
+        key += "-less-" + hashlib.sha256(listed).hexdigest()[:8]
     directory = cache / drafting_stamp() / key
     record = directory / "draft.json"
     collection = f"git-{key}"
@@ -236,24 +264,37 @@ def _cached_recipe(
         if cached is not None:
             return replace(cached, cached=True)
     number = pr if pr is not None and MIN_PR <= pr <= MAX_PR else HISTORY_PR_FALLBACK
-    made = _draft(history, diff_from, diff_to, out=directory / collection, pr=number, title=title)
+    out = directory / collection
+    made = _draft(history, (diff_from, diff_to), left_out, out=out, pr=number, title=title)
     directory.mkdir(parents=True, exist_ok=True)
     _write_record(record, made)
     return made
 
 
 def _draft(
-    history: HistoryRange, diff_from: str, diff_to: str, *, out: Path, pr: int, title: str
+    history: HistoryRange,
+    between: tuple[str, str],
+    left_out: Mapping[str, str],
+    *,
+    out: Path,
+    pr: int,
+    title: str,
 ) -> HistoryRecipe:
-    """Draft the diff `diff_from..diff_to` of the package's non-test Python files on the tree
-    at `diff_to`, check it there and write it as OUT/<pr>.yaml."""
-    files = [
+    """Draft the diff `between` (from, to) of the package's non-test Python files, less
+    `left_out`, on the tree at `to`, check it there and write it as OUT/<pr>.yaml."""
+    diff_from, diff_to = between
+    changed = [
         path
         for path in _changed(history, diff_from, diff_to)
         if path.endswith(".py") and not is_test_path(path)
     ]
+    files = [path for path in changed if path not in left_out]
+    kept_as_is = [(path, 0, left_out[path]) for path in changed if path in left_out]
     if not files:
-        return HistoryRecipe(out, "", nothing="no change of the package's Python source")
+        listed = tuple(f"{file}: {reason}" for file, _, reason in kept_as_is)
+        places = tuple((file, line) for file, line, _ in kept_as_is)
+        why = "; ".join(listed) or "no change of the package's Python source"
+        return HistoryRecipe(out, "", listed, nothing=why, places=places, drafted_at=diff_to)
     diff = _git(
         history.repo,
         "diff",
@@ -276,7 +317,11 @@ def _draft(
             (c.file, c.line, c.reason) for c in checked.not_reverted
         ]
         left += [(c.file, c.line, c.reason) for c in draft.skipped if c.file.endswith(".py")]
-        listed = tuple(f"{file}:{line}: {reason}" for file, line, reason in left)
+        left += kept_as_is
+        listed = tuple(
+            f"{file}:{line}: {reason}" if line else f"{file}: {reason}"
+            for file, line, reason in left
+        )
         places = tuple((file, line) for file, line, _ in left)
         if not checked.targets and not checked.names:
             why = "; ".join(listed) or "nothing revertible"

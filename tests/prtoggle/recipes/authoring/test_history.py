@@ -121,3 +121,18 @@ def test_a_commit_that_changes_only_what_cannot_be_reverted_has_nothing_to_rever
     assert made.spec == ""
     assert made.nothing == "calc/core.py:12: a field of Config changed"
     assert [c.sha for c in stayed_commits(history, made, among=history.commits)] == [field]
+
+
+def test_the_cache_follows_prtoggle_cache_dir_and_keeps_nothing_when_it_is_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from prtoggle.recipes.authoring.history import default_cache
+
+    monkeypatch.setenv("PRTOGGLE_CACHE_DIR", str(tmp_path / "c"))
+    assert default_cache() == tmp_path / "c" / "history"
+    monkeypatch.setenv("PRTOGGLE_CACHE_DIR", "off")
+    scratch = default_cache()
+    assert scratch.is_dir() and scratch.name.startswith("prtoggle-history-")
+    monkeypatch.delenv("PRTOGGLE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert default_cache() == tmp_path / "x" / "prtoggle" / "history"
