@@ -14,7 +14,8 @@ one after the other:
 - prtoggle: `prtoggle bisect --git BASE..H --repo REPO -- python -m pytest -q TESTS`, run in
   H's tree with sglang imported from H's `python/` (nothing checked out or reinstalled);
 - git: `git bisect run` in a checkout of H (a shared clone), each step checking the commit
-  out and running the same tests with sglang imported from the checkout's `python/`.
+  out and running the same tests (H's, as prtoggle does) with sglang imported from the
+  checkout's `python/`.
 
 Per case: the answer of each (right: names C; wrong: names another commit; unsure: names
 none), probes/steps and wall time, and the ratio git/prtoggle. Usable windows only: the
@@ -30,6 +31,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -167,6 +169,7 @@ def _prtoggle(outcome: Outcome, args: argparse.Namespace, window: Window, case: 
     culprits = [c["sha"] for c in answer["culprits"]]
     outcome.prtoggle_culprit = culprits[0] if culprits else ""
     outcome.prtoggle_answer = _judged(culprits, case.sha)
+    outcome.note = answer["conclusion"][:300]
 
 
 def _git_bisect(outcome: Outcome, args: argparse.Namespace, window: Window, case: Case) -> None:
@@ -184,9 +187,10 @@ def _git_bisect(outcome: Outcome, args: argparse.Namespace, window: Window, case
     _git(clone, "worktree", "add", "-q", "--detach", str(checkout), head)
     script = checkout.parent / f"{case.sha[:12]}.sh"
     pythonpath = os.pathsep.join([str(checkout / "python"), *args.extra_path])
-    script.write_text(
+    script.write_text(  # the window's newest tests, the step's checked-out code
         "#!/bin/sh\n"
-        f"PYTHONPATH={pythonpath} timeout {int(args.timeout)} {' '.join(tests)} >/dev/null 2>&1\n"
+        f"cd {shlex.quote(str(window.tree))} && PYTHONPATH={pythonpath} "
+        f"timeout {int(args.timeout)} {' '.join(tests)} >/dev/null 2>&1\n"
         "rc=$?\nif [ $rc -eq 0 ]; then exit 1; fi\nif [ $rc -eq 1 ]; then exit 0; fi\nexit 125\n"
     )
     script.chmod(0o755)
