@@ -472,3 +472,52 @@ def test_tests_without_guards_keep_their_ids_whatever_their_parameters(
     result = pytester.runpytest_inprocess("-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*::test_x[[]prefixed[]] PASSED*"])
+
+
+DRAFTED_PR = 90777
+FIXED_ENGINE = "def rows(n):\n    return list(range(n))\n"
+FIX_DIFF = """\
+diff --git a/prtoggle_drafted_engine.py b/prtoggle_drafted_engine.py
+--- a/prtoggle_drafted_engine.py
++++ b/prtoggle_drafted_engine.py
+@@ -1,2 +1,2 @@
+ def rows(n):
+-    return list(range(n - 1))
++    return list(range(n))
+"""
+
+
+def test_a_recipe_drafted_by_new_without_expect_guards_by_the_test_failing(
+    project: FakeProject, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project.source_dir / "prtoggle_drafted_engine.py").write_text(FIXED_ENGINE)
+    diff = pytester.path / "fix.diff"
+    diff.write_text(FIX_DIFF)
+    drafts = pytester.path / "drafts"
+    argv = ["--from-diff", str(diff), "--source-root", str(project.source_dir)]
+    drafted = subprocess.run(
+        [sys.executable, "-m", "prtoggle", "new", *argv, "--pr", str(DRAFTED_PR), "--out", drafts],
+        env=project.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert drafted.returncode == 0, drafted.stderr
+    assert "expect:" not in (drafts / f"{DRAFTED_PR}.yaml").read_text()
+    yaml_path = os.pathsep.join([str(project.registry_dir), str(drafts)])
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", yaml_path)
+    pytester.makepyfile(
+        "import pytest\nimport prtoggle_drafted_engine as engine\n\n"
+        f"@pytest.mark.guards_pr({DRAFTED_PR})\n"
+        "def test_rows():\n    assert engine.rows(3) == [0, 1, 2]\n"
+    )
+    result = pytester.runpytest_subprocess("-v", "-rA")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            f"*::test_rows[[]reverted-{DRAFTED_PR}[]] PASSED*",
+            f"PR {DRAFTED_PR} reverted, failed (judged by the test failing: the recipe has no "
+            "expect):",
+            "AssertionError: assert [[]0, 1] == [[]0, 1, 2]",
+        ]
+    )
