@@ -12,6 +12,7 @@ from prtoggle.recipes.resolution import (
     command_search_path,
     import_free_source_root,
 )
+from prtoggle.recipes.schema import DESCRIPTION_KEYS
 
 
 def list_records(*, collection: str | None) -> tuple[list[dict[str, Any]], tuple[BadRecipe, ...]]:
@@ -52,14 +53,7 @@ def _bad_record(recipe: BadRecipe) -> dict[str, Any]:
 _RECORD_KEYS = (
     "pr",
     "collection",
-    "title",
-    "url",
-    "merged",
-    "component",
-    "symptom",
-    "expect",
-    "repro",
-    "bench",
+    *DESCRIPTION_KEYS,
     "file",
     "acts_at_capture",
     "targets",
