@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,14 +87,22 @@ def check_command(
     elif len(run.tree_labels) > 1:
         _print_matrix(checks, run.tree_labels, wide=wide)
     else:
-        _print_rows(checks, fix_count=run.fix_count)
+        bare = not (prs or collection or source_roots)
+        _print_rows(checks, fix_count=run.fix_count, fold_absent=bare)
     if not as_json:
         _print_rebase_hints(checks, source_roots)
     if check_failed(checks, strict=strict or bool(prs)):
         sys.exit(EXIT_NEGATIVE)
 
 
-def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
+def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int, fold_absent: bool) -> None:
+    """One row per target, then the counts. `fold_absent` (a bare `check`): a collection
+    none of whose packages is installed here is one line, not a row per target."""
+    folded = _absent_collections(checks) if fold_absent else {}
+    if folded and len(folded) == len({check.collection for check in checks}):
+        click.echo(f"nothing checked, no package installed here: {_folded(folded)}")
+        return
+    checks = [check for check in checks if check.collection not in folded]
     show_collection = len({check.collection for check in checks}) > 1
     for check in checks:
         where = f"{check.collection}  " if show_collection else ""
@@ -108,6 +116,26 @@ def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
     if other:
         parts.append(f"{other} not applicable (version outside applies_to)")
     click.echo("; ".join(parts))
+    if folded:
+        click.echo(f"not checked, package not installed here: {_folded(folded)}")
+
+
+def _absent_collections(checks: Sequence[TargetCheck]) -> dict[str, set[str]]:
+    """Collection -> its packages, for each collection every target of which is absent."""
+    packages: dict[str, set[str]] = {}
+    present: set[str] = set()
+    for check in checks:
+        packages.setdefault(check.collection, set()).add(check.target.split(".", 1)[0])
+        if check.status != "absent":
+            present.add(check.collection)
+    return {name: found for name, found in packages.items() if name not in present}
+
+
+def _folded(absent: Mapping[str, set[str]]) -> str:
+    return ", ".join(
+        f"{name} (package {', '.join(sorted(found))})"
+        for name, found in sorted(absent.items())
+    )
 
 
 def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str], *, wide: bool) -> None:
