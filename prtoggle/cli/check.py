@@ -133,8 +133,7 @@ def _absent_collections(checks: Sequence[TargetCheck]) -> dict[str, set[str]]:
 
 def _folded(absent: Mapping[str, set[str]]) -> str:
     return ", ".join(
-        f"{name} (package {', '.join(sorted(found))})"
-        for name, found in sorted(absent.items())
+        f"{name} (package {', '.join(sorted(found))})" for name, found in sorted(absent.items())
     )
 
 
