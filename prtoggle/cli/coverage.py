@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
+from prtoggle.cli.output import plural
 from prtoggle.runners.requirements import require_installed
 
 _EPILOG = """\b
@@ -106,7 +107,7 @@ def coverage_command(
     require_installed("coverage", tools=["pytest"])
     # Loaded once pytest is known installed (the plugin's modules import it): --help and
     # the missing-pytest error work on the light install.
-    from prtoggle.cli.coverage_report import plural, print_progress, print_report
+    from prtoggle.cli.coverage_report import print_progress, print_report
     from prtoggle.cli.coverage_report import unguarded_reason as reason
     from prtoggle.commands.coverage import coverage_recipes, coverage_runner, run_coverage
     from prtoggle.commands.coverage_html import render_html

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from prtoggle.cli.common import format_table
-from prtoggle.cli.output import TABLE_WIDTH, cut_cell
+from prtoggle.cli.output import TABLE_WIDTH, cut_cell, plural
 from prtoggle.commands.coverage import CoverageReport, RecipeCoverage
 from prtoggle.commands.coverage_runs import SuiteRun, reverts_text
 
@@ -63,13 +63,6 @@ def unguarded_reason(entry: RecipeCoverage) -> str:
     else:
         why = ""
     return f"PR {entry.recipe.pr} ({entry.recipe.collection}){why}"
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 test`, `2 tests`, `2 fixes`."""
-    if count == 1:
-        return f"{count} {noun}"
-    return f"{count} {noun}{'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
 
 
 def _guard_lines(entry: RecipeCoverage) -> list[str]:
