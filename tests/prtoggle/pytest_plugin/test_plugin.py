@@ -10,7 +10,9 @@ import sys
 import pytest
 from cli_fakes import (
     ANSWER_FIX,
+    BROKEN_FIX,
     FIRST_HALF_FIX,
+    HARMLESS_FIX,
     SECOND_HALF_FIX,
     TARGET_MODULE,
     FakeProject,
@@ -88,8 +90,8 @@ def test_an_exported_variable_alone_changes_nothing_and_says_so_in_one_header_li
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
     assert [line for line in result.outlines if line.startswith("prtoggle")] == [
-        f"prtoggle: SGLANG_DEBUG_REVERT_PR='{exported}' not applied by the pytest plugin "
-        "(ask with --revert-pr, `prtoggle run`, or `prtoggle_env_reverts = true` in the ini file)"
+        f"prtoggle: SGLANG_DEBUG_REVERT_PR='{exported}' not applied (see --revert-pr or ini "
+        "prtoggle_env_reverts)"
     ]
     assert result.errlines == []
 
@@ -521,3 +523,26 @@ def test_a_recipe_drafted_by_new_without_expect_guards_by_the_test_failing(
             "AssertionError: assert [[]0, 1] == [[]0, 1, 2]",
         ]
     )
+
+
+OUT_OF_RANGE_FIX = 90556
+
+
+def test_revert_pr_all_names_in_the_header_only_the_reverts_in_force(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    dist_info = project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    (project.registry_dir / f"{OUT_OF_RANGE_FIX}.yaml").write_text(
+        f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 40\n"
+    )
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--revert-pr", "all")
+    header = [line for line in result.outlines if line.startswith("prtoggle")]
+    assert len(header) == 1  # the shipped collections' PRs come first, then the project's
+    assert header[0].endswith(
+        f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
+    )
+    assert str(OUT_OF_RANGE_FIX) not in header[0]
