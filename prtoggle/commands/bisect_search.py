@@ -153,7 +153,12 @@ def ddmin(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
 
 
 def run_search(mode: Mode, candidates: Sequence[int], oracle: Oracle) -> BisectResult:
-    """Dispatch to the search named by `mode`."""
+    """Dispatch to the search named by `mode`; with no candidate, nothing is run."""
+    if not candidates:
+        conclusion = (
+            "no candidate revert applies here (each was left out: see above): nothing to search"
+        )
+        return BisectResult(mode=mode, found=False, culprits=(), conclusion=conclusion, probes=())
     searches: dict[Mode, Callable[[Sequence[int], Oracle], BisectResult]] = {
         "attribute": attribute,
         "ordered": ordered,
