@@ -153,7 +153,7 @@ def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str], *, wide
     click.echo(format_table(["PR", "COLLECTION", "TARGET", *labels], rows, width=width, cut=cut))
     for check in checks:
         if not check.ok:
-            first = check.message.splitlines()[0] if check.message else ""
+            first = check.reason.splitlines()[0] if check.reason else ""
             label = labels[list(sources).index(check.source or "")]
             click.echo(f"{label}: {check.pr}  {check.target}: {check.status}: {first}")
 
@@ -191,7 +191,7 @@ def _verdict(check: TargetCheck) -> str:
         "absent": "absent",
         "not-applicable": "not applicable",
     }[check.status]
-    return f"{label}: {check.message}"
+    return f"{label}: {check.reason}"
 
 
 def _check_record(check: TargetCheck) -> dict[str, Any]:

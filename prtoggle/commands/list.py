@@ -37,7 +37,7 @@ def _list_record(
     absent = import_free_source_root(recipe, search_path=search_path) is None
     record["applies"] = None if absent else all(check.ok for check in checks)
     record["why_not"] = None if absent else _why_not(checks)
-    record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
+    record["problems"] = [f"{check.target}: {check.reason}" for check in checks if not check.ok]
     record["error"] = None
     return record
 

@@ -58,6 +58,12 @@ class TargetCheck:
         """Stale or error; absent fails only for a strict caller, not-applicable never."""
         return self.status in ("stale", "error")
 
+    @property
+    def reason(self) -> str:
+        """`message` without a leading `<target>: `: for a line that names the target already."""
+        prefix = f"{self.target}: "
+        return self.message[len(prefix) :] if self.message.startswith(prefix) else self.message
+
 
 @dataclass(frozen=True)
 class TargetDiff:

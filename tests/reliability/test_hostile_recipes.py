@@ -82,8 +82,12 @@ def prtoggle(
 
 
 def listed_as_error(result: subprocess.CompletedProcess[str]) -> tuple[int, str]:
-    """`list`'s status and stderr, once its last row is the bad recipe, listed as ERROR."""
-    assert result.stdout.splitlines()[-1].split()[4] == "ERROR", result.stdout
+    """`list`'s status and stderr, once its last row is the bad recipe, listed as ERROR
+    (the table's rows start with a PR number or `?`; the footnotes follow them)."""
+    rows = [
+        line for line in result.stdout.splitlines() if line.split()[0].isdigit() or line[0] == "?"
+    ]
+    assert rows[-1].split()[4] == "ERROR", result.stdout
     return result.returncode, result.stderr
 
 

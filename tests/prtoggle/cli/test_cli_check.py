@@ -146,8 +146,7 @@ def test_several_source_roots_give_a_recipe_by_tree_matrix(
         [str(FIRST_HALF_FIX), "registry", f"{TARGET_MODULE}.first_half", "ok", "ok"],
     ]
     assert lines[3].startswith(
-        f"{wheel.name}: {ANSWER_FIX}  {TARGET_MODULE}.answer: stale: {TARGET_MODULE}.answer: "
-        "edit 1 of 1 "
+        f"{wheel.name}: {ANSWER_FIX}  {TARGET_MODULE}.answer: stale: edit 1 of 1 "
     )
     rows = json.loads(invoke(*args, "--json", str(ANSWER_FIX)).output)
     assert [(row["source"], row["status"]) for row in rows] == [

@@ -100,6 +100,7 @@ def test_list_json_carries_metadata_and_problems(fake_project: FakeProject) -> N
     assert broken["applies"] is False
     assert len(broken["problems"]) == 1
     assert broken["problems"][0].startswith(f"{TARGET_MODULE}.answer: ")
+    assert broken["problems"][0].count(f"{TARGET_MODULE}.answer") == 1  # named once
 
 
 def test_list_shows_each_collection_and_absent_packages(
