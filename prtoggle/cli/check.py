@@ -20,7 +20,7 @@ from prtoggle.cli.common import (
     json_option,
     wide_option,
 )
-from prtoggle.cli.output import Cut
+from prtoggle.cli.output import Cut, cut_cell
 from prtoggle.commands.check import check_failed, check_recipes
 from prtoggle.recipes.check import TargetCheck
 
@@ -106,7 +106,12 @@ def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int, fold_absent: b
     show_collection = len({check.collection for check in checks}) > 1
     for check in checks:
         where = f"{check.collection}  " if show_collection else ""
-        click.echo(f"{check.pr}  {where}{check.target}: {_verdict(check)}")
+        verdict = _verdict(check)
+        target = check.target
+        if check.ok:  # a passing row fits TABLE_WIDTH: a long target loses its start
+            room = TABLE_WIDTH - len(f"{check.pr}  {where}: {verdict}")
+            target = cut_cell(target, max(room, len("TARGET")), "start")
+        click.echo(f"{check.pr}  {where}{target}: {verdict}")
     ok = sum(check.ok for check in checks)
     absent = sum(check.status == "absent" for check in checks)
     other = sum(check.status == "not-applicable" for check in checks)

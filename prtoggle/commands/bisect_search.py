@@ -77,8 +77,8 @@ def attribute(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
         conclusion = f"reverting {join_prs(culprits)} alone makes the command fail"
     else:
         conclusion = (
-            "no single revert makes the command fail; the failure may need several fixes "
-            "reverted together (try --mode ddmin)"
+            "no single revert makes the command fail; several reverted together may "
+            "(try --mode ddmin)"
         )
     return memo.result("attribute", tuple(culprits), conclusion, skipped=tuple(skipped))
 

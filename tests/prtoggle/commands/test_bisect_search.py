@@ -56,8 +56,7 @@ def test_attribute_reports_skips_and_suggests_ddmin_for_interactions() -> None:
     assert not result.found
     assert result.skipped == (27460,)
     assert result.conclusion == (
-        "no single revert makes the command fail; the failure may need several fixes "
-        "reverted together (try --mode ddmin)"
+        "no single revert makes the command fail; several reverted together may (try --mode ddmin)"
     )
 
 
