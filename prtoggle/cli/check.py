@@ -20,7 +20,7 @@ from prtoggle.cli.common import (
     json_option,
     wide_option,
 )
-from prtoggle.cli.output import Cut, cut_cell
+from prtoggle.cli.output import Cut, cut_cell, plural
 from prtoggle.commands.check import check_failed, check_recipes
 from prtoggle.recipes.check import TargetCheck
 
@@ -115,7 +115,9 @@ def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int, fold_absent: b
     ok = sum(check.ok for check in checks)
     absent = sum(check.status == "absent" for check in checks)
     other = sum(check.status == "not-applicable" for check in checks)
-    parts = [f"{ok} of {len(checks)} targets of {fix_count} fixes revert cleanly"]
+    parts = [
+        f"{ok} of {plural(len(checks), 'target')} of {plural(fix_count, 'fix')} revert cleanly"
+    ]
     if absent:
         parts.append(f"{absent} absent (package not installed)")
     if other:

@@ -17,6 +17,7 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
+from prtoggle.cli.output import plural
 from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
 from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
 from prtoggle.recipes.registry import Recipe
@@ -111,7 +112,7 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
             click.echo("")
             click.echo(_explain(result))
     reproduced = sum(result.reproduced for result in results)
-    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced in {seconds:.1f} s")
+    click.echo(f"\n{reproduced} of {plural(len(results), 'fix')} reproduced in {seconds:.1f} s")
 
 
 def _explain(result: ReproResult) -> str:

@@ -163,7 +163,5 @@ def _left_out_summary(selections: Sequence[Selection], *, names: int = 6) -> str
         shown = ", ".join(labels[:names])
         more = f" and {len(labels) - names} more" if len(labels) > names else ""
         parts.append(f"{len(labels)} {kind} ({shown}{more})")
-    return (
-        f"left out {total} recipe(s) that do not apply here: {'; '.join(parts)}; "
-        "`prtoggle list` says why"
-    )
+    recipes = "1 recipe that does" if total == 1 else f"{total} recipes that do"
+    return f"left out {recipes} not apply here: {'; '.join(parts)}; `prtoggle list` says why"

@@ -108,7 +108,8 @@ def left_out_note(selections: Sequence[Selection]) -> str | None:
     items = [item.line() for selection in selections for item in selection.left_out]
     if not items:
         return None
-    return f"left out {len(items)} recipe(s) that do not apply here: {'; '.join(items)}"
+    recipes = "1 recipe that does" if len(items) == 1 else f"{len(items)} recipes that do"
+    return f"left out {recipes} not apply here: {'; '.join(items)}"
 
 
 def absent_note(selections: Sequence[Selection]) -> str | None:

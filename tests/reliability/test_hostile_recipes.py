@@ -260,5 +260,5 @@ def test_static_check_does_not_count_type_checking_imports_as_module_globals(
         f"905  typed.f: FAILED: {collection / '905.yaml'}:3: PR 905: typed.f "
         f"({tree / '__init__.py'}:7): the edited default of a `Decimal` reads Decimal, which "
         "the module does not bind at its top level; a code swap evaluates new defaults and "
-        "annotations in the module's globals\n0 of 1 targets of 1 fixes revert cleanly\n"
+        "annotations in the module's globals\n0 of 1 target of 1 fix revert cleanly\n"
     )

@@ -97,7 +97,7 @@ def test_over_a_whole_collection_absent_fails_only_when_strict_or_when_all_are_a
     nothing = invoke("check", "--collection", "missing")
     assert (nothing.exit_code, nothing.output.splitlines()[-1]) == (
         1,
-        "0 of 1 targets of 1 fixes revert cleanly; 1 absent (package not installed)",
+        "0 of 1 target of 1 fix revert cleanly; 1 absent (package not installed)",
     )
 
 
