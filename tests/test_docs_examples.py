@@ -36,10 +36,6 @@ SKIPPED = {
     ),
     "pip install torch==2.13.0 && pip install -e '.[test]' && pip install --no-deps -r "
     "tests/sglang/requirements.txt && python -m pytest -n 2": "the CI script runs it (.ci/run)",
-    'python -m pytest -n 2 -m "not slow and not sglang" tests/prtoggle/recipes '
-    "tests/prtoggle/patching tests/prtoggle/revert": (
-        "a subset of this very suite (2 to 3 minutes): its tests run here already"
-    ),
     "prtoggle repro 24856 --device cuda --provider triton --json": "needs a CUDA GPU",
     "prtoggle bench 24856 27460 --device cuda --provider triton --json": "needs a CUDA GPU",
     "prtoggle bisect --mode ordered --timeout 600 --json -- ./run_eval.sh": (
