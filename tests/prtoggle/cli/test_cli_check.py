@@ -16,6 +16,7 @@ from cli_fakes import (
     TARGET_MODULE,
     TARGET_SOURCE,
     FakeProject,
+    absent_engine_collection,
     fake_project,
     invoke,
 )
@@ -331,22 +332,10 @@ def test_check_of_an_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -
     )
 
 
-def _demo_collection(fake_project: FakeProject) -> Path:
-    """Collection `demo` whose recipes patch a package not installed here."""
-    demo = fake_project.registry_dir.parent / "demo"
-    demo.mkdir()
-    for pr in (ANSWER_FIX, FIRST_HALF_FIX):
-        (demo / f"{pr}.yaml").write_text(
-            "patches:\n  - target: prtoggle_no_such_engine.answer\n    edits:\n"
-            "      - match: value = 42\n        replacement: value = 41\n"
-        )
-    return demo
-
-
 def test_a_bare_check_folds_a_collection_whose_package_is_not_installed_into_one_line(
     fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    demo = _demo_collection(fake_project)
+    demo = absent_engine_collection(fake_project)
     monkeypatch.setenv("PRTOGGLE_YAML_PATH", f"{fake_project.registry_dir}{os.pathsep}{demo}")
     result = invoke("check")
     lines = result.output.splitlines()
@@ -360,7 +349,7 @@ def test_a_bare_check_folds_a_collection_whose_package_is_not_installed_into_one
 def test_a_bare_check_where_no_recipes_package_is_installed_says_so_in_one_line_and_exits_1(
     fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PRTOGGLE_YAML_PATH", str(_demo_collection(fake_project)))
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", str(absent_engine_collection(fake_project)))
     result = invoke("check")
     assert (result.exit_code, result.output) == (
         1,

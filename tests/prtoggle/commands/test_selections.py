@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from cli_fakes import ANSWER_FIX, BROKEN_FIX, FIRST_HALF_FIX, FakeProject, fake_project
+from cli_fakes import (
+    ANSWER_FIX,
+    BROKEN_FIX,
+    FIRST_HALF_FIX,
+    FakeProject,
+    absent_engine_collection,
+    fake_project,
+)
 
 from prtoggle.commands.selections import (
     load_default_registry,
@@ -90,14 +97,8 @@ def test_an_outer_revert_the_registry_does_not_know_is_an_error(fake_project: Fa
 def _demo_collection_of_an_absent_package(
     fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Collection `demo`: ANSWER_FIX and FIRST_HALF_FIX for a package not importable here."""
-    demo = fake_project.registry_dir.parent / "demo"
-    demo.mkdir()
-    for pr in (ANSWER_FIX, FIRST_HALF_FIX):
-        (demo / f"{pr}.yaml").write_text(
-            "patches:\n  - target: prtoggle_no_such_engine.answer\n    edits:\n"
-            "      - match: value = 42\n        replacement: value = 41\n"
-        )
+    """Collection `demo` (absent_engine_collection) on PRTOGGLE_YAML_PATH."""
+    demo = absent_engine_collection(fake_project)
     paths = [str(fake_project.registry_dir), str(demo)]
     monkeypatch.setenv("PRTOGGLE_YAML_PATH", os.pathsep.join(paths))
 
