@@ -17,7 +17,7 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
-from prtoggle.cli.output import plural
+from prtoggle.cli.output import TABLE_WIDTH, plural
 from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
 from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
 from prtoggle.recipes.registry import Recipe
@@ -106,7 +106,10 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
         ]
         for result in results
     ]
-    click.echo(format_table(["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"], rows))
+    headers = ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
+    # fits TABLE_WIDTH: a long failure loses its end (the JSON and a non-reproduction's
+    # explanation below have it whole)
+    click.echo(format_table(headers, rows, width=TABLE_WIDTH, cut={1: "end", 2: "end"}))
     for result in results:
         if not result.reproduced:
             click.echo("")
