@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine_info import cpu_model, distribution_version
+
 from prtoggle.commands.run import run_environment
 from prtoggle.protocol import REVERT_ENV
 
@@ -126,12 +128,12 @@ def _report(
     ratios = sorted(pair["reverting"] / pair["plain"] for pair in pairs)
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {
-        "machine": f"{_cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, "
+        "machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, "
         f"python {platform.python_version()}",
         "load average (before, after)": f"{load_before[0]:.2f}, {os.getloadavg()[0]:.2f}",
         "date (UTC)": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "module": args.module,
-        "sglang": _version("sglang"),
+        "sglang": distribution_version("sglang"),
         "-r": f"{args.revert} -> {','.join(map(str, prs))}",
         "in force (PR patched pending)": "; ".join(in_force),
         "repetitions": len(pairs),
@@ -145,24 +147,6 @@ def _report(
             f"{statistics.median(p['reverting pass'] for p in pairs):.3f}"
         ),
     }
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 if __name__ == "__main__":

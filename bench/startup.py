@@ -27,7 +27,6 @@ prtoggle's modules from source again (40 to 70 ms a command here), which no user
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import platform
@@ -38,6 +37,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from machine_info import cpu_model, distribution_version
 
 from prtoggle.protocol import REVERT_ENV
 
@@ -185,11 +186,11 @@ def _report(
             "goal": _goal(name),
         }
     return {
-        "machine": f"{_cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, "
+        "machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, "
         f"python {platform.python_version()}",
         "load average (before, after)": f"{load_before[0]:.2f}, {os.getloadavg()[0]:.2f}",
         "date (UTC)": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "sglang": _version("sglang"),
+        "sglang": distribution_version("sglang"),
         "bytecode": "written by the warm-up run"
         + (" (PYTHONDONTWRITEBYTECODE dropped)" if "PYTHONDONTWRITEBYTECODE" in os.environ else ""),
         "rounds": len(rounds),
@@ -226,24 +227,6 @@ def _print_table(report: dict[str, object]) -> None:
         shown = " ".join(f"{v:.3f}" for v in wall)
         ratios = " ".join(f"{v:.2f}" for v in ratio)
         print(f"{name:36s} {shown:24s} {cpu[1]:<12.3f} {ratios}  {figure['goal']}")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Sequence
 
 import click
 
 from prtoggle.cli.child_runs import child_run_options, require_device
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, format_table, json_option
+from prtoggle.cli.output import TABLE_WIDTH, plural
 from prtoggle.commands.bench import BenchRun, FixCost, measure_fix_cost
 from prtoggle.commands.child_runs import recipe_runner, recipes_to_run
 from prtoggle.runners.child_outcome import output_tail
@@ -92,20 +94,34 @@ def _print_table(costs: Sequence[FixCost], *, device: str, pairs: int) -> None:
             _number(cost.ratio, "{:.3f}"),
             _number(cost.ratio_iqr, "{:.3f}"),
             _number(cost.fix_cost_percent, "{:+.1f}%"),
+            _interval(cost),
         ]
         for cost in costs
     ]
-    headers = ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "IQR", "FIX COST"]
-    click.echo(format_table(headers, rows))
+    headers = ["PR", "BENCHMARK", "FIXED", "REVERTED", "RATIO", "IQR", "FIX COST", "COST IQR"]
+    click.echo(format_table(headers, rows, width=TABLE_WIDTH, cut={1: "start"}))
     click.echo("")
     for cost in costs:
         click.echo(_details(cost))
     measured = sum(cost.measured for cost in costs)
-    click.echo(
-        f"\n{measured} of {len(costs)} fixes measured on {device}, {pairs} interleaved "
+    footer = (
+        f"{measured} of {plural(len(costs), 'fix')} measured on {device}, {pairs} interleaved "
         "fixed/reverted sample pairs each in one process; RATIO = median of per-pair "
-        "reverted/fixed (above 1: the fix is faster), IQR = its interquartile range"
+        "reverted/fixed (above 1: the fix is faster), IQR = its interquartile range, "
+        "COST IQR = FIX COST at those quartiles"
     )
+    click.echo("\n" + textwrap.fill(footer, width=TABLE_WIDTH))
+    for cost in costs:
+        if cost.cost_within_noise:
+            click.echo(
+                f"PR {cost.pr}: FIX COST is within the noise: its interquartile interval "
+                f"({_interval(cost)}) crosses zero"
+            )
+
+
+def _interval(cost: FixCost) -> str:
+    interval = cost.fix_cost_interval
+    return "-" if interval is None else f"{interval[0]:+.1f}..{interval[1]:+.1f}%"
 
 
 def _cell(cost: FixCost, median: float | None, *, failed: bool) -> str:

@@ -12,6 +12,7 @@ import click
 
 from prtoggle.cli.bisect_history import HISTORY_EPILOG, HISTORY_EXAMPLE, history_bisect
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
+from prtoggle.cli.output import plural
 from prtoggle.commands.bisect_runs import MetricRule, RunRecord, bisect_plan, run_bisect
 from prtoggle.commands.bisect_search import MODES, BisectResult, Mode, Verdict
 from prtoggle.recipes.prs import join_prs
@@ -314,9 +315,10 @@ def _progress_echo(as_json: bool) -> Callable[[str], None]:
 def _print_answer(result: BisectResult) -> None:
     if result.found:
         label = "culprit" if len(result.culprits) == 1 else "culprits"
-        click.echo(f"{label}: {join_prs(result.culprits)} ({result.mode}, {result.runs} runs)")
+        runs = plural(result.runs, "run")
+        click.echo(f"{label}: {join_prs(result.culprits)} ({result.mode}, {runs})")
     else:
-        click.echo(f"no culprit found ({result.mode}, {result.runs} runs)")
+        click.echo(f"no culprit found ({result.mode}, {plural(result.runs, 'run')})")
     click.echo(result.conclusion)
     if result.skipped:
         click.echo(f"skipped: {join_prs(result.skipped)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from prtoggle.cli.common import (
     json_option,
     wide_option,
 )
-from prtoggle.cli.output import Cut
+from prtoggle.cli.output import Cut, cut_cell, plural
 from prtoggle.commands.check import check_failed, check_recipes
 from prtoggle.recipes.check import TargetCheck
 
@@ -87,27 +87,61 @@ def check_command(
     elif len(run.tree_labels) > 1:
         _print_matrix(checks, run.tree_labels, wide=wide)
     else:
-        _print_rows(checks, fix_count=run.fix_count)
+        bare = not (prs or collection or source_roots)
+        _print_rows(checks, fix_count=run.fix_count, fold_absent=bare)
     if not as_json:
         _print_rebase_hints(checks, source_roots)
     if check_failed(checks, strict=strict or bool(prs)):
         sys.exit(EXIT_NEGATIVE)
 
 
-def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int) -> None:
+def _print_rows(checks: Sequence[TargetCheck], *, fix_count: int, fold_absent: bool) -> None:
+    """One row per target, then the counts. `fold_absent` (a bare `check`): a collection
+    none of whose packages is installed here is one line, not a row per target."""
+    folded = _absent_collections(checks) if fold_absent else {}
+    if folded and len(folded) == len({check.collection for check in checks}):
+        click.echo(f"nothing checked, no package installed here: {_folded(folded)}")
+        return
+    checks = [check for check in checks if check.collection not in folded]
     show_collection = len({check.collection for check in checks}) > 1
     for check in checks:
         where = f"{check.collection}  " if show_collection else ""
-        click.echo(f"{check.pr}  {where}{check.target}: {_verdict(check)}")
+        verdict = _verdict(check)
+        target = check.target
+        if check.ok:  # a passing row fits TABLE_WIDTH: a long target loses its start
+            room = TABLE_WIDTH - len(f"{check.pr}  {where}: {verdict}")
+            target = cut_cell(target, max(room, len("TARGET")), "start")
+        click.echo(f"{check.pr}  {where}{target}: {verdict}")
     ok = sum(check.ok for check in checks)
     absent = sum(check.status == "absent" for check in checks)
     other = sum(check.status == "not-applicable" for check in checks)
-    parts = [f"{ok} of {len(checks)} targets of {fix_count} fixes revert cleanly"]
+    parts = [
+        f"{ok} of {plural(len(checks), 'target')} of {plural(fix_count, 'fix')} revert cleanly"
+    ]
     if absent:
         parts.append(f"{absent} absent (package not installed)")
     if other:
         parts.append(f"{other} not applicable (version outside applies_to)")
     click.echo("; ".join(parts))
+    if folded:
+        click.echo(f"not checked, package not installed here: {_folded(folded)}")
+
+
+def _absent_collections(checks: Sequence[TargetCheck]) -> dict[str, set[str]]:
+    """Collection -> its packages, for each collection every target of which is absent."""
+    packages: dict[str, set[str]] = {}
+    present: set[str] = set()
+    for check in checks:
+        packages.setdefault(check.collection, set()).add(check.target.split(".", 1)[0])
+        if check.status != "absent":
+            present.add(check.collection)
+    return {name: found for name, found in packages.items() if name not in present}
+
+
+def _folded(absent: Mapping[str, set[str]]) -> str:
+    return ", ".join(
+        f"{name} (package {', '.join(sorted(found))})" for name, found in sorted(absent.items())
+    )
 
 
 def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str], *, wide: bool) -> None:
@@ -126,7 +160,7 @@ def _print_matrix(checks: Sequence[TargetCheck], sources: Sequence[str], *, wide
     click.echo(format_table(["PR", "COLLECTION", "TARGET", *labels], rows, width=width, cut=cut))
     for check in checks:
         if not check.ok:
-            first = check.message.splitlines()[0] if check.message else ""
+            first = check.reason.splitlines()[0] if check.reason else ""
             label = labels[list(sources).index(check.source or "")]
             click.echo(f"{label}: {check.pr}  {check.target}: {check.status}: {first}")
 
@@ -164,7 +198,7 @@ def _verdict(check: TargetCheck) -> str:
         "absent": "absent",
         "not-applicable": "not applicable",
     }[check.status]
-    return f"{label}: {check.message}"
+    return f"{label}: {check.reason}"
 
 
 def _check_record(check: TargetCheck) -> dict[str, Any]:

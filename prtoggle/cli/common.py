@@ -36,7 +36,9 @@ EXIT_STATUS_HELP = """\b
 Exit status: 0 yes/success; 1 the command ran and its answer is no; 2 bad input
 or a prtoggle error (one `error: ...` line); 129/130/143 interrupted
 (SIGHUP/SIGINT/SIGTERM); 141 the reader of its output went away (`| head`).
+
 """
+"""Ends with a blank line: what follows opens a paragraph (click's `\\b` only works there)."""
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -120,7 +122,9 @@ class PrToggleGroup(click.Group):
 
 def examples_epilog(*examples: str, exit_status: str = EXIT_STATUS_HELP) -> str:
     """A command's --help epilog: its exit statuses, then its examples, one command a line."""
-    return exit_status + "\b\nExamples:\n" + "\n".join(f"  {example}" for example in examples)
+    # click's `\b` (keep these lines as written) must open a paragraph: a blank line first.
+    head = exit_status.rstrip("\n") + "\n\n\b\nExamples:\n"
+    return head + "\n".join(f"  {example}" for example in examples)
 
 
 def json_option(function: F) -> F:

@@ -6,30 +6,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from prtoggle.cli.common import (
-    EXIT_NEGATIVE,
-    echo_json,
-    echo_notes,
-    format_table,
-    whole_only_option,
-)
-from prtoggle.commands.coverage import (
-    CELL_MEANINGS,
-    CELL_SYMBOLS,
-    CoverageReport,
-    RecipeCoverage,
-    coverage_recipes,
-    coverage_runner,
-    run_coverage,
-)
-from prtoggle.commands.coverage_html import render_html
-from prtoggle.commands.coverage_runs import SuiteRun, reverts_text
-from prtoggle.commands.repro_guards import pytest_command, require_guard_files
-from prtoggle.recipes.registry import Recipe
+from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
+from prtoggle.cli.output import plural
 from prtoggle.runners.requirements import require_installed
+
+if TYPE_CHECKING:
+    from prtoggle.recipes.registry import Recipe
 
 _EPILOG = """\b
 COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with
@@ -42,9 +28,11 @@ start-up), --jobs at a time;
 triton and pytest once (--cold: fresh processes).
 A test guards a fix when it passes plain and fails or errors with the fix
 reverted. Tests that fail plain, and test files that do not import plain, are
-listed apart and never count as guards; a fix whose code the suite never
-imports is marked `-` (no result). Reverted runs start only once the plain
-run's pytest has started with the plugin loaded.
+listed apart (never counted as guards); a fix whose code the suite never
+imports is said (no result). The text report leads with each fix's guards,
+then the counts, then what could not be judged (--json and --html: all).
+Reverted runs start only once the plain run's pytest has started with the
+plugin loaded.
 
 Without COMMAND, -r PRS runs the guards those recipes record (their own tests,
 `guards:`; node ids relative to the working directory) as `python -m pytest -q
@@ -127,6 +115,13 @@ def coverage_command(
 ) -> None:
     """Run a pytest suite plain and once per fix reverted: which tests guard which fix."""
     require_installed("coverage", tools=["pytest"])
+    # Loaded once pytest is known installed (the plugin's modules import it): --help and
+    # the missing-pytest error work on the light install.
+    from prtoggle.cli.coverage_report import print_progress, print_report
+    from prtoggle.cli.coverage_report import unguarded_reason as reason
+    from prtoggle.commands.coverage import coverage_recipes, coverage_runner, run_coverage
+    from prtoggle.commands.coverage_html import render_html
+
     if html_path is not None and not html_path.resolve().parent.is_dir():
         raise click.BadParameter(
             f"{html_path}: its directory {html_path.resolve().parent} does not exist",
@@ -151,7 +146,7 @@ def coverage_command(
             command,
             jobs=jobs or os.cpu_count() or 1,
             timeout=timeout,
-            on_run=_print_progress,
+            on_run=print_progress,
             runner=runner,
             keep=keep,
         )
@@ -165,15 +160,18 @@ def coverage_command(
         click.echo(f"HTML matrix written to {html_path}", err=True)
     unguarded = report.unguarded()
     if require_guard and unguarded:
-        names = "; ".join(_unguarded_reason(entry) for entry in unguarded)
+        names = "; ".join(reason(entry) for entry in unguarded)
         broken = len(report.collect_errors)
-        hidden = f" ({broken} test file(s) did not import in the plain run)" if broken else ""
+        files = plural(broken, "test file")
+        hidden = f" ({files} did not import in the plain run)" if broken else ""
         click.echo(f"coverage: no test guards {names}{hidden}", err=True)
         sys.exit(EXIT_NEGATIVE)
 
 
 def _guards_command(recipes: Sequence[Recipe], *, revert_specs: Sequence[str]) -> tuple[str, ...]:
     """No COMMAND: the guards the -r recipes record, run here with pytest (said on stderr)."""
+    from prtoggle.commands.repro_guards import pytest_command, require_guard_files
+
     if not revert_specs:
         raise click.UsageError(
             "expected a pytest COMMAND after `--`, or -r PRS whose recipes record guards"
@@ -188,105 +186,7 @@ def _guards_command(recipes: Sequence[Recipe], *, revert_specs: Sequence[str]) -
         )
     require_guard_files(guarded, tests=Path("."))
     for recipe in recipes:
-        what = f"{len(recipe.guards)} guard(s)" if recipe.guards else "no guards"
+        what = plural(len(recipe.guards), "guard") if recipe.guards else "no guards"
         click.echo(f"coverage: {recipe.label} records {what}", err=True)
     guards = dict.fromkeys(guard for recipe in guarded for guard in recipe.guards)
     return (*pytest_command(), *guards)
-
-
-def _print_progress(run: SuiteRun) -> None:
-    what = f"PR {reverts_text(run.prs)} reverted" if run.prs else "plain"
-    result = run.error or f"{len(run.outcomes)} tests"
-    if run.collect_errors:
-        result += f", {len(run.collect_errors)} test file(s) did not import"
-    if run.never_imported:
-        result += ", its code never imported"
-    click.echo(f"{what}: {result} ({run.seconds:.1f} s)", err=True)
-
-
-def print_report(report: CoverageReport) -> None:
-    rows = []
-    for entry in report.recipes:
-        tests = list(entry.guarded_by) or [_no_guard_text(entry)]
-        collection = entry.recipe.collection + (" (partial)" if entry.recipe.partial else "")
-        rows.append([str(entry.recipe.pr), collection, str(len(entry.guarded_by)), tests[0]])
-        rows.extend(["", "", "", test] for test in tests[1:])
-    click.echo(format_table(["PR", "COLLECTION", "GUARDS", "GUARDED BY"], rows))
-    click.echo("")
-    click.echo(_matrix_text(report))
-    if report.collect_errors:
-        click.echo("\ntest files that did not import in the plain run (their tests never ran):")
-        for collector, error in report.collect_errors:
-            click.echo(f"  {collector or '(session)'}: {_one_line(error)}")
-    if report.plain_failing:
-        click.echo("\nfailing plain (not counted as guards):")
-        for test in report.plain_failing:
-            click.echo(f"  {test}: {_one_line(report.plain.outcomes[test].error or '-')}")
-    guarded = len(report.recipes) - len(report.unguarded())
-    click.echo(
-        f"\n{guarded} of {len(report.recipes)} fixes guarded; {len(report.tests)} tests, "
-        f"{len(report.recipes) + 1} runs in {report.seconds:.1f} s"
-    )
-    partial = [entry.recipe.label for entry in report.recipes if entry.recipe.partial]
-    if partial:  # an answer resting on a partial revert says so
-        click.echo(
-            f"partial reverts (some changes of the fix stay; `prtoggle show` lists them): "
-            f"{', '.join(partial)}"
-        )
-
-
-def _matrix_text(report: CoverageReport) -> str:
-    """The rows that show something (a guard, a failure, a run that does not count); the
-    rows that only pass, skip or were never reached by a revert are counted, not listed."""
-    quiet = {"passes", "skipped", "not-imported"}
-    shown = [t for t in report.tests if any(e.cells[t] not in quiet for e in report.recipes)]
-    rest = len(report.tests) - len(shown)
-    if not shown:
-        return (
-            f"no test shows a difference: each of the {rest} tests passes or is skipped with "
-            "each fix reverted (or the fix's code was never imported); --json and --html "
-            "have the full matrix"
-        )
-    headers = [str(entry.recipe.pr) for entry in report.recipes] + ["TEST"]
-    rows = [
-        [CELL_SYMBOLS[entry.cells[test]] for entry in report.recipes] + [test] for test in shown
-    ]
-    used = {entry.cells[test] for entry in report.recipes for test in report.tests}
-    legend = [
-        f"{CELL_SYMBOLS[cell]} {CELL_MEANINGS[cell]}" for cell in CELL_MEANINGS if cell in used
-    ]
-    lines = [format_table(headers, rows)]
-    if rest:
-        lines.append(f"(and {rest} more test(s): no difference with any fix reverted)")
-    lines.extend(f"  {line}" for line in legend)
-    return "\n".join(lines)
-
-
-def _no_guard_text(entry: RecipeCoverage) -> str:
-    """What the GUARDED BY column says for a fix no test guards."""
-    if entry.run.error:
-        return _one_line(entry.run.error)
-    if entry.run.never_imported:
-        packages = sorted({patch.target.split(".", 1)[0] for patch in entry.recipe.patches})
-        return f"NONE: the suite never imports its code ({', '.join(packages)}): no result"
-    return "NONE"
-
-
-def _one_line(text: str, *, limit: int = 160) -> str:
-    """The first non-empty line of `text`, cut at `limit` characters; what was cut is said."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()] or ["-"]
-    first = lines[0]
-    if len(first) > limit:
-        first = first[: limit - 3] + "..."
-    more = len(lines) - 1
-    return first + (f" (+{more} more line{'s' if more > 1 else ''})" if more else "")
-
-
-def _unguarded_reason(entry: RecipeCoverage) -> str:
-    if entry.run.error:
-        why = f": its reverted run failed ({entry.run.error})"
-    elif entry.run.never_imported:
-        why = ": the suite never imports its code"
-    else:
-        why = ""
-    return f"PR {entry.recipe.pr} ({entry.recipe.collection}){why}"

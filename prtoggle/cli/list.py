@@ -24,6 +24,12 @@ from prtoggle.commands.list import list_records
 _CUT: dict[int, Cut] = {1: "end", 5: "end"}
 """Without --wide: COLLECTION and TITLE keep their start (COMPONENT is left out)."""
 _APPLIES = {True: "yes", False: "NO", None: "absent"}
+_WHY_NOT = {
+    "out-of-range": "the installed version is outside the recipe's applies_to (not a failure)",
+    "stale": "its match text is not in the installed code (`prtoggle rebase PR` proposes one)",
+    "error": "its edit fails to compile or take effect, or its module fails to import",
+}
+"""APPLIES of a revert that does not apply: the reason's word, and its footnote."""
 
 
 @click.command(
@@ -39,7 +45,10 @@ def list_command(collection: str | None, wide: bool, as_json: bool) -> None:
     """List the registered fixes of every collection and whether each revert applies.
 
     The sources are read as files: nothing is imported (torch neither). APPLIES is
-    `absent` when the fix's package is neither installed nor in the working directory. A
+    `absent` when the fix's package is neither installed nor in the working directory;
+    a revert that does not apply says why: `out-of-range` (the installed version is
+    outside its applies_to), `stale` (its match text is not in the code) or `error`,
+    each word explained under the table. A
     title marked `(partial)`: its revert leaves some changes of the fix as they are
     (`prtoggle show PR` lists them). Lines fit 100 columns (a long TITLE loses its end;
     --wide: every cell whole, and a COMPONENT column). A recipe file that cannot be read is
@@ -65,7 +74,7 @@ def _print_table(records: list[dict[str, Any]], *, wide: bool) -> None:
             r["collection"],
             r["merged"] or "-",
             r["symptom"] or "-",
-            "ERROR" if r["error"] else _APPLIES[r["applies"]],
+            "ERROR" if r["error"] else (r["why_not"] or _APPLIES[r["applies"]]),
             ("(partial) " if r["partial"] else "") + (r["title"] or r["error"] or "-"),
         ]
         for r in records
@@ -77,6 +86,8 @@ def _print_table(records: list[dict[str, Any]], *, wide: bool) -> None:
         click.echo(format_table(headers, rows))
     else:
         click.echo(format_table(headers, rows, width=TABLE_WIDTH, cut=_CUT))
+    for word in sorted({r["why_not"] for r in records if r["why_not"] and not r["error"]}):
+        click.echo(f"{word}: {_WHY_NOT[word]}")
     if any(record["partial"] for record in records):
         click.echo(
             "(partial): the revert leaves some changes of the fix as they are; "

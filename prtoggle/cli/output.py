@@ -53,6 +53,13 @@ def terminal_safe(text: str, *, lines: bool = False) -> str:
     return pattern.sub(_escape, text)
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 test`, `2 tests`, `2 fixes`: how human output counts."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
+
+
 def fit_widths(
     widths: Sequence[int], minimums: Sequence[int], *, width: int, cuttable: Mapping[int, Cut]
 ) -> list[int]:

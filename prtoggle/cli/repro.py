@@ -19,7 +19,7 @@ from prtoggle.cli.common import (
     format_table,
     json_option,
 )
-from prtoggle.cli.output import cut_cell
+from prtoggle.cli.output import TABLE_WIDTH, cut_cell, plural
 from prtoggle.commands.child_runs import recipe_runner, select_recipes_having
 from prtoggle.commands.coverage_runs import SuiteRun
 from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
@@ -210,13 +210,16 @@ def _print_table(results: Sequence[ReproResult], *, seconds: float) -> None:
         ]
         for result in results
     ]
-    click.echo(format_table(["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"], rows))
+    headers = ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
+    # fits TABLE_WIDTH: a long failure loses its end (the JSON and a non-reproduction's
+    # explanation below have it whole)
+    click.echo(format_table(headers, rows, width=TABLE_WIDTH, cut={1: "end", 2: "end"}))
     for result in results:
         if not result.reproduced:
             click.echo("")
             click.echo(_explain(result))
     reproduced = sum(result.reproduced for result in results)
-    click.echo(f"\n{reproduced} of {len(results)} fixes reproduced in {seconds:.1f} s")
+    click.echo(f"\n{reproduced} of {plural(len(results), 'fix')} reproduced in {seconds:.1f} s")
 
 
 def _explain(result: ReproResult) -> str:

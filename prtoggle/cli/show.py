@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import click
 
 from prtoggle.cli.common import (
+    TABLE_WIDTH,
     collection_option,
     echo_json,
     examples_epilog,
@@ -97,10 +99,13 @@ def _print_metadata(recipe: Recipe) -> None:
     for key, value in recipe_metadata(recipe).items():
         if key not in ("pr", "title", "acts_at_capture", "targets", *_WHOLE) and value is not None:
             click.echo(f"  {(key + ':').ljust(10)} {terminal_safe(str(value))}")
-    targets = ", ".join(patch.target for patch in recipe.patches)
-    click.echo(f"  targets:   {terminal_safe(targets)}")
+    for index, patch in enumerate(recipe.patches):  # one a line: a target is long
+        click.echo(f"  {'targets:' if index == 0 else '':10} {terminal_safe(patch.target)}")
     if recipe.acts_at_capture:
-        click.echo(f"  note:      {CAPTURE_NOTE}")
+        note = textwrap.wrap(CAPTURE_NOTE, width=TABLE_WIDTH - 13)
+        click.echo(
+            "\n".join(f"  {'note:' if i == 0 else '':10} {line}" for i, line in enumerate(note))
+        )
     _print_whole_fix(recipe)
 
 

@@ -127,6 +127,28 @@ class FixCost:
         return third - first
 
     @property
+    def fix_cost_interval(self) -> tuple[float, float] | None:
+        """The fix cost (percent) at the per-pair ratios' third and first quartiles: the
+        spread of FIX COST. When it crosses zero the headline is within the noise."""
+        ratios = self.pair_ratios
+        if not ratios:
+            return None
+        first, third = (
+            statistics.quantiles(ratios, n=4, method="inclusive")[::2]
+            if len(ratios) > 1
+            else (ratios[0], ratios[0])
+        )
+        if first <= 0:
+            return None
+        return (1.0 / third - 1.0) * 100.0, (1.0 / first - 1.0) * 100.0
+
+    @property
+    def cost_within_noise(self) -> bool:
+        """Whether the fix cost's interquartile interval holds zero (cost and saving alike)."""
+        interval = self.fix_cost_interval
+        return interval is not None and interval[0] <= 0.0 <= interval[1]
+
+    @property
     def fix_cost_percent(self) -> float | None:
         """How much longer the fixed code takes than the reverted code, in percent."""
         ratio = self.ratio
@@ -152,6 +174,12 @@ class FixCost:
             "ratio_reverted_over_fixed": rounded(self.ratio, 4),
             "ratio_iqr": rounded(self.ratio_iqr, 4),
             "fix_cost_percent": rounded(self.fix_cost_percent, 2),
+            "fix_cost_iqr_percent": (
+                None
+                if self.fix_cost_interval is None
+                else [round(value, 2) for value in self.fix_cost_interval]
+            ),
+            "fix_cost_within_noise": self.cost_within_noise,
             "reverted_error": self.reverted_error,
             "extras": {
                 key: {"fixed": f, "reverted": r} for key, (f, r) in self.extras_compared().items()

@@ -77,8 +77,8 @@ def attribute(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
         conclusion = f"reverting {join_prs(culprits)} alone makes the command fail"
     else:
         conclusion = (
-            "no single revert makes the command fail; the failure may need several fixes "
-            "reverted together (try --mode ddmin)"
+            "no single revert makes the command fail; several reverted together may "
+            "(try --mode ddmin)"
         )
     return memo.result("attribute", tuple(culprits), conclusion, skipped=tuple(skipped))
 
@@ -153,7 +153,12 @@ def ddmin(candidates: Sequence[int], oracle: Oracle) -> BisectResult:
 
 
 def run_search(mode: Mode, candidates: Sequence[int], oracle: Oracle) -> BisectResult:
-    """Dispatch to the search named by `mode`."""
+    """Dispatch to the search named by `mode`; with no candidate, nothing is run."""
+    if not candidates:
+        conclusion = (
+            "no candidate revert applies here (each was left out: see above): nothing to search"
+        )
+        return BisectResult(mode=mode, found=False, culprits=(), conclusion=conclusion, probes=())
     searches: dict[Mode, Callable[[Sequence[int], Oracle], BisectResult]] = {
         "attribute": attribute,
         "ordered": ordered,

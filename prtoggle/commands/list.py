@@ -11,6 +11,7 @@ from prtoggle.recipes.resolution import (
     command_search_path,
     import_free_source_root,
 )
+from prtoggle.recipes.schema import DESCRIPTION_KEYS
 from prtoggle.recipes.target_checks import TargetCheck
 
 
@@ -35,9 +36,24 @@ def _list_record(
     record = recipe_metadata(recipe)
     absent = import_free_source_root(recipe, search_path=search_path) is None
     record["applies"] = None if absent else all(check.ok for check in checks)
-    record["problems"] = [f"{check.target}: {check.message}" for check in checks if not check.ok]
+    record["why_not"] = None if absent else _why_not(checks)
+    record["problems"] = [f"{check.target}: {check.reason}" for check in checks if not check.ok]
     record["error"] = None
     return record
+
+
+def _why_not(checks: list[TargetCheck]) -> str | None:
+    """Why a revert does not apply: `out-of-range` (the installed version is outside its
+    applies_to), `stale` (its match text is not in the code), `error`; None: it applies."""
+    statuses = {check.status for check in checks if not check.ok}
+    for status, word in (
+        ("error", "error"),
+        ("stale", "stale"),
+        ("not-applicable", "out-of-range"),
+    ):
+        if status in statuses:
+            return word
+    return None
 
 
 def _bad_record(recipe: BadRecipe) -> dict[str, Any]:
@@ -53,14 +69,7 @@ def _bad_record(recipe: BadRecipe) -> dict[str, Any]:
 _RECORD_KEYS = (
     "pr",
     "collection",
-    "title",
-    "url",
-    "merged",
-    "component",
-    "symptom",
-    "expect",
-    "repro",
-    "bench",
+    *DESCRIPTION_KEYS,
     "file",
     "acts_at_capture",
     "targets",
@@ -70,6 +79,7 @@ _RECORD_KEYS = (
     "guards",
     "added_modules",
     "applies",
+    "why_not",
     "problems",
     "error",
 )

@@ -67,10 +67,14 @@ def run_environment(
     )
     notes.extend(whole_notes)
     _refuse_reverts_that_do_not_apply(selections, command=command, search_path=search_path)
-    specs = (
-        qualified_specs(selections)
-        if choice.everything
-        else tuple(selection.request.text for selection in selections)
+    specs = tuple(
+        spec
+        for selection in selections
+        for spec in (
+            qualified_specs([selection])
+            if choice.everything or _left_out_absent(selection)
+            else (selection.request.text,)
+        )
     )
     prs = tuple(dict.fromkeys(s.request.pr for s in selections if s.recipes))
     env = child_env(specs, base=base)
@@ -93,6 +97,12 @@ def run_and_check_reports(
             child_report.forward_reports(directory, to=Path(outer))
     outcome = child_report.verdict(prs, reports, command=command, status=status)
     return RunOutcome(outcome.status, outcome.line)
+
+
+def _left_out_absent(selection: Selection) -> bool:
+    """Whether a bare N left a collection out here (its package not importable): the
+    children are then told exactly the recipes chosen (`C:N`), not N."""
+    return any(item.kind == "absent" for item in selection.left_out)
 
 
 def _outer_request(environ: Mapping[str, str], *, notes: list[str]) -> list[str]:

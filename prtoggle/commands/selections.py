@@ -9,7 +9,7 @@ from prtoggle.errors import RevertSpecError
 from prtoggle.protocol import REVERT_ENV, RUN_REPORT_ENV
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.registry import Recipe, Registry, default_registry
-from prtoggle.recipes.selection import RevertRequest, Selection, left_out_note
+from prtoggle.recipes.selection import RevertRequest, Selection, absent_note, left_out_note
 from prtoggle.revert.partial import keep_whole, partial_note
 from prtoggle.revert.partial import whole_only as whole_only_env
 from prtoggle.revert.toggle import parse_revert_requests, select_reverts
@@ -95,11 +95,16 @@ def revert_selections(
 
     `all` keeps every recipe that applies to what is installed (its package found on
     this process's path or `search_path`) and notes, in one line, what it left out and
-    why; an explicit request none of whose recipes applies is an error.
+    why; a bare `N` leaves out the collections whose package is not importable (one
+    note, where another collection's recipe is used); an explicit request none of whose
+    recipes applies is an error.
     """
     requests = parse_revert_options(values, registry, option=option)
     if requests is not None:
-        return RevertChoice(select_reverts(requests, registry=registry), everything=False)
+        chosen = select_reverts(requests, registry=registry, search_path=search_path)
+        absent = absent_note(chosen)
+        notes = () if absent is None else (f"prtoggle: {option}: {absent}",)
+        return RevertChoice(chosen, everything=False, notes=notes)
     selections = select_reverts(None, registry=registry, search_path=search_path)
     if not any(selection.recipes for selection in selections):
         note = left_out_note(selections)
@@ -158,7 +163,5 @@ def _left_out_summary(selections: Sequence[Selection], *, names: int = 6) -> str
         shown = ", ".join(labels[:names])
         more = f" and {len(labels) - names} more" if len(labels) > names else ""
         parts.append(f"{len(labels)} {kind} ({shown}{more})")
-    return (
-        f"left out {total} recipe(s) that do not apply here: {'; '.join(parts)}; "
-        "`prtoggle list` says why"
-    )
+    recipes = "1 recipe that does" if total == 1 else f"{total} recipes that do"
+    return f"left out {recipes} not apply here: {'; '.join(parts)}; `prtoggle list` says why"

@@ -4,7 +4,8 @@ A test marked `@pytest.mark.guards_pr(N, expect="regex")` is parametrized (throu
 `pytest_generate_tests`, public pytest API only) into `<name>[fixed]`, the test as
 written, and `<name>[reverted-N]`, which reverts fix N before the test's function-scoped
 fixtures are set up and passes only if the test then fails with an exception whose
-`Type: message` matches `expect` (default: the fix's `expect`). A parametrized test gets
+`Type: message` matches `expect` (default: the fix's `expect`; none at all: any failure
+counts, and the verdict says so). A parametrized test gets
 `[<params>-fixed]` and `[<params>-reverted-N]`. With `subprocess=True` the reverted
 variant runs in a child pytest, so a real crash cannot take the session down.
 
@@ -98,7 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "guards_pr(pr, expect=None, subprocess=False, timeout=900): the test must fail, with an "
-        "error matching `expect` (default: the fix's expect), when fix `pr` is reverted; "
+        "error matching `expect` (default: the fix's expect; none: any failure), when fix `pr` "
+        "is reverted; "
         "a [reverted-PR] variant checks it",
     )
     option = config.getoption("prtoggle_revert_pr") or ""
@@ -211,16 +213,21 @@ def pytest_runtest_makereport(
 
 
 def _judge(item: pytest.Function, guard: Guard, failure: str | None) -> None:
-    pr, pattern = guard.pr, guard.expect.pattern
+    pr = guard.pr
     plain = item.stash.get(_PLAIN_ID_KEY, None) or _plain_nodeid(item.nodeid, guard.variant_id)
     if failure is None:
         pytest.fail(f"does not guard PR {pr}: {plain} passed with PR {pr} reverted", pytrace=False)
-    if not guard.expect.search(failure):
+    if guard.expect is None:
+        how = "(judged by the test failing: the recipe has no expect)"
+    elif guard.expect.search(failure):
+        how = "as expected"
+    else:
         pytest.fail(
-            f"PR {pr} reverted: expected a failure matching {pattern!r}, got:\n{failure}",
+            f"PR {pr} reverted: expected a failure matching {guard.expect.pattern!r}, "
+            f"got:\n{failure}",
             pytrace=False,
         )
-    item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed as expected:\n{failure}")
+    item.add_report_section("call", "prtoggle", f"PR {pr} reverted, failed {how}:\n{failure}")
 
 
 def _refuse_when_the_plain_test_fails(item: pytest.Function, guard: Guard) -> None:

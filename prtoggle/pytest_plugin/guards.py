@@ -20,7 +20,8 @@ class Guard:
     """One guards_pr marker, validated: the fix, the failure it must bring back, and how."""
 
     pr: int
-    expect: re.Pattern[str]
+    expect: re.Pattern[str] | None
+    """None: no expect= and the recipe has none (a drafted one): any failure counts."""
     subprocess: bool = False
     timeout: float = DEFAULT_CHILD_TIMEOUT
 
@@ -56,10 +57,10 @@ def _guard_from_marker(marker: pytest.Mark, *, nodeid: str) -> Guard:
     except PrToggleError as exc:
         raise _collect_error(where, str(exc)) from exc
     expect = kwargs.get("expect", recipe.expect)
-    if not isinstance(expect, str) or not expect:
-        raise _collect_error(where, f"no expect= given and PR {pr} ({recipe.path}) has no expect")
+    if "expect" in kwargs and (not isinstance(expect, str) or not expect):
+        raise _collect_error(where, f"expect={expect!r}: expected a non-empty regex")
     try:
-        pattern = re.compile(expect)
+        pattern = re.compile(expect) if expect else None
     except re.error as exc:
         raise _collect_error(where, f"expect={expect!r} is not a valid regex: {exc}") from exc
     timeout = kwargs.get("timeout", DEFAULT_CHILD_TIMEOUT)

@@ -17,6 +17,7 @@ Process-global: the reverts applied here stay in force until `undo` (pytest_unco
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass, field
 
 from prtoggle.errors import PrToggleError
@@ -26,6 +27,8 @@ from prtoggle.recipes.registry import default_registry
 from prtoggle.revert.toggle import active_reverts, maybe_revert_pr_fix, parse_revert_spec, restore
 
 ENV_INI = "prtoggle_env_reverts"
+HEADER_WIDTH = 100
+"""The report header's prtoggle lines are wrapped to fit this many columns."""
 """The ini setting by which a suite asks the plugin to apply SGLANG_DEBUG_REVERT_PR."""
 
 
@@ -43,12 +46,14 @@ class SessionState:
     def header(self) -> str | None:
         """The report header's prtoggle line, None when the session is none of its business."""
         if self.prs:
-            return "prtoggle: reverted PRs: " + ", ".join(str(pr) for pr in self.prs)
+            line = "prtoggle: reverted PRs: " + ", ".join(str(pr) for pr in self.prs)
+            return _wrapped(line)
         if self.ignored_env is not None:
-            return (
-                f"prtoggle: {REVERT_ENV}={self.ignored_env!r} not applied by the pytest plugin "
-                f"(ask with --revert-pr, `prtoggle run`, or `{ENV_INI} = true` in the ini file)"
+            line = (
+                f"prtoggle: {REVERT_ENV}={self.ignored_env!r} not applied (see "
+                f"--revert-pr or ini {ENV_INI})"
             )
+            return _wrapped(line)
         return None
 
 
@@ -95,6 +100,8 @@ def _apply(state: SessionState, *, option: str, env_value: str) -> None:
     except PrToggleError:
         _restore_env(state)
         raise
+    # in force now: `all` names every registered PR, not only those whose recipe applies
+    state.prs = tuple(sorted(set(active_reverts())))
     state.applied = tuple(pr for pr in state.prs if pr not in before)
 
 
@@ -106,3 +113,14 @@ def _restore_env(state: SessionState) -> None:
     else:
         os.environ[REVERT_ENV] = state.previous_env
     state.env_changed = False
+
+
+def _wrapped(line: str) -> str:
+    """`line` in lines of HEADER_WIDTH columns at most (words kept whole), indented after."""
+    return textwrap.fill(
+        line,
+        width=HEADER_WIDTH,
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

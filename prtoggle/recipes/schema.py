@@ -57,17 +57,12 @@ SYMPTOMS = (
     "stale-read",
     "wrong-output",
 )
+DESCRIPTION_KEYS = ("title", "url", "merged", "component", "symptom", "expect", "repro", "bench")
+"""The optional keys that describe a fix (what `list --json` and `show` print of each)."""
 _FIX_REQUIRED = ("patches",)
 _FIX_OPTIONAL = (
     "pr",
-    "title",
-    "url",
-    "merged",
-    "component",
-    "symptom",
-    "expect",
-    "repro",
-    "bench",
+    *DESCRIPTION_KEYS,
     "verified_on",
     "applies_to",
     "names",

@@ -4,9 +4,10 @@ The rule (docs/sglang.md, "One PR number, several collections"): for a request `
 collection) or `C:N` (collection C only),
 
 1. a recipe whose `applies_to` excludes the installed version does not take part;
-2. with `search_path` given (the CLI, before a program starts), a recipe whose target
-   package cannot be found does not take part either (in a process, it waits for the
-   import, inert);
+2. with `search_path` given (the CLI, before a program starts), a recipe of a bare `N`
+   whose target package cannot be found does not take part either (the demo engine's
+   recipes in a real engine's environment); `C:N` still reaches it, and in a process it
+   waits for the import, inert;
 3. among the recipes left for one package, a maintained one (a recipe directory) is used
    and the built-in upstream text (sglang's own registration) is left out;
 4. an upstream text used is checked against the installed source first (without import):
@@ -72,6 +73,8 @@ def select(
     candidates = registry.find(request.pr, collection=request.collection)
     kept: list[Recipe] = []
     left_out: list[LeftOut] = []
+    if request.collection is not None:
+        search_path = None  # named by its collection: used wherever its package is
     for recipe in candidates:
         why = _not_taking_part(recipe, search_path=search_path)
         if why is None:
@@ -105,7 +108,28 @@ def left_out_note(selections: Sequence[Selection]) -> str | None:
     items = [item.line() for selection in selections for item in selection.left_out]
     if not items:
         return None
-    return f"left out {len(items)} recipe(s) that do not apply here: {'; '.join(items)}"
+    recipes = "1 recipe that does" if len(items) == 1 else f"{len(items)} recipes that do"
+    return f"left out {recipes} not apply here: {'; '.join(items)}"
+
+
+def absent_note(selections: Sequence[Selection]) -> str | None:
+    """One line naming the recipes bare numbers left out because their package is not
+    importable here, where another collection's recipe of the PR is used; None: none."""
+    labels = [
+        item.recipe.label
+        for selection in selections
+        if selection.recipes
+        for item in selection.left_out
+        if item.kind == "absent"
+    ]
+    if not labels:
+        return None
+    named = ", ".join(label.replace("/", ":") for label in labels)
+    them = "it" if len(labels) == 1 else "them"
+    return (
+        f"left out {', '.join(labels)}: package not importable here "
+        f"(name {them} as {named} to revert {them} anyway)"
+    )
 
 
 def package_of(recipe: Recipe) -> str:

@@ -36,6 +36,12 @@ class TargetCheck:
     found_as: str | None = None
 
     @property
+    def reason(self) -> str:
+        """`message` without a leading `<target>: `: for a line that names the target already."""
+        prefix = f"{self.target}: "
+        return self.message[len(prefix) :] if self.message.startswith(prefix) else self.message
+
+    @property
     def failed(self) -> bool:
         """Stale or error; absent fails only for a strict caller, not-applicable never."""
         return self.status in ("stale", "error")

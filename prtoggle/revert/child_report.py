@@ -187,18 +187,17 @@ def summary(prs: Sequence[int], reports: Sequence[ProcessReport]) -> str | None:
 
 
 def never_imported(pr: int, reports: Sequence[ProcessReport]) -> bool:
-    """Whether every process reported its exit with `pr` still in force and none landed a
-    recipe of it: the command never imported the fix's code, so its run says nothing about
-    the fix. A process still running, killed, or that released `pr` before its exit (a
-    pytest session's own revert) leaves it unknown (False)."""
-    if not reports:
+    """Whether no process landed a recipe of `pr` and at least one reported its exit with
+    `pr` still in force: the command never imported the fix's code, so its run says nothing
+    about the fix. A process that landed one writes so at once; one still running when the
+    command ended (multiprocessing's resource tracker, a daemon) or killed, that reported
+    no landing, patched nothing: it does not make the answer depend on when it exits. A
+    process that released `pr` before its exit (a pytest session's own revert) leaves it
+    unknown (False)."""
+    exited = [report for report in reports if report.state == "exited"]
+    if not exited or any(pr not in report.recipes for report in exited):
         return False
-    for report in reports:
-        if report.state != "exited" or pr not in report.recipes:
-            return False
-        if report.landed.get(pr):
-            return False
-    return True
+    return not any(report.landed.get(pr) for report in reports)
 
 
 def _waiting_everywhere(reports: Sequence[ProcessReport], prs: Sequence[int]) -> list[str]:

@@ -11,6 +11,9 @@ from prtoggle.errors import MissingDependencyError
 DETECT_EXTRA = "detect"
 """The extra that installs torch, triton and numpy: `pip install 'prtoggle[detect]'`."""
 
+TOOL_EXTRAS: dict[str, str] = {"pytest": "pytest"}
+"""A tool a command imports -> the extra of prtoggle that installs it."""
+
 
 def detect_modules() -> tuple[str, ...]:
     """The modules the `detect` extra installs on this platform (triton: Linux only)."""
@@ -38,7 +41,7 @@ def require_installed(
     if absent_tools:
         problems.append(
             f"`prtoggle {command}` needs {_join(absent_tools)}, which is not installed here: "
-            f"`pip install {' '.join(absent_tools)}`"
+            f"`{_install_line(absent_tools)}`"
         )
     packages = sorted({module.split(".", 1)[0] for module in runs})
     absent = [name for name in packages if not _findable(name)]
@@ -50,6 +53,14 @@ def require_installed(
         )
     if problems:
         raise MissingDependencyError("; and ".join(problems))
+
+
+def _install_line(tools: Iterable[str]) -> str:
+    """`pip install 'prtoggle[EXTRA,...]'` for tools an extra installs, else the tools' names."""
+    extras = sorted({TOOL_EXTRAS[name] for name in tools if name in TOOL_EXTRAS})
+    others = [name for name in tools if name not in TOOL_EXTRAS]
+    words = ([f"'prtoggle[{','.join(extras)}]'"] if extras else []) + others
+    return f"pip install {' '.join(words)}"
 
 
 def _findable(name: str) -> bool:

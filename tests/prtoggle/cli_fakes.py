@@ -172,3 +172,16 @@ def second_collection(fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
         "PRTOGGLE_YAML_PATH", os.pathsep.join([str(fake_project.registry_dir), str(directory)])
     )
     return directory
+
+
+def absent_engine_collection(fake_project: FakeProject) -> Path:
+    """Collection `demo` (not on PRTOGGLE_YAML_PATH yet): ANSWER_FIX and FIRST_HALF_FIX for
+    a package not importable here, as the demo engine's are in a real engine's environment."""
+    demo = fake_project.registry_dir.parent / "demo"
+    demo.mkdir()
+    for pr in (ANSWER_FIX, FIRST_HALF_FIX):
+        (demo / f"{pr}.yaml").write_text(
+            "patches:\n  - target: prtoggle_no_such_engine.answer\n    edits:\n"
+            "      - match: value = 42\n        replacement: value = 41\n"
+        )
+    return demo

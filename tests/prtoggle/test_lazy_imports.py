@@ -36,7 +36,20 @@ _WARM_FORK = (
     "fork loads what a fresh child's start-up would"
 )
 
+_NEEDS_PYTEST = (
+    "imports pytest (through the plugin's package): loaded once `coverage` knows pytest is "
+    "installed, so --help and the missing-pytest error work on the light install (issue 34)"
+)
+
 LAZY: dict[str, dict[str, str]] = {
+    "prtoggle/cli/coverage.py": dict.fromkeys(
+        [
+            "prtoggle.cli.coverage_report",
+            "prtoggle.commands.coverage",
+            "prtoggle.commands.coverage_html",
+        ],
+        _NEEDS_PYTEST,
+    ),
     "prtoggle/__init__.py": {
         "prtoggle.revert": _IMPORT_PRTOGGLE,
         "prtoggle.revert.source_patcher": _IMPORT_PRTOGGLE,

@@ -106,7 +106,7 @@ def test_a_closure_edit_reading_a_new_enclosing_variable_is_refused_by_check(
     result = python(tmp_path, collection, ["-m", "prtoggle", "check", "905"])
     assert (result.returncode, result.stderr) == (1, "")
     assert result.stdout.startswith(
-        "905  counter.tick: FAILED: counter.tick: the edited code reads step, a variable of "
+        "905  counter.tick: FAILED: the edited code reads step, a variable of "
         "the enclosing function make_counter() that the original does not use; a code swap "
         "cannot add a closure cell (the function closes over count), so the edit would read "
         "a module global of that name instead;"
@@ -160,6 +160,6 @@ def test_a_cached_property_target_is_refused_with_one_line(tmp_path: Path) -> No
     result = python(tmp_path, collection, ["-m", "prtoggle", "check", "905"])
     assert (result.returncode, result.stderr) == (1, "")
     assert result.stdout.startswith(
-        "905  memo.Box.value: FAILED: memo.Box.value: is a functools.cached_property; the "
+        "905  memo.Box.value: FAILED: is a functools.cached_property; the "
         "values it computed stay in each instance's __dict__"
     )

@@ -151,7 +151,7 @@ def test_run_all_runs_and_names_what_it_left_out(sglang_env: dict[str, str]) -> 
     assert result.returncode == 0, result.stderr
     [note] = [line for line in result.stderr.splitlines() if not line.startswith("prtoggle run:")]
     assert note == (
-        "prtoggle: -r all: left out 5 recipe(s) that do not apply here: 3 out-of-range "
+        "prtoggle: -r all: left out 5 recipes that do not apply here: 3 out-of-range "
         "(sglang/22832, sglang/24856, sglang/26521); 1 stale (sglang-upstream/27338); "
         "1 shadowed (sglang-upstream/27460); `prtoggle list` says why"
     )

@@ -69,6 +69,53 @@ def test_bare_prtoggle_prints_its_usage(fresh_venv: Path) -> None:
     assert len(done.stderr.splitlines()) > 20
 
 
+COMMANDS = (
+    *("list", "show", "check", "run", "repro", "bisect", "bench", "coverage"),
+    *("import-sglang", "new", "rebase"),
+)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_help_of_every_command_works_without_any_extra(fresh_venv: Path, command: str) -> None:
+    done = _run(fresh_venv / "prtoggle", command, "--help")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith(f"Usage: prtoggle {command} [OPTIONS]")
+    assert "Examples:" in done.stdout
+
+
+def test_coverage_without_pytest_is_one_error_line_naming_the_extra(fresh_venv: Path) -> None:
+    done = _run(fresh_venv / "prtoggle", "coverage", "--", "pytest", "-q")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: `prtoggle coverage` needs pytest, which is not installed here: "
+        "`pip install 'prtoggle[pytest]'`\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("list", "--collection", "sglang"),
+        ("show", "27460", "--collection", "sglang"),
+        ("check", "--collection", "sglang", "--json"),
+        ("run", "-r", "sglang:27460", "--", "python", "-c", "pass"),
+        ("bisect", "-r", "sglang:27460", "--", "python", "-c", "pass"),
+        ("new", "--from-diff", "-", "--out", "drafts"),
+        ("rebase", "27460", "--collection", "sglang", "--out", "drafts"),
+        ("import-sglang", "--out", "drafts"),
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_command_that_needs_no_extra_runs_without_a_traceback(
+    fresh_venv: Path, argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    done = _run(fresh_venv / "prtoggle", *argv, cwd=tmp_path, stdin="")
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 1, 2, 78), done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) <= 1, done.stderr
+
+
 def test_type_checkers_see_the_public_api_typed(fresh_venv: Path, tmp_path: Path) -> None:
     (tmp_path / "user.py").write_text("import prtoggle\nreveal_type(prtoggle.reverted)\n")
     done = _run(
@@ -79,12 +126,15 @@ def test_type_checkers_see_the_public_api_typed(fresh_venv: Path, tmp_path: Path
     assert '-> prtoggle.revert.toggle.RevertedBlock"' in done.stdout
 
 
-def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    *argv: str | Path, cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     env.pop("PRTOGGLE_YAML_PATH", None)
     return subprocess.run(
         [str(arg) for arg in argv],
         capture_output=True,
+        input=stdin,
         text=True,
         timeout=300,
         check=False,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from prtoggle.patching.source_tree import binds_its_name, operator_decorator
 from prtoggle.recipes.authoring.diff import DiffError
+from prtoggle.recipes.authoring.statements import last_line
 
 MODULE_LEVEL = "module-level code"
 CLASS_BODY = "class body"
@@ -95,7 +96,7 @@ def _walk(
         ):
             _mark(regions, start, end, Region(CUSTOM_OP))
         elif isinstance(node, _FUNCTIONS) and node is live.get(node.name):
-            last = _block_last(lines, node, bound=bound)
+            last = last_line(lines, node, bound=bound)
             span = FunctionSpan(f"{prefix}{node.name}", start, node.lineno, last)
             functions[span.qualname] = span
             _mark(regions, start, node.lineno - 1, Region(DECORATORS, span.qualname))
@@ -113,21 +114,6 @@ def _live_definitions(body: list[ast.stmt]) -> dict[str, ast.stmt]:
         if isinstance(node, (*_FUNCTIONS, ast.ClassDef)) and binds_its_name(node):
             live[node.name] = node
     return live
-
-
-def _block_last(lines: tuple[str, ...], node: ast.stmt, *, bound: int) -> int:
-    """The def's last line as `inspect.getblock` ends it: its last statement, then the
-    comment lines indented deeper than the def that follow (blank lines between them)."""
-    last = node.end_lineno or node.lineno
-    for number in range(last + 1, bound + 1):
-        text = lines[number - 1]
-        stripped = text.lstrip()
-        if not stripped:
-            continue
-        if not stripped.startswith("#") or len(text) - len(stripped) <= node.col_offset:
-            break
-        last = number
-    return last
 
 
 def _first_line(node: ast.stmt) -> int:

@@ -84,7 +84,7 @@ def read_body(body: Sequence[ast.stmt], lines: Sequence[str], *, fields: bool = 
     out = Body(lines=lines)
     for index, node in enumerate(body):
         bound = _first_line(body[index + 1]) - 1 if index + 1 < len(body) else len(lines)
-        statement = Statement(node, _first_line(node), _last_line(lines, node, bound=bound))
+        statement = Statement(node, _first_line(node), last_line(lines, node, bound=bound))
         bindings = _bindings(statement, out, fields=fields)
         if bindings is None:
             out.others.append(statement)
@@ -153,6 +153,23 @@ def header_key(node: ast.ClassDef) -> str:
     """A class statement without its body: name, bases, keywords, decorators."""
     parts = [node.name, *map(node_key, node.bases), *map(node_key, node.keywords)]
     return "|".join([*parts, "@", *map(node_key, node.decorator_list)])
+
+
+def last_line(lines: Sequence[str], node: ast.stmt, *, bound: int) -> int:
+    """A def's last line as `inspect.getblock` ends it (its last statement, then comment
+    lines indented deeper than the def); any other statement's last line."""
+    last = node.end_lineno or node.lineno
+    if not isinstance(node, (*_DEFS, ast.ClassDef)):
+        return last
+    for number in range(last + 1, bound + 1):
+        text = lines[number - 1]
+        stripped = text.lstrip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#") or len(text) - len(stripped) <= node.col_offset:
+            break
+        last = number
+    return last
 
 
 def _bindings(statement: Statement, body: Body, *, fields: bool) -> list[Binding] | None:
@@ -226,20 +243,3 @@ def _dotted(node: ast.expr) -> str:
 def _first_line(node: ast.stmt) -> int:
     decorators = getattr(node, "decorator_list", [])
     return decorators[0].lineno if decorators else node.lineno
-
-
-def _last_line(lines: Sequence[str], node: ast.stmt, *, bound: int) -> int:
-    """A def's last line as `inspect.getblock` ends it (its last statement, then comment
-    lines indented deeper than the def); any other statement's last line."""
-    last = node.end_lineno or node.lineno
-    if not isinstance(node, (*_DEFS, ast.ClassDef)):
-        return last
-    for number in range(last + 1, bound + 1):
-        text = lines[number - 1]
-        stripped = text.lstrip()
-        if not stripped:
-            continue
-        if not stripped.startswith("#") or len(text) - len(stripped) <= node.col_offset:
-            break
-        last = number
-    return last

@@ -16,6 +16,7 @@ from cli_fakes import (
     TARGET_MODULE,
     TARGET_SOURCE,
     FakeProject,
+    absent_engine_collection,
     fake_project,
     invoke,
 )
@@ -97,7 +98,7 @@ def test_over_a_whole_collection_absent_fails_only_when_strict_or_when_all_are_a
     nothing = invoke("check", "--collection", "missing")
     assert (nothing.exit_code, nothing.output.splitlines()[-1]) == (
         1,
-        "0 of 1 targets of 1 fixes revert cleanly; 1 absent (package not installed)",
+        "0 of 1 target of 1 fix revert cleanly; 1 absent (package not installed)",
     )
 
 
@@ -146,8 +147,7 @@ def test_several_source_roots_give_a_recipe_by_tree_matrix(
         [str(FIRST_HALF_FIX), "registry", f"{TARGET_MODULE}.first_half", "ok", "ok"],
     ]
     assert lines[3].startswith(
-        f"{wheel.name}: {ANSWER_FIX}  {TARGET_MODULE}.answer: stale: {TARGET_MODULE}.answer: "
-        "edit 1 of 1 "
+        f"{wheel.name}: {ANSWER_FIX}  {TARGET_MODULE}.answer: stale: edit 1 of 1 "
     )
     rows = json.loads(invoke(*args, "--json", str(ANSWER_FIX)).output)
     assert [(row["source"], row["status"]) for row in rows] == [
@@ -329,4 +329,29 @@ def test_check_of_an_unknown_pr_is_a_one_line_error(fake_project: FakeProject) -
     assert result.exit_code == 2
     assert result.stderr.startswith(
         f"error: PR 4711 is not registered; registered PRs: {REGISTERED} "
+    )
+
+
+def test_a_bare_check_folds_a_collection_whose_package_is_not_installed_into_one_line(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    demo = absent_engine_collection(fake_project)
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", f"{fake_project.registry_dir}{os.pathsep}{demo}")
+    result = invoke("check")
+    lines = result.output.splitlines()
+    assert not [line for line in lines if "prtoggle_no_such_engine.answer" in line]
+    folded = "not checked, package not installed here: demo (package prtoggle_no_such_engine)"
+    assert folded in lines
+    named = invoke("check", "--collection", "demo")
+    assert "prtoggle_no_such_engine.answer: absent: " in named.output
+
+
+def test_a_bare_check_where_no_recipes_package_is_installed_says_so_in_one_line_and_exits_1(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", str(absent_engine_collection(fake_project)))
+    result = invoke("check")
+    assert (result.exit_code, result.output) == (
+        1,
+        "nothing checked, no package installed here: demo (package prtoggle_no_such_engine)\n",
     )

@@ -54,32 +54,28 @@ def test_the_text_marks_a_revert_that_never_landed_and_lists_files_that_did_not_
     result = coverage(dict(os.environ), *argv, *pytest_command(suite))
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:3] == [
+    assert lines[:5] == [
         "PR     COLLECTION  GUARDS  GUARDED BY",
         f"{ANSWER_FIX}  registry    1       test_target.py::test_answer",
         f"{ANSWER_FIX}  engine2     0       NONE: the suite never imports its code "
         "(prtoggle_fake_other): no result",
+        f"never imported by the suite (no result): engine2/{ANSWER_FIX}",
+        "",
     ]
-    assert lines[4:13] == [
-        f"{ANSWER_FIX}  {ANSWER_FIX}  TEST",
-        "F      F      test_multi.py::test_multi_line_message",
-        "F      F      test_target.py::test_always_fails",
-        "X      -      test_target.py::test_answer",
-        "(and 3 more test(s): no difference with any fix reverted)",
-        "  X guards: passes plain, fails with the fix reverted",
-        "  . still passes with the fix reverted",
-        "  F fails plain: not judged",
-        "  - the suite never imported the fix's code: its revert never landed, no result",
+    assert lines[5] == "1 of 2 fixes guarded, 1 never imported"
+    assert lines[6].startswith("6 tests (2 failing plain, 1 test file not importable); 3 runs in ")
+    assert lines[7:] == [
+        "",
+        "not judged (3 items):",
+        "  test_broken.py: did not import plain: RuntimeError: No supported accelerator",
+        "  test_multi.py::test_multi_line_message: fails plain: AssertionError: first line (+2 "
+        "more lines)",
+        "  test_target.py::test_always_fails: fails plain: AssertionError: broken with every "
+        "fix in place",
     ]
-    start = lines.index("test files that did not import in the plain run (their tests never ran):")
-    assert lines[start + 1] == "  test_broken.py: RuntimeError: No supported accelerator"
-    assert (
-        "  test_multi.py::test_multi_line_message: AssertionError: first line (+2 more lines)"
-        in lines
-    )
     assert result.stderr.splitlines()[-1] == (
         f"coverage: no test guards PR {ANSWER_FIX} (engine2): the suite never imports its "
-        "code (1 test file(s) did not import in the plain run)"
+        "code (1 test file did not import in the plain run)"
     )
     page = html.read_text()
     assert page.index('<ul class="legend">') < page.index('<table class="matrix">')
@@ -130,7 +126,7 @@ def test_without_the_plugin_one_line_names_it_exit_2_and_no_reverted_run_starts(
     assert started.read_text().splitlines() == ["run:"]
 
 
-def test_a_suite_in_which_nothing_differs_is_summarised_in_one_line(
+def test_a_suite_in_which_nothing_differs_is_summarised_in_its_counts(
     fake_project: FakeProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     other_engine_collection(fake_project, monkeypatch)
@@ -142,8 +138,11 @@ def test_a_suite_in_which_nothing_differs_is_summarised_in_one_line(
     argv = ["-r", f"engine2:{ANSWER_FIX}", "--"]
     result = coverage(dict(os.environ), *argv, *pytest_command(suite))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[3:5] == [
-        "no test shows a difference: each of the 40 tests passes or is skipped with each fix "
-        "reverted (or the fix's code was never imported); --json and --html have the full matrix",
+    lines = result.stdout.splitlines()
+    assert lines[2:5] == [
+        f"never imported by the suite (no result): engine2/{ANSWER_FIX}",
         "",
+        "0 of 1 fix guarded, 1 never imported",
     ]
+    assert lines[5].startswith("40 tests; 2 runs in ")
+    assert len(lines) == 6

@@ -51,9 +51,33 @@ def test_list_shows_every_fix_and_whether_its_revert_applies(fake_project: FakeP
         "2026-01-01",
         TARGET_MODULE,
         "wrong-output",
-        "NO",
+        "stale",
     ]
-    assert len(lines) == 6
+    assert lines[6:] == [
+        "stale: its match text is not in the installed code (`prtoggle rebase PR` proposes one)"
+    ]
+
+
+def test_list_says_out_of_range_apart_from_stale_in_a_word_and_a_footnote(
+    fake_project: FakeProject,
+) -> None:
+    dist_info = fake_project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    recipe = fake_project.registry_dir / f"{ANSWER_FIX}.yaml"
+    recipe.write_text("applies_to: prtoggle-fake>=1.0,<2.0\n" + recipe.read_text())
+    result = invoke("list")
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines()[1:6]}
+    assert (rows[str(ANSWER_FIX)][4], rows[str(BROKEN_FIX)][4]) == ("out-of-range", "stale")
+    assert result.output.splitlines()[6:] == [
+        "out-of-range: the installed version is outside the recipe's applies_to (not a failure)",
+        "stale: its match text is not in the installed code (`prtoggle rebase PR` proposes one)",
+    ]
+    records = {r["pr"]: r for r in json.loads(invoke("list", "--json").output)}
+    assert (records[ANSWER_FIX]["why_not"], records[BROKEN_FIX]["why_not"]) == (
+        "out-of-range",
+        "stale",
+    )
 
 
 def test_list_json_carries_metadata_and_problems(fake_project: FakeProject) -> None:
@@ -76,6 +100,7 @@ def test_list_json_carries_metadata_and_problems(fake_project: FakeProject) -> N
     assert broken["applies"] is False
     assert len(broken["problems"]) == 1
     assert broken["problems"][0].startswith(f"{TARGET_MODULE}.answer: ")
+    assert broken["problems"][0].count(f"{TARGET_MODULE}.answer") == 1  # named once
 
 
 def test_list_shows_each_collection_and_absent_packages(

@@ -155,3 +155,18 @@ def test_bare_prtoggle_prints_its_usage_not_an_error_line() -> None:
     assert result.stderr.startswith("Usage: prtoggle [OPTIONS] COMMAND [ARGS]...\n\n")
     assert "\nCommands:\n  bench " in result.stderr
     assert result.stdout == ""
+
+
+def test_every_commands_help_keeps_its_examples_as_written_and_shows_no_escaped_marker() -> None:
+    for name in COMMANDS:
+        result = subprocess.run(
+            [sys.executable, "-m", "prtoggle", name, "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (result.returncode, result.stderr) == (0, ""), name
+        lines = result.stdout.splitlines()
+        assert "\\x08" not in result.stdout, name
+        assert lines[lines.index("  Examples:") - 1] == "", name
+        assert max(len(line) for line in lines) <= 100, name

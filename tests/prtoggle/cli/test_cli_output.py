@@ -176,7 +176,8 @@ def test_a_bad_recipe_in_one_collection_leaves_the_others_listed_and_exits_2(
         "runs before that could happen; name a module the program imports"
     )
     assert (result.returncode, result.stderr) == (2, f"error: {error}\n")
-    rows = [line.split()[:2] + line.split()[4:5] for line in result.stdout.splitlines()[1:]]
+    table = [line for line in result.stdout.splitlines()[1:] if line.split()[0].isdigit()]
+    rows = [line.split()[:2] + line.split()[4:5] for line in table]  # the footnotes follow
     assert ["26521", "fixes", "yes"] in rows
     assert (["12", "mine", "absent"] in rows, rows[-1]) == (True, ["11", "mine", "ERROR"])
     records = json.loads(prtoggle("list", "--collection", "mine", "--json", env=env).stdout)

@@ -50,7 +50,7 @@ def test_repro_runs_fixed_and_reverted_and_reports_reproduced(fake_project: Fake
     assert lines[1].split()[:5] == [str(ANSWER_FIX), "clean", "WrongAnswer", "at", "fake.answer"]
     assert lines[1].split()[5] == "yes"
     assert re.fullmatch(r"\d+\.\d / \d+\.\d", lines[1].split("yes", 1)[1].strip())
-    assert re.fullmatch(r"1 of 1 fixes reproduced in \d+\.\d s", lines[-1])
+    assert re.fullmatch(r"1 of 1 fix reproduced in \d+\.\d s", lines[-1])
     progress = sorted(line.split(" (")[0] for line in result.stderr.splitlines())
     assert progress == [
         f"PR {ANSWER_FIX} fixed: clean",
@@ -90,7 +90,7 @@ def test_a_failure_not_matching_expect_is_not_reproduced(fake_project: FakeProje
         result.output
     )
     assert "  expected a failure matching 'NaNDetected'" in result.output
-    assert result.stdout.splitlines()[-1].startswith("0 of 1 fixes reproduced in ")
+    assert result.stdout.splitlines()[-1].startswith("0 of 1 fix reproduced in ")
 
 
 def test_a_revert_that_changes_nothing_is_not_reproduced(fake_project: FakeProject) -> None:
@@ -200,7 +200,7 @@ def test_seconds_are_each_runs_wall_time_and_the_total_the_commands(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["PR", "FIXED", "REVERTED", "REPRODUCED", "SECONDS"]
     assert lines[1].split() == [str(ANSWER_FIX), "clean", "WrongAnswer", "yes", "1.5", "/", "2.0"]
-    assert lines[-1] == "1 of 1 fixes reproduced in 2.1 s"
+    assert lines[-1] == "1 of 1 fix reproduced in 2.1 s"
 
 
 def test_repro_takes_a_collection_and_names_the_known_ones(fake_project: FakeProject) -> None:

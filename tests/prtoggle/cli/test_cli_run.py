@@ -207,7 +207,7 @@ def test_run_all_keeps_what_applies_and_names_what_it_left_out_in_one_line(
     result = invoke("run", "-r", "all", "--", *python_command(code))
     assert (result.exit_code, result.stderr) == (
         0,
-        "prtoggle: -r all: left out 1 recipe(s) that do not apply here: 1 out-of-range "
+        "prtoggle: -r all: left out 1 recipe that does not apply here: 1 out-of-range "
         "(registry/90013); `prtoggle list` says why\n"
         f"prtoggle run: PRs {ANSWER_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX} requested in 1 "
         "process, but no process imported its code, so nothing was reverted (registry/"

@@ -201,7 +201,7 @@ def test_bisect_marks_an_answer_resting_on_a_partial_revert(project: Project) ->
 def test_coverage_marks_a_fix_whose_revert_is_partial(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from prtoggle.cli.coverage import print_report
+    from prtoggle.cli.coverage_report import print_report
     from prtoggle.commands.coverage import CoverageReport, RecipeCoverage, SuiteRun
     from prtoggle.pytest_plugin.outcomes import NodeOutcome
     from prtoggle.recipes.schema import load_recipe

@@ -111,6 +111,20 @@ def test_the_ratio_is_the_median_of_per_pair_ratios_with_its_spread() -> None:
     assert cost.ratio == pytest.approx(1.15)  # not 1.4 / 1.25 = 1.12: pairs, not medians
     assert cost.ratio_iqr == pytest.approx(1.225 - 1.075)
     assert cost.fix_cost_percent == pytest.approx((1 / 1.15 - 1) * 100)
+    assert cost.fix_cost_interval == pytest.approx(((1 / 1.225 - 1) * 100, (1 / 1.075 - 1) * 100))
+    assert not cost.cost_within_noise
+
+
+def test_a_fix_cost_whose_interquartile_interval_crosses_zero_is_within_the_noise() -> None:
+    cost = cost_of(result_line(reverted={"samples": [0.9, 2.2, 1.5, 1.1]}))
+    assert cost.pair_ratios == pytest.approx([0.9, 1.1, 1.0, 1.1])
+    assert cost.fix_cost_interval == pytest.approx(((1 / 1.1 - 1) * 100, (1 / 0.975 - 1) * 100))
+    assert cost.cost_within_noise
+    record = cost.to_dict()
+    assert (record["fix_cost_iqr_percent"], record["fix_cost_within_noise"]) == (
+        [-9.09, 2.56],
+        True,
+    )
 
 
 def test_a_reverted_error_keeps_the_fixed_median_and_gives_no_ratio() -> None:

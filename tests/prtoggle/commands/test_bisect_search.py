@@ -56,8 +56,7 @@ def test_attribute_reports_skips_and_suggests_ddmin_for_interactions() -> None:
     assert not result.found
     assert result.skipped == (27460,)
     assert result.conclusion == (
-        "no single revert makes the command fail; the failure may need several fixes "
-        "reverted together (try --mode ddmin)"
+        "no single revert makes the command fail; several reverted together may (try --mode ddmin)"
     )
 
 
@@ -236,4 +235,18 @@ def test_a_skipped_all_reverted_run_is_inconclusive_never_none_needed() -> None:
     assert result.conclusion == (
         "inconclusive: the run with every candidate reverted cannot be judged: that run was "
         "skipped (exit status 125); the search needs it to be bad"
+    )
+
+
+@pytest.mark.parametrize("mode", ["attribute", "ordered", "ddmin"])
+def test_no_candidate_runs_nothing_and_says_so_instead_of_suggesting_another_mode(
+    mode: str,
+) -> None:
+    def oracle(reverted: tuple[int, ...]) -> Verdict:
+        raise AssertionError(f"ran {reverted}")
+
+    result = run_search(mode, (), oracle)  # type: ignore[arg-type]
+    assert (result.found, result.runs) == (False, 0)
+    assert result.conclusion == (
+        "no candidate revert applies here (each was left out: see above): nothing to search"
     )

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
-from cli_fakes import ANSWER_FIX, BROKEN_FIX, FIRST_HALF_FIX, FakeProject, fake_project
+from cli_fakes import (
+    ANSWER_FIX,
+    BROKEN_FIX,
+    FIRST_HALF_FIX,
+    FakeProject,
+    absent_engine_collection,
+    fake_project,
+)
 
 from prtoggle.commands.selections import (
     load_default_registry,
@@ -83,3 +92,37 @@ def test_an_outer_revert_the_registry_does_not_know_is_an_error(fake_project: Fa
     environ = {REVERT_ENV: "12345", RUN_REPORT_ENV: "/tmp/reports"}
     with pytest.raises(UnknownPRError, match="12345"):
         outer_revert(environ, command="bisect", registry=load_default_registry())
+
+
+def _demo_collection_of_an_absent_package(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Collection `demo` (absent_engine_collection) on PRTOGGLE_YAML_PATH."""
+    demo = absent_engine_collection(fake_project)
+    paths = [str(fake_project.registry_dir), str(demo)]
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", os.pathsep.join(paths))
+
+
+def test_a_bare_number_leaves_out_a_collection_whose_package_is_not_importable_in_one_note(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _demo_collection_of_an_absent_package(fake_project, monkeypatch)
+    registry = load_default_registry()
+    choice = revert_selections([f"{ANSWER_FIX},{FIRST_HALF_FIX}"], registry, search_path=[])
+    assert qualified_specs(choice.selections) == (
+        f"registry:{ANSWER_FIX}",
+        f"registry:{FIRST_HALF_FIX}",
+    )
+    assert choice.notes == (
+        f"prtoggle: -r: left out demo/{ANSWER_FIX}, demo/{FIRST_HALF_FIX}: package not "
+        f"importable here (name them as demo:{ANSWER_FIX}, demo:{FIRST_HALF_FIX} to revert "
+        "them anyway)",
+    )
+
+
+def test_collection_colon_pr_still_reaches_a_collection_whose_package_is_not_importable(
+    fake_project: FakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _demo_collection_of_an_absent_package(fake_project, monkeypatch)
+    choice = revert_selections([f"demo:{ANSWER_FIX}"], load_default_registry(), search_path=[])
+    assert (qualified_specs(choice.selections), choice.notes) == ((f"demo:{ANSWER_FIX}",), ())

@@ -10,7 +10,9 @@ import sys
 import pytest
 from cli_fakes import (
     ANSWER_FIX,
+    BROKEN_FIX,
     FIRST_HALF_FIX,
+    HARMLESS_FIX,
     SECOND_HALF_FIX,
     TARGET_MODULE,
     FakeProject,
@@ -88,8 +90,8 @@ def test_an_exported_variable_alone_changes_nothing_and_says_so_in_one_header_li
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
     assert [line for line in result.outlines if line.startswith("prtoggle")] == [
-        f"prtoggle: SGLANG_DEBUG_REVERT_PR='{exported}' not applied by the pytest plugin "
-        "(ask with --revert-pr, `prtoggle run`, or `prtoggle_env_reverts = true` in the ini file)"
+        f"prtoggle: SGLANG_DEBUG_REVERT_PR='{exported}' not applied (see --revert-pr or ini "
+        "prtoggle_env_reverts)"
     ]
     assert result.errlines == []
 
@@ -472,3 +474,75 @@ def test_tests_without_guards_keep_their_ids_whatever_their_parameters(
     result = pytester.runpytest_inprocess("-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*::test_x[[]prefixed[]] PASSED*"])
+
+
+DRAFTED_PR = 90777
+FIXED_ENGINE = "def rows(n):\n    return list(range(n))\n"
+FIX_DIFF = """\
+diff --git a/prtoggle_drafted_engine.py b/prtoggle_drafted_engine.py
+--- a/prtoggle_drafted_engine.py
++++ b/prtoggle_drafted_engine.py
+@@ -1,2 +1,2 @@
+ def rows(n):
+-    return list(range(n - 1))
++    return list(range(n))
+"""
+
+
+def test_a_recipe_drafted_by_new_without_expect_guards_by_the_test_failing(
+    project: FakeProject, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project.source_dir / "prtoggle_drafted_engine.py").write_text(FIXED_ENGINE)
+    diff = pytester.path / "fix.diff"
+    diff.write_text(FIX_DIFF)
+    drafts = pytester.path / "drafts"
+    argv = ["--from-diff", str(diff), "--source-root", str(project.source_dir)]
+    drafted = subprocess.run(
+        [sys.executable, "-m", "prtoggle", "new", *argv, "--pr", str(DRAFTED_PR), "--out", drafts],
+        env=project.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert drafted.returncode == 0, drafted.stderr
+    assert "expect:" not in (drafts / f"{DRAFTED_PR}.yaml").read_text()
+    yaml_path = os.pathsep.join([str(project.registry_dir), str(drafts)])
+    monkeypatch.setenv("PRTOGGLE_YAML_PATH", yaml_path)
+    pytester.makepyfile(
+        "import pytest\nimport prtoggle_drafted_engine as engine\n\n"
+        f"@pytest.mark.guards_pr({DRAFTED_PR})\n"
+        "def test_rows():\n    assert engine.rows(3) == [0, 1, 2]\n"
+    )
+    result = pytester.runpytest_subprocess("-v", "-rA")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            f"*::test_rows[[]reverted-{DRAFTED_PR}[]] PASSED*",
+            f"PR {DRAFTED_PR} reverted, failed (judged by the test failing: the recipe has no "
+            "expect):",
+            "AssertionError: assert [[]0, 1] == [[]0, 1, 2]",
+        ]
+    )
+
+
+OUT_OF_RANGE_FIX = 90556
+
+
+def test_revert_pr_all_names_in_the_header_only_the_reverts_in_force(
+    project: FakeProject, pytester: pytest.Pytester
+) -> None:
+    dist_info = project.source_dir / "prtoggle_fake-2.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Name: prtoggle-fake\nVersion: 2.3\n")
+    (project.registry_dir / f"{OUT_OF_RANGE_FIX}.yaml").write_text(
+        f"applies_to: prtoggle-fake>=1.0,<2.0\npatches:\n  - target: {TARGET_MODULE}.answer\n"
+        "    edits:\n      - match: value = 42\n        replacement: value = 40\n"
+    )
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--revert-pr", "all")
+    header = [line for line in result.outlines if line.startswith("prtoggle")]
+    assert len(header) == 1  # the shipped collections' PRs come first, then the project's
+    assert header[0].endswith(
+        f"{ANSWER_FIX}, {BROKEN_FIX}, {FIRST_HALF_FIX}, {SECOND_HALF_FIX}, {HARMLESS_FIX}"
+    )
+    assert str(OUT_OF_RANGE_FIX) not in header[0]

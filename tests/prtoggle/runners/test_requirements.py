@@ -36,3 +36,15 @@ def test_a_missing_tool_and_a_missing_engine_are_said_in_one_message() -> None:
         "no_engine, which is not importable here (the demo engine `fixes` is found from "
         "the root of prtoggle's source checkout only: run prtoggle there)"
     )
+
+
+def test_a_missing_pytest_names_the_extra_that_installs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(requirements, "_findable", lambda name: name != "pytest")
+    with pytest.raises(MissingDependencyError) as raised:
+        require_installed("coverage", tools=["pytest"])
+    assert str(raised.value) == (
+        "`prtoggle coverage` needs pytest, which is not installed here: "
+        "`pip install 'prtoggle[pytest]'`"
+    )
