@@ -91,8 +91,7 @@ SKIPPED = {
         "needs the wheels the `pip download` example fetches (CI checks the matrix)"
     ),
     "prtoggle bench --all": "twenty sample pairs of every benchmark: too slow for the CPU suite",
-    "prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang --repeat 3 -- "
-    "python -m pytest -q test/t.py": (
+    "prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang -- python -m pytest -q t.py": (
         "needs sglang's history and a test of it; "
         "tests/prtoggle/commands/test_bisect_history.py runs bisect --git on a real repository"
     ),

@@ -38,8 +38,7 @@ one command that reproduces the verdict is printed. Exit status as below.
 """
 
 HISTORY_EXAMPLE = (
-    "  prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang --repeat 3 -- "
-    "python -m pytest -q test/t.py\n"
+    "  prtoggle bisect --git v0.5.16..v0.5.17 --repo ~/sglang -- python -m pytest -q t.py\n"
 )
 
 

@@ -6,16 +6,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
 from prtoggle.cli.output import plural
+from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.requirements import require_installed
-
-if TYPE_CHECKING:
-    from prtoggle.recipes.registry import Recipe
 
 _EPILOG = """\b
 COMMAND is a pytest command line (`pytest ...` or `python -m pytest ...`) with

@@ -45,7 +45,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "repro": CommandEntry(
         "prtoggle.cli.repro",
         "repro_command",
-        "Reproduce the failure each fix prevented: scenario fixed (clean) vs reverted (fails).",
+        "Reproduce the failure each fix prevented: fixed it passes, reverted it fails.",
     ),
     "bisect": CommandEntry(
         "prtoggle.cli.bisect",

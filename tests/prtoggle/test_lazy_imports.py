@@ -47,6 +47,7 @@ LAZY: dict[str, dict[str, str]] = {
             "prtoggle.cli.coverage_report",
             "prtoggle.commands.coverage",
             "prtoggle.commands.coverage_html",
+            "prtoggle.commands.repro_guards",
         ],
         _NEEDS_PYTEST,
     ),

@@ -296,13 +296,13 @@ def test_without_a_command_coverage_runs_the_guards_the_selected_recipes_record(
     assert result.returncode == 0, result.stdout + result.stderr
     said = result.stderr.splitlines()
     assert said[:2] == [
-        f"coverage: registry/{ANSWER_FIX} records 1 guard(s)",
+        f"coverage: registry/{ANSWER_FIX} records 1 guard",
         f"coverage: registry/{FIRST_HALF_FIX} records no guards",
     ]
     rows = result.stdout.splitlines()
     assert rows[1].split() == [str(ANSWER_FIX), "registry", "1", "test_target.py::test_answer"]
     assert rows[2].split() == [str(FIRST_HALF_FIX), "registry", "0", "NONE"]
-    assert "1 tests, 3 runs in" in result.stdout  # only the recorded guard ran
+    assert "1 test; 3 runs in" in result.stdout  # only the recorded guard ran
 
 
 def test_without_a_command_a_selection_recording_no_guards_is_one_error(
