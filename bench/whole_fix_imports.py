@@ -60,7 +60,10 @@ WARM = (
 )
 """Imported once by the parent (each case's child is forked from it); a case's post-fix
 files replace their installed modules in the child all the same."""
+WARM_WITHOUT_SGLANG = tuple(name for name in WARM if not name.startswith("sglang"))
+"""With `--trees`: sglang is imported by each case's child, from the commit's tree."""
 CHILD_TIMEOUT_S = 240
+MIRROR = ROOT.parents[1] / ".mirror" / "bytedance-iaas+sglang" / "repo"
 
 
 @dataclass
@@ -82,6 +85,9 @@ class Case:
     source_root: Path | None
     modules: list[Module]
     pr: int | None = None
+    tree: Path | None = None
+    """A full source tree of the post-fix commit (its `python/`): the case's child (forked
+    from a parent that imported no sglang) imports sglang from it."""
 
 
 @dataclass
@@ -99,7 +105,7 @@ class Result:
 def main() -> None:
     args = _arguments()
     cases = _realfixes_cases(args) if args.source == "realfixes" else _release_cases(args)
-    _warm()
+    _warm(WARM if args.trees is None else WARM_WITHOUT_SGLANG)
     results = []
     for case in cases:
         results.append(judge(case))
@@ -157,7 +163,7 @@ def judge(case: Case) -> Result:
         ]
         result.claims_whole = not result.not_reverted  # skipped: outside, or never runs
         spec = f"{out.name}:{recipe['pr']}"
-        judged = _in_child(lambda: _judge_here(case.modules, out, spec))
+        judged = _in_child(lambda: _judge_here(case.modules, out, spec, tree=case.tree))
     failed = f"error: {judged.get('error', '?')}"
     result.modules = judged.get("modules", {m.name: failed for m in case.modules})
     result.differs = judged.get("differs", {})
@@ -169,8 +175,13 @@ def judge(case: Case) -> Result:
     return result
 
 
-def _judge_here(modules: list[Module], out: Path, spec: str) -> dict[str, Any]:
-    """In the child: import, revert, load each pre-fix file, compare."""
+def _judge_here(
+    modules: list[Module], out: Path, spec: str, *, tree: Path | None = None
+) -> dict[str, Any]:
+    """In the child: import (sglang from `tree` when given), revert, load each pre-fix
+    file, compare."""
+    if tree is not None:
+        sys.path.insert(0, str(tree))
     from prtoggle.errors import PrToggleError
     from prtoggle.recipes.registry import load_registry
     from prtoggle.revert import toggle
@@ -311,14 +322,14 @@ def _in_child(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _warm() -> None:
+def _warm(names: tuple[str, ...]) -> None:
     import logging
     import warnings
 
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
     sys.path.insert(0, str(STUBS))
-    for name in WARM:
+    for name in names:
         try:
             __import__(name)
         except Exception as exc:
@@ -339,8 +350,28 @@ def _realfixes_cases(args: argparse.Namespace) -> list[Case]:
             post = folder / "post" / relative
             modules.append(Module(_module_name(relative), pre if pre.exists() else None, post))
         diff = (folder / "fix.patch").read_text(encoding="utf-8")
-        cases.append(Case(folder.name, diff, folder / "post", modules))
+        tree = None
+        if args.trees is not None:
+            tree = _commit_tree(args.trees, args.mirror, meta["sha"])
+            modules = [Module(m.name, m.pre) for m in modules]  # the tree's own files
+        cases.append(Case(folder.name, diff, folder / "post", modules, tree=tree))
     return cases
+
+
+def _commit_tree(trees: Path, mirror: Path, sha: str) -> Path:
+    """The `python/` folder of sglang's full tree at `sha`, extracted once from the mirror."""
+    tree = trees / sha
+    if not tree.is_dir():
+        partial = trees / f"{sha}.partial"
+        partial.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", f"--git-dir={mirror}", "archive", sha, "python/sglang"],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive.stdout, check=True)
+        partial.rename(tree)
+    return tree / "python"
 
 
 def _release_cases(args: argparse.Namespace) -> list[Case]:
@@ -408,6 +439,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--older", type=Path, help="the older sglang wheel (release)")
     parser.add_argument("--under", nargs="+", default=["sglang/srt/mem_cache/"])
+    parser.add_argument(
+        "--trees",
+        type=Path,
+        help="realfixes: judge each commit importing sglang from its full tree, kept here",
+    )
+    parser.add_argument("--mirror", type=Path, default=MIRROR, help="sglang's git history")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.source == "release" and args.older is None:
