@@ -7,8 +7,9 @@ members are set on the real class, `__class__` cells pointed at it), then the re
 names go. In a module scope, every other loaded module holding the very object being
 replaced (copies made by `from m import NAME [as OTHER]`) gets the same change; small
 immutable atoms are followed under the same name only, and a function or class defined in
-another module (an import of the scope) not at all. Restoring puts back the identical
-objects, copies included, and deletes what was absent. Two changes of one name in force
+another module (an import of the scope) not at all. A removed name's entry in the scope's
+`__annotations__` goes with it. Restoring puts back the identical objects, copies included,
+and the annotations where they were, and deletes what was absent. Two changes of one name in force
 at once are refused. Process-global: the record of which name is changed by whom.
 """
 
@@ -68,6 +69,27 @@ class Binding:
 
 
 @dataclass
+class Annotation:
+    """An entry of a scope's `__annotations__` that a removed name left: taken out while
+    the change is in force, put back after the key it followed (None: first)."""
+
+    annotations: dict[str, object]
+    name: str
+    value: object
+    after: str | None
+
+    def put_back(self) -> None:
+        items = list(self.annotations.items())
+        keys = [key for key, _ in items]
+        at = keys.index(self.after) + 1 if self.after in keys else 0
+        if self.after is not None and self.after not in keys:
+            at = len(items)
+        items.insert(at, (self.name, self.value))
+        self.annotations.clear()
+        self.annotations.update(items)
+
+
+@dataclass
 class AppliedNames:
     """One name change in force: what to put back, and the functions its `define` made."""
 
@@ -75,18 +97,24 @@ class AppliedNames:
     scope: NameScope
     bindings: list[Binding] = field(default_factory=list)
     functions: list[tuple[str, FunctionType]] = field(default_factory=list)
+    annotations: list[Annotation] = field(default_factory=list)
 
     def restore(self) -> None:
-        """Put back every snapshotted object (the same objects), delete what was absent."""
+        """Put back every snapshotted object (the same objects), delete what was absent,
+        and the annotations of removed names."""
         for binding in reversed(self.bindings):
             _put_back(binding)
         self.bindings.clear()
+        for annotation in reversed(self.annotations):
+            annotation.put_back()
+        self.annotations.clear()
         for key in [key for key, owner in _OWNERS.items() if owner is self]:
             del _OWNERS[key]
 
     def forget_holder_bindings(self) -> None:
         """Drop the scope's own bindings, unrestored (its module was re-executed); keep copies."""
         self.bindings = [b for b in self.bindings if b.holder is not self.scope.holder]
+        self.annotations.clear()  # the module's code annotated its names anew
         for key in [key for key, owner in _OWNERS.items() if owner is self]:
             if key[0] == id(self.scope.holder):
                 del _OWNERS[key]
@@ -165,6 +193,7 @@ def apply_names(
             _run_define(scope, code, defined)
         for name in remove:
             delattr(scope.holder, name)
+        applied.annotations.extend(_take_annotations(scope.holder, remove))
         _update_copies(applied, scope, copies)
         applied.functions.extend(_made_functions(scope, defined))
     except BaseException as exc:
@@ -200,6 +229,20 @@ def _refuse_missing(scope: NameScope, remove: Sequence[str], *, label: str) -> N
             f"{label}: remove: `{missing[0]}` is not bound in {scope.kind} {scope.name} (the "
             "fix's code is not what the recipe expects: the recipe is stale)"
         )
+
+
+def _take_annotations(holder: object, removed: Sequence[str]) -> Iterator[Annotation]:
+    """Take the removed names out of the holder's own `__annotations__` (a fix that adds
+    `x: int = 0` adds an entry there; the pre-fix program has none)."""
+    annotations = vars(holder).get("__annotations__")
+    if not isinstance(annotations, dict):
+        return
+    for name in removed:
+        if name in annotations:
+            keys = list(annotations)
+            at = keys.index(name)
+            after = keys[at - 1] if at else None
+            yield Annotation(annotations, name, annotations.pop(name), after)
 
 
 def _run_define(scope: NameScope, code: CodeType, defined: Sequence[str]) -> None:

@@ -26,7 +26,15 @@ import prtoggle
 modules = [importlib.import_module(name) for name in sys.argv[1:]]
 revert = os.environ.get("PR")
 with prtoggle.reverted(int(revert)) if revert else contextlib.nullcontext():
-    print(json.dumps({m.__name__: sorted(k for k in vars(m) if k[:2] != "__") for m in modules}))
+    print(json.dumps({
+        m.__name__: [
+            sorted(k for k in vars(m) if k[:2] != "__"),
+            list(vars(m).get("__annotations__", {})),
+            {k: list(vars(c).get("__annotations__", {})) for k, c in vars(m).items()
+             if isinstance(c, type) and c.__module__ == m.__name__},
+        ]
+        for m in modules
+    }))
 """
 
 
@@ -104,3 +112,19 @@ def test_a_name_the_fix_adds_and_other_modules_import_is_removed_from_each_of_th
     modules = ["pkg.base", "pkg.core", "pkg.user"]
     expected = describe(tmp_path / "pre", modules)
     assert describe(tmp_path / "post", modules, recipes=recipes) == expected
+
+
+def test_an_annotated_name_the_fix_adds_leaves_no_annotation_once_removed(
+    tmp_path: Path,
+) -> None:
+    before = {
+        "core.py": "LIMIT: int = 1\n\n\nclass Box:\n    size: int = 1\n",
+    }
+    after = {
+        "core.py": "LIMIT: int = 1\n_HOOK: object = None\n\n\n"
+        "class Box:\n    size: int = 1\n    label: str = ''\n",
+    }
+    recipes = draft(tmp_path, before, after)
+    expected = describe(tmp_path / "pre", ["pkg.core"])
+    assert expected == {"pkg.core": [["Box", "LIMIT"], ["LIMIT"], {"Box": ["size"]}]}
+    assert describe(tmp_path / "post", ["pkg.core"], recipes=recipes) == expected
