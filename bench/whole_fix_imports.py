@@ -45,6 +45,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stand_ins
 from module_compare import compare_modules, load_module_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +183,8 @@ def _judge_here(
     file, compare."""
     if tree is not None:
         sys.path.insert(0, str(tree))
+        stand_ins.install()
+        _warm(tuple(name for name in WARM if name not in WARM_WITHOUT_SGLANG))
     from prtoggle.errors import PrToggleError
     from prtoggle.recipes.registry import load_registry
     from prtoggle.revert import toggle
