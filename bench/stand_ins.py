@@ -81,7 +81,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
-        module.__version__ = "0.0.0+stand-in"
+        setattr(module, "__version__", "0.0.0+stand-in")  # noqa: B010
 
 
 def _importable(name: str) -> bool:

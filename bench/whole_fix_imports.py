@@ -1,15 +1,21 @@
 """Whole fixes judged by importing: each touched module pre-fix, and post-fix reverted, compared.
 
 Usage:
-  python bench/whole_fix_imports.py realfixes [REALFIXES] [--only NNN ...] [--json]
+  python bench/whole_fix_imports.py realfixes [REALFIXES] [--trees DIR] [--only NNN ...] [--json]
   python bench/whole_fix_imports.py release --older WHEEL [--under PREFIX ...] [--json]
 
 `realfixes`: each commit of ../shared/realfixes drafted as its README says (`prtoggle new
 --from-diff NNN/fix.patch --source-root NNN/post`); its post-fix files are imported under
 their real names in place of the installed sglang's (whose other modules stand in for
-their imports). `release`: one recipe per module changed between the older wheel (0.5.22)
-and the installed sglang (0.5.23) under each PREFIX, drafted from that module's diff with
-the installed package as the source root.
+their imports). With `--trees DIR`, each commit's full sglang tree (its `python/sglang`,
+extracted once into DIR from sglang's history, `--mirror`) is imported instead, no sglang
+installed: run it with the Python of an environment where sglang's tree of 2026-08
+imports (../shared/sglang-import-venv.sh), GPU-only packages that sglang imports for
+names stood in for (`stand_ins.py`).
+
+`release`: one recipe per module changed between the older wheel (0.5.22) and the
+installed sglang (0.5.23) under each PREFIX, drafted from that module's diff with the
+installed package as the source root.
 
 Per case, in a process forked from a warm parent (torch and transformers imported): the
 touched modules are imported, the drafted recipe is reverted by prtoggle's runtime
@@ -114,6 +120,7 @@ def main() -> None:
             _print(results[-1])
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
+        print(summary(results), file=sys.stderr)
         return
     print(summary(results))
 
@@ -133,18 +140,24 @@ def _print(result: Result) -> None:
 
 
 def summary(results: list[Result]) -> str:
-    """Counts of cases and of modules per verdict, and of wrong claims."""
+    """Counts of cases and of modules per verdict, of cases whose every module imports
+    (post-fix and pre-fix), and of wrong claims."""
     kinds = ("whole", "differs", "refused", "not importable", "declined", "error")
     cases = {k: sum(r.verdict == k for r in results) for k in kinds}
     verdicts = [_kind(v) for r in results for v in r.modules.values()]
     modules = {k: verdicts.count(k) for k in (*kinds, "added")}
+    failed = ("not importable", "declined", "error")
+    importing = sum(not any(_kind(v) in failed for v in r.modules.values()) for r in results)
     wrong = sum(r.claims_whole and r.verdict == "differs" for r in results)
+    refused = sum(r.claims_whole and r.verdict == "refused" for r in results)
     return (
         f"{len(results)} cases: "
         + ", ".join(f"{n} {k}" for k, n in cases.items())
         + f"\n{len(verdicts)} modules: "
         + ", ".join(f"{n} {k}" for k, n in modules.items())
+        + f"\ncases whose every module imports, pre-fix and post-fix: {importing}"
         + f"\nrecipe claims whole, differs: {wrong}"
+        + f"\nrecipe claims whole, refused (said when run): {refused}"
     )
 
 
