@@ -29,7 +29,8 @@ or the pre-fix file, fails to import here), refused (the revert did not land: wh
 (a module the fix added whole: it has no pre-fix counterpart). A case is whole when every
 module is; `claims whole, differs` counts a recipe without `not_reverted` (what `new`
 skipped lies outside the package or never runs) whose revert landed and differs: it
-must be 0.
+must be 0; `claims whole, refused` those whose revert was refused (said when run, never
+silent). A case imports when every module does, post-fix and pre-fix.
 """
 
 from __future__ import annotations
@@ -70,7 +71,11 @@ files replace their installed modules in the child all the same."""
 WARM_WITHOUT_SGLANG = tuple(name for name in WARM if not name.startswith("sglang"))
 """With `--trees`: sglang is imported by each case's child, from the commit's tree."""
 CHILD_TIMEOUT_S = 240
-MIRROR = ROOT.parents[1] / ".mirror" / "bytedance-iaas+sglang" / "repo"
+MIRROR = next(
+    (p / ".mirror/bytedance-iaas+sglang/repo" for p in ROOT.parents if (p / ".mirror").is_dir()),
+    ROOT.parent / ".mirror/bytedance-iaas+sglang/repo",
+)
+"""sglang's history (`--trees` extracts each commit's tree from it): the nearest above."""
 
 
 @dataclass

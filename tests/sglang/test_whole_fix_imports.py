@@ -84,8 +84,17 @@ def test_each_module_reverted_in_0_5_23_is_0_5_22_s_module_and_its_recipe_says_w
 
 
 IMPORT_VENV = Path(os.environ.get("SGLANG_IMPORT_VENV", "/tmp/sglang-import-venv"))
-REALFIXES = ROOT.parent / "shared" / "realfixes"
-MIRROR = ROOT.parents[1] / ".mirror" / "bytedance-iaas+sglang" / "repo"
+
+
+def beside(relative: str) -> Path:
+    """`relative` under the nearest folder above the project holding it (a checkout may
+    lie one or two levels below the shared data)."""
+    found = (folder / relative for folder in ROOT.parents)
+    return next((path for path in found if path.exists()), ROOT.parent / relative)
+
+
+REALFIXES = beside("shared/realfixes")
+MIRROR = beside(".mirror/bytedance-iaas+sglang/repo")
 
 
 @pytest.mark.skipif(
