@@ -23,11 +23,18 @@ PACKAGES = ("cuda", "cutlass", "quack", "sgl_kernel_npu")
 """The packages stood in for, when the environment lacks them."""
 
 
-def install(packages: Sequence[str] = PACKAGES) -> list[str]:
-    """Stand in for each of `packages` that does not import here; the ones stood in for."""
+STUBBED = ("sgl_kernel",)
+"""Packages the suite's stand-ins (tests/sglang/stubs) provide without every submodule:
+a submodule they lack is stood in for too."""
+
+
+def install(packages: Sequence[str] = PACKAGES, *, stubbed: Sequence[str] = STUBBED) -> list[str]:
+    """Stand in for each of `packages` that does not import here, and for the submodules
+    the stand-in packages of `stubbed` lack; the packages stood in for."""
     missing = [name for name in packages if not _importable(name)]
-    if missing:
-        sys.meta_path.append(_Finder(tuple(missing)))
+    stubs = tuple(name for name in stubbed if _is_stub(name))
+    if missing or stubs:
+        sys.meta_path.append(_Finder(tuple(missing), submodules_of=stubs))
     return missing
 
 
@@ -67,11 +74,15 @@ class _StandInModule(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self, packages: tuple[str, ...]) -> None:
+    """Last on sys.meta_path: what nothing else found, under the packages it stands in for."""
+
+    def __init__(self, packages: tuple[str, ...], *, submodules_of: tuple[str, ...]) -> None:
         self.packages = packages
+        self.submodules_of = submodules_of
 
     def find_spec(self, name: str, path: object, target: object = None) -> Any:
-        if name.partition(".")[0] not in self.packages:
+        top, dot, _ = name.partition(".")
+        if top not in self.packages and not (dot and top in self.submodules_of):
             return None
         return importlib.machinery.ModuleSpec(name, self, is_package=True)
 
@@ -82,6 +93,10 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         setattr(module, "__version__", "0.0.0+stand-in")  # noqa: B010
+
+
+def _is_stub(name: str) -> bool:
+    return _importable(name) and bool(getattr(sys.modules[name], "IS_PRTOGGLE_STUB", False))
 
 
 def _importable(name: str) -> bool:

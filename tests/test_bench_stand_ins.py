@@ -35,3 +35,24 @@ def test_a_missing_package_gives_any_name_a_class_a_decorator_and_others_stay_re
         check=False,
     )
     assert (done.returncode, done.stdout) == (0, "2 2 True True []\n"), done.stderr
+
+
+def test_a_submodule_a_suite_stand_in_lacks_is_stood_in_for_and_its_own_stay_real(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "gpu_kernels"
+    package.mkdir()
+    (package / "__init__.py").write_text("IS_PRTOGGLE_STUB = True\n")
+    (package / "real.py").write_text("VALUE = 3\n")
+    program = (
+        f"import sys; sys.path[:0] = [{str(BENCH)!r}, {str(tmp_path)!r}]\n"
+        "import stand_ins\n"
+        "assert stand_ins.install([], stubbed=['gpu_kernels']) == []\n"
+        "from gpu_kernels.real import VALUE\n"
+        "from gpu_kernels.flash_attn import flash_attn_varlen_func\n"
+        "print(VALUE, callable(flash_attn_varlen_func))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "3 True\n"), done.stderr
