@@ -8,8 +8,9 @@ closure cells; classes of the module by their bases (by name) and every member o
 namespace by name, methods as functions (static and class methods, properties, cached
 properties and `__wrapped__` wrappers unwrapped); modules by name; other values by `==`
 where their type defines equality, else by type and then their attributes (a bounded
-depth); containers item by item. An object is always the same as itself. Annotations
-(`__annotations__`) are left aside: a revert never touches them.
+depth); containers item by item. An object is always the same as itself. A module's and
+a class's `__annotations__` are compared name by name, in any order (an annotated name
+the fix added leaves an entry there when only the name is removed).
 """
 
 from __future__ import annotations
@@ -34,12 +35,11 @@ IGNORED = frozenset(
         "__builtins__",
         "__package__",
         "__path__",
-        "__annotations__",
     }
 )
 """Module attributes that say where it was loaded from, not what it is."""
 
-CLASS_IGNORED = frozenset({"__dict__", "__weakref__", "__module__", "__annotations__"})
+CLASS_IGNORED = frozenset({"__dict__", "__weakref__", "__module__"})
 CODE_FIELDS = (
     "co_code",
     "co_names",
@@ -84,9 +84,11 @@ def compare_modules(pre: ModuleType, reverted: ModuleType) -> Comparison:
     out = Comparison()
     names = (set(vars(pre)) | set(vars(reverted))) - IGNORED
     for name in sorted(names):
-        why = _Comparer().same(
-            vars(pre).get(name, _ABSENT), vars(reverted).get(name, _ABSENT), depth=0
-        )
+        old, new = vars(pre).get(name, _ABSENT), vars(reverted).get(name, _ABSENT)
+        if name == "__annotations__":
+            why = _Comparer().annotations(old, new, depth=0)
+        else:
+            why = _Comparer().same(old, new, depth=0)
         if why is not None:
             out.differs[name] = why
     return out
@@ -196,11 +198,23 @@ class _Comparer:
             return f"bases {bases_b} for {bases_a}"
         mine_a, mine_b = _members(a), _members(b)
         for member in sorted(set(mine_a) | set(mine_b)):
-            why = self.same(
-                mine_a.get(member, _ABSENT), mine_b.get(member, _ABSENT), depth=depth + 1
-            )
+            old, new = mine_a.get(member, _ABSENT), mine_b.get(member, _ABSENT)
+            if member == "__annotations__":
+                why = self.annotations(old, new, depth=depth + 1)
+            else:
+                why = self.same(old, new, depth=depth + 1)
             if why is not None:
                 return f"member {member}: {why}"
+        return None
+
+    def annotations(self, a: object, b: object, *, depth: int) -> str | None:
+        """Two `__annotations__` (absent: none), name by name in any order."""
+        old = a if isinstance(a, dict) else {}
+        new = b if isinstance(b, dict) else {}
+        for name in sorted(set(old) | set(new), key=str):
+            why = self.same(old.get(name, _ABSENT), new.get(name, _ABSENT), depth=depth + 1)
+            if why is not None:
+                return f"annotation of {name}: {why}"
         return None
 
     def _value(self, a: Any, b: Any, *, depth: int) -> str | None:

@@ -1,15 +1,21 @@
 """Whole fixes judged by importing: each touched module pre-fix, and post-fix reverted, compared.
 
 Usage:
-  python bench/whole_fix_imports.py realfixes [REALFIXES] [--only NNN ...] [--json]
+  python bench/whole_fix_imports.py realfixes [REALFIXES] [--trees DIR] [--only NNN ...] [--json]
   python bench/whole_fix_imports.py release --older WHEEL [--under PREFIX ...] [--json]
 
 `realfixes`: each commit of ../shared/realfixes drafted as its README says (`prtoggle new
 --from-diff NNN/fix.patch --source-root NNN/post`); its post-fix files are imported under
 their real names in place of the installed sglang's (whose other modules stand in for
-their imports). `release`: one recipe per module changed between the older wheel (0.5.22)
-and the installed sglang (0.5.23) under each PREFIX, drafted from that module's diff with
-the installed package as the source root.
+their imports). With `--trees DIR`, each commit's full sglang tree (its `python/sglang`,
+extracted once into DIR from sglang's history, `--mirror`) is imported instead, no sglang
+installed: run it with the Python of an environment where sglang's tree of 2026-08
+imports (../shared/sglang-import-venv.sh), GPU-only packages that sglang imports for
+names stood in for (`stand_ins.py`).
+
+`release`: one recipe per module changed between the older wheel (0.5.22) and the
+installed sglang (0.5.23) under each PREFIX, drafted from that module's diff with the
+installed package as the source root.
 
 Per case, in a process forked from a warm parent (torch and transformers imported): the
 touched modules are imported, the drafted recipe is reverted by prtoggle's runtime
@@ -23,7 +29,8 @@ or the pre-fix file, fails to import here), refused (the revert did not land: wh
 (a module the fix added whole: it has no pre-fix counterpart). A case is whole when every
 module is; `claims whole, differs` counts a recipe without `not_reverted` (what `new`
 skipped lies outside the package or never runs) whose revert landed and differs: it
-must be 0.
+must be 0; `claims whole, refused` those whose revert was refused (said when run, never
+silent). A case imports when every module does, post-fix and pre-fix.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stand_ins
 from module_compare import compare_modules, load_module_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +68,14 @@ WARM = (
 )
 """Imported once by the parent (each case's child is forked from it); a case's post-fix
 files replace their installed modules in the child all the same."""
+WARM_WITHOUT_SGLANG = tuple(name for name in WARM if not name.startswith("sglang"))
+"""With `--trees`: sglang is imported by each case's child, from the commit's tree."""
 CHILD_TIMEOUT_S = 240
+MIRROR = next(
+    (p / ".mirror/bytedance-iaas+sglang/repo" for p in ROOT.parents if (p / ".mirror").is_dir()),
+    ROOT.parent / ".mirror/bytedance-iaas+sglang/repo",
+)
+"""sglang's history (`--trees` extracts each commit's tree from it): the nearest above."""
 
 
 @dataclass
@@ -82,6 +97,9 @@ class Case:
     source_root: Path | None
     modules: list[Module]
     pr: int | None = None
+    tree: Path | None = None
+    """A full source tree of the post-fix commit (its `python/`): the case's child (forked
+    from a parent that imported no sglang) imports sglang from it."""
 
 
 @dataclass
@@ -99,7 +117,7 @@ class Result:
 def main() -> None:
     args = _arguments()
     cases = _realfixes_cases(args) if args.source == "realfixes" else _release_cases(args)
-    _warm()
+    _warm(WARM if args.trees is None else WARM_WITHOUT_SGLANG)
     results = []
     for case in cases:
         results.append(judge(case))
@@ -107,6 +125,7 @@ def main() -> None:
             _print(results[-1])
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
+        print(summary(results), file=sys.stderr)
         return
     print(summary(results))
 
@@ -126,18 +145,24 @@ def _print(result: Result) -> None:
 
 
 def summary(results: list[Result]) -> str:
-    """Counts of cases and of modules per verdict, and of wrong claims."""
+    """Counts of cases and of modules per verdict, of cases whose every module imports
+    (post-fix and pre-fix), and of wrong claims."""
     kinds = ("whole", "differs", "refused", "not importable", "declined", "error")
     cases = {k: sum(r.verdict == k for r in results) for k in kinds}
     verdicts = [_kind(v) for r in results for v in r.modules.values()]
     modules = {k: verdicts.count(k) for k in (*kinds, "added")}
+    failed = ("not importable", "declined", "error")
+    importing = sum(not any(_kind(v) in failed for v in r.modules.values()) for r in results)
     wrong = sum(r.claims_whole and r.verdict == "differs" for r in results)
+    refused = sum(r.claims_whole and r.verdict == "refused" for r in results)
     return (
         f"{len(results)} cases: "
         + ", ".join(f"{n} {k}" for k, n in cases.items())
         + f"\n{len(verdicts)} modules: "
         + ", ".join(f"{n} {k}" for k, n in modules.items())
+        + f"\ncases whose every module imports, pre-fix and post-fix: {importing}"
         + f"\nrecipe claims whole, differs: {wrong}"
+        + f"\nrecipe claims whole, refused (said when run): {refused}"
     )
 
 
@@ -157,7 +182,7 @@ def judge(case: Case) -> Result:
         ]
         result.claims_whole = not result.not_reverted  # skipped: outside, or never runs
         spec = f"{out.name}:{recipe['pr']}"
-        judged = _in_child(lambda: _judge_here(case.modules, out, spec))
+        judged = _in_child(lambda: _judge_here(case.modules, out, spec, tree=case.tree))
     failed = f"error: {judged.get('error', '?')}"
     result.modules = judged.get("modules", {m.name: failed for m in case.modules})
     result.differs = judged.get("differs", {})
@@ -169,8 +194,15 @@ def judge(case: Case) -> Result:
     return result
 
 
-def _judge_here(modules: list[Module], out: Path, spec: str) -> dict[str, Any]:
-    """In the child: import, revert, load each pre-fix file, compare."""
+def _judge_here(
+    modules: list[Module], out: Path, spec: str, *, tree: Path | None = None
+) -> dict[str, Any]:
+    """In the child: import (sglang from `tree` when given), revert, load each pre-fix
+    file, compare."""
+    if tree is not None:
+        sys.path.insert(0, str(tree))
+        stand_ins.install()
+        _warm(tuple(name for name in WARM if name not in WARM_WITHOUT_SGLANG))
     from prtoggle.errors import PrToggleError
     from prtoggle.recipes.registry import load_registry
     from prtoggle.revert import toggle
@@ -311,14 +343,14 @@ def _in_child(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _warm() -> None:
+def _warm(names: tuple[str, ...]) -> None:
     import logging
     import warnings
 
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
     sys.path.insert(0, str(STUBS))
-    for name in WARM:
+    for name in names:
         try:
             __import__(name)
         except Exception as exc:
@@ -339,8 +371,28 @@ def _realfixes_cases(args: argparse.Namespace) -> list[Case]:
             post = folder / "post" / relative
             modules.append(Module(_module_name(relative), pre if pre.exists() else None, post))
         diff = (folder / "fix.patch").read_text(encoding="utf-8")
-        cases.append(Case(folder.name, diff, folder / "post", modules))
+        tree = None
+        if args.trees is not None:
+            tree = _commit_tree(args.trees, args.mirror, meta["sha"])
+            modules = [Module(m.name, m.pre) for m in modules]  # the tree's own files
+        cases.append(Case(folder.name, diff, folder / "post", modules, tree=tree))
     return cases
+
+
+def _commit_tree(trees: Path, mirror: Path, sha: str) -> Path:
+    """The `python/` folder of sglang's full tree at `sha`, extracted once from the mirror."""
+    tree = trees / sha
+    if not tree.is_dir():
+        partial = trees / f"{sha}.partial"
+        partial.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", f"--git-dir={mirror}", "archive", sha, "python/sglang"],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive.stdout, check=True)
+        partial.rename(tree)
+    return tree / "python"
 
 
 def _release_cases(args: argparse.Namespace) -> list[Case]:
@@ -408,6 +460,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--older", type=Path, help="the older sglang wheel (release)")
     parser.add_argument("--under", nargs="+", default=["sglang/srt/mem_cache/"])
+    parser.add_argument(
+        "--trees",
+        type=Path,
+        help="realfixes: judge each commit importing sglang from its full tree, kept here",
+    )
+    parser.add_argument("--mirror", type=Path, default=MIRROR, help="sglang's git history")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.source == "release" and args.older is None:

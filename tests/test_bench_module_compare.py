@@ -99,3 +99,21 @@ def test_code_differing_only_in_line_marking_nops_is_the_same(tmp_path: Path) ->
     exec(compile(tree, "rev.py", "exec"), vars(reverted))
     assert pre.f.__code__.co_code != reverted.f.__code__.co_code  # type: ignore[attr-defined]
     assert compare_modules(pre, reverted).differs == {}  # type: ignore[arg-type]
+
+
+def test_an_annotation_left_by_a_removed_name_is_reported_in_modules_and_classes(
+    tmp_path: Path,
+) -> None:
+    # A fix adding `B: int = 2` is reverted by removing B: its __annotations__ entry stays.
+    pre = load(tmp_path, "A = 1\n\n\nclass C:\n    x = 1\n", "pre")
+    after = "A = 1\nB: int = 2\n\n\nclass C:\n    x = 1\n    y: int = 2\n"
+    reverted = load(tmp_path, after, "rev")
+    del reverted.B  # type: ignore[attr-defined]
+    del reverted.C.y  # type: ignore[attr-defined]
+    assert compare_modules(pre, reverted).differs == {  # type: ignore[arg-type]
+        "__annotations__": "annotation of B: added by the fix",
+        "C": "member __annotations__: annotation of y: added by the fix",
+    }
+    reverted.__annotations__.pop("B")
+    reverted.C.__annotations__.pop("y")  # type: ignore[attr-defined]
+    assert compare_modules(pre, reverted).differs == {}  # type: ignore[arg-type]

@@ -8,8 +8,10 @@ the copies' updates are changes of one prtoggle.patching.commit.Commit, landed i
 step. In a module scope, every copy of a changed name in another loaded module (a name
 its source binds by importing it, patching.copies; never a name that merely holds the same
 object) gets the same change; a holder whose source cannot be read is said, not changed.
-Restoring puts back the identical objects, copies included (and copies made while it was
-in force, by modules first imported then), and deletes what was absent. Two changes of
+A removed name's entry in the scope's `__annotations__` goes with it (after the step
+lands). Restoring puts back the identical objects, copies included (and copies made while
+it was in force, by modules first imported then), and the annotations where they were,
+and deletes what was absent. Two changes of
 one name in force at once are refused. Process-global: the record of which name is
 changed by whom.
 """
@@ -49,6 +51,27 @@ class Binding:
 
 
 @dataclass
+class Annotation:
+    """An entry of a scope's `__annotations__` that a removed name left: taken out while
+    the change is in force, put back after the key it followed (None: first)."""
+
+    annotations: dict[str, object]
+    name: str
+    value: object
+    after: str | None
+
+    def put_back(self) -> None:
+        items = list(self.annotations.items())
+        keys = [key for key, _ in items]
+        at = keys.index(self.after) + 1 if self.after in keys else 0
+        if self.after is not None and self.after not in keys:
+            at = len(items)
+        items.insert(at, (self.name, self.value))
+        self.annotations.clear()
+        self.annotations.update(items)
+
+
+@dataclass
 class AppliedNames:
     """One name change in force: what to put back, and the functions its `define` made."""
 
@@ -56,6 +79,7 @@ class AppliedNames:
     scope: NameScope
     bindings: list[Binding] = field(default_factory=list)
     functions: list[tuple[str, FunctionType]] = field(default_factory=list)
+    annotations: list[Annotation] = field(default_factory=list)
 
     def restore(self, *, commit: Commit | None = None) -> None:
         """Put back every snapshotted object (the same objects), delete what was absent.
@@ -73,6 +97,9 @@ class AppliedNames:
 
     def _forget(self) -> None:
         self.bindings.clear()
+        for annotation in reversed(self.annotations):
+            annotation.put_back()
+        self.annotations.clear()
         for key in [key for key, owner in _OWNERS.items() if owner is self]:
             del _OWNERS[key]
 
@@ -94,6 +121,7 @@ class AppliedNames:
         bindings = list(self.bindings)
         owned = {key: owner for key, owner in _OWNERS.items() if owner is self}
         self.bindings = [b for b in self.bindings if b.holder is not holder]
+        self.annotations.clear()  # the module's code annotated its names anew
         for key in owned:
             if key[0] == id(holder):
                 del _OWNERS[key]
@@ -179,6 +207,7 @@ def apply_names(
         for name, value in values.items():
             _plan(plan, scope.holder, name, value)
         _update_copies(applied, copies, values, plan)
+        plan.after(lambda: applied.annotations.extend(_take_annotations(scope.holder, remove)))
         applied.functions.extend(_made_functions(scope, defined, values))
     except BaseException as exc:
         applied._forget()
@@ -216,6 +245,20 @@ def _refuse_missing(scope: NameScope, remove: Sequence[str], *, label: str) -> N
             f"{label}: remove: `{missing[0]}` is not bound in {scope.kind} {scope.name} (the "
             "fix's code is not what the recipe expects: the recipe is stale)"
         )
+
+
+def _take_annotations(holder: object, removed: Sequence[str]) -> Iterator[Annotation]:
+    """Take the removed names out of the holder's own `__annotations__` (a fix that adds
+    `x: int = 0` adds an entry there; the pre-fix program has none)."""
+    annotations = vars(holder).get("__annotations__")
+    if not isinstance(annotations, dict):
+        return
+    for name in removed:
+        if name in annotations:
+            keys = list(annotations)
+            at = keys.index(name)
+            after = keys[at - 1] if at else None
+            yield Annotation(annotations, name, annotations.pop(name), after)
 
 
 def _run_define(scope: NameScope, code: CodeType, defined: Sequence[str]) -> dict[str, object]:

@@ -81,3 +81,54 @@ def test_each_module_reverted_in_0_5_23_is_0_5_22_s_module_and_its_recipe_says_w
             {},
         ), label
         assert result["claims_whole"] is True, label
+
+
+IMPORT_VENV = Path(os.environ.get("SGLANG_IMPORT_VENV", "/tmp/sglang-import-venv"))
+
+
+def beside(relative: str) -> Path:
+    """`relative` under the nearest folder above the project holding it (a checkout may
+    lie one or two levels below the shared data)."""
+    found = (folder / relative for folder in ROOT.parents)
+    return next((path for path in found if path.exists()), ROOT.parent / relative)
+
+
+REALFIXES = beside("shared/realfixes")
+MIRROR = beside(".mirror/bytedance-iaas+sglang/repo")
+
+
+@pytest.mark.skipif(
+    not ((IMPORT_VENV / ".base-ok").is_file() and REALFIXES.is_dir() and MIRROR.is_dir()),
+    reason="needs ../shared/sglang-import-venv.sh's environment, ../shared/realfixes and "
+    "sglang's history",
+)
+def test_realfixes_reverted_in_the_full_tree_of_their_commit_are_their_pre_fix_modules(
+    tmp_path: Path,
+) -> None:
+    # 025: names removed from a module and from the modules that import them (refused
+    # at import: `PrepareLoadBackResult` is not bound); 054: an annotated name the fix
+    # added left its __annotations__ entry. Both recipes claim whole.
+    trees = Path(os.environ.get("PRTOGGLE_SGLANG_TREES") or tmp_path / "trees")
+    done = subprocess.run(
+        [
+            str(IMPORT_VENV / "bin" / "python"),
+            str(ROOT / "bench" / "whole_fix_imports.py"),
+            *("realfixes", str(REALFIXES), "--trees", str(trees), "--mirror", str(MIRROR)),
+            *("--only", "025", "054", "--json"),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = {r["label"][:3]: r for r in json.loads(done.stdout)}
+    assert sorted(results) == ["025", "054"]
+    for label, result in results.items():
+        verdicts = set(result["modules"].values())
+        assert (result["verdict"], result["claims_whole"], result["differs"]) == (
+            "whole",
+            True,
+            {},
+        ), (label, verdicts)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
+from prtoggle.patching.define_code import define_bindings, parse_define
 from prtoggle.patching.lines import split_lines
+from prtoggle.patching.module_scope import imported_names as names_imported_by
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
@@ -63,6 +66,9 @@ class DraftNames:
     remove: tuple[str, ...]
     file: str
     line: int
+    imported: frozenset[str] = frozenset()
+    """Names a module scope's post-fix source binds by an import: copies of other
+    modules' names, not its own (see `in_landing_order`)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,29 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
     return draft
 
 
+def in_landing_order(names: Sequence[DraftNames]) -> list[DraftNames]:
+    """`names` in the order the runtime can land them, else as given (diff order).
+
+    Removing a name from the module that defines it also removes its copies (the names
+    other modules bound by importing it), so a module's `remove` of its import of that name
+    lands first, while it is still bound; a module's `define` that imports a name comes
+    after the entry that defines it back where it lives.
+    """
+    after: dict[int, set[int]] = {index: set() for index in range(len(names))}
+    for first, entry in enumerate(names):
+        for then, other in enumerate(names):
+            if first != then and _lands_before(entry, other):
+                after[then].add(first)
+    ordered: list[int] = []
+    while len(ordered) < len(names):
+        ready = [i for i in after if i not in ordered and not after[i] - set(ordered)]
+        if not ready:  # a cycle: the rest as given
+            ordered.extend(i for i in after if i not in ordered)
+            break
+        ordered.append(ready[0])
+    return [names[index] for index in ordered]
+
+
 def add_define(names: list[DraftNames], scope: str, text: str, *, file: str, line: int) -> None:
     """Add pre-fix statements `text` to `scope`'s entry of `names` (made if missing)."""
     for index, entry in enumerate(names):
@@ -156,6 +185,17 @@ def _add_module(modules: list[str], module: str) -> None:
     if any(module == m or module.startswith(m + ".") for m in modules):
         return
     modules[:] = [m for m in modules if not m.startswith(module + ".")] + [module]
+
+
+def _lands_before(entry: DraftNames, other: DraftNames) -> bool:
+    """Whether `entry` must land before `other`: it removes its copy of a name `other`
+    removes where it lives, or defines back a name that `other`'s define imports."""
+    if set(entry.remove) & entry.imported & (set(other.remove) - other.imported):
+        return True
+    if not (entry.define.strip() and other.define.strip()):
+        return False
+    theirs = names_imported_by(parse_define(other.define))
+    return bool(theirs and theirs & (set(define_bindings(entry.define)) - entry.imported))
 
 
 def _draft_other_file(
@@ -254,10 +294,14 @@ def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: st
 def _add_changes(
     changes: ModuleChanges, found: ModuleFile, draft: Draft, *, diff: FileDiff
 ) -> None:
+    imported = names_imported_by(ast.parse(found.file.text))
     for entry in changes.names.values():
         define = entry.define_text()
         remove = tuple(entry.remove)
-        draft.names.append(DraftNames(entry.scope, define, remove, found.relative, entry.line))
+        own = imported if entry.scope == found.module else frozenset()
+        draft.names.append(
+            DraftNames(entry.scope, define, remove, found.relative, entry.line, imported=own)
+        )
     for candidate in changes.patches:
         _add_target(candidate, found, draft)
     for listed in changes.listed:

@@ -20,6 +20,7 @@ from prtoggle.recipes.authoring.from_diff import (
     DraftTarget,
     NotRevertedChange,
     add_define,
+    in_landing_order,
 )
 from prtoggle.recipes.check import TargetCheck, check_recipe
 from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
@@ -108,6 +109,7 @@ def checked_recipe(
             add_define(names, target.scope, target.fallback, file=target.file, line=target.line)
         else:
             not_reverted.append(NotRevertedChange(target.file, target.line, reason))
+    names = in_landing_order(names)
     names, not_reverted = _checked_names(
         header, names, not_reverted, path=path, roots=[*roots, *draft.trees, *_trees(kept)]
     )

@@ -282,3 +282,19 @@ def test_global_reads_follow_nested_code_and_skip_names_the_code_binds(
     )
     assert global_reads(module.f.__code__) == frozenset({"helper_a", "helper_b", "os", "len"})
     assert missing_globals(module.f) == ("helper_a", "helper_b")
+
+
+def test_a_removed_annotated_name_takes_its_annotation_and_restore_puts_it_back_in_place(
+    modules: ModuleFactory,
+) -> None:
+    text = "A: int = 1\nHOOK: object = None\nZ: str = ''\n\n\nclass Box:\n    size: int = 1\n"
+    core = modules.load("annotated.core", text)
+    annotations, box = core.__annotations__, core.Box.__annotations__
+    module_change = apply("annotated.core", remove=("HOOK",))
+    class_change = apply("annotated.core.Box", remove=("size",))
+    assert (list(core.__annotations__), list(core.Box.__annotations__)) == (["A", "Z"], [])
+    class_change.restore()
+    module_change.restore()
+    assert core.__annotations__ is annotations and core.Box.__annotations__ is box
+    assert list(annotations.items()) == [("A", int), ("HOOK", object), ("Z", str)]
+    assert list(box.items()) == [("size", int)]
