@@ -133,8 +133,14 @@ def absent_note(selections: Sequence[Selection]) -> str | None:
 
 
 def package_of(recipe: Recipe) -> str:
-    """The top-level package of the recipe's first target (what it patches)."""
-    return recipe.patches[0].target.split(".", 1)[0]
+    """The top-level package of what the recipe reverts: its first patch target, else its
+    first `names` scope, else the first module it makes unimportable."""
+    dotted = [
+        *(patch.target for patch in recipe.patches),
+        *(change.scope for change in recipe.names),
+        *recipe.added_modules,
+    ]
+    return dotted[0].split(".", 1)[0] if dotted else ""
 
 
 def _not_taking_part(recipe: Recipe, *, search_path: Sequence[str] | None) -> LeftOut | None:
