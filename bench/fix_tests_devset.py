@@ -25,7 +25,8 @@ Three steps, each cached as JSON under --cache so a later run resumes where one 
 Re-measure only, with the cached ground truth (e.g. after a merge):
 
     python bench/fix_tests_devset.py --repo /work/.mirror/bytedance-iaas+sglang/repo \\
-        --cache /tmp/t-devset --python /tmp/sglang-import-venv/bin/python --measure-only
+        --cache /tmp/t-devset --python /tmp/sglang-import-venv/bin/python --stand-ins \\
+        --measure-only
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs,
         timeout=args.timeout,
         prtoggle_path=Path(__file__).resolve().parent.parent,
-        extra_path=tuple(Path(p).resolve() for p in args.extra_path),
+        extra_path=tuple(Path(p).resolve() for p in args.extra_path)
+        + ((stand_ins(Path(args.cache).resolve()),) if args.stand_ins else ()),
     )
     settings.cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -215,6 +217,36 @@ def render_table(report: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+DATASETS_STAND_IN = '''"""Stand-in for `datasets`: names only (sglang's test helpers import it)."""
+
+
+def load_dataset(*args, **kwargs):
+    raise RuntimeError("datasets stand-in (bench/fix_tests_devset.py): load_dataset unavailable")
+
+
+class Dataset:
+    pass
+
+
+class DatasetDict(dict):
+    pass
+'''
+
+
+def stand_ins(cache: Path) -> Path:
+    """A folder of name-only stand-ins under the cache: prtoggle's torchvision stand-in
+    (tests/sglang/stubs) and a `datasets` one."""
+    folder = cache / "stand-ins"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(
+        Path(__file__).resolve().parent.parent / "tests/sglang/stubs/torchvision",
+        folder / "torchvision",
+    )
+    (folder / "datasets").mkdir()
+    (folder / "datasets" / "__init__.py").write_text(DATASETS_STAND_IN)
+    return folder
+
+
 def _count(verdicts: object) -> dict[str, int]:
     counts: dict[str, int] = {}
     for verdict in verdicts:  # type: ignore[attr-defined]
@@ -233,6 +265,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tests-dir", default="test", help="where a fix's tests live")
     parser.add_argument(
         "--extra-path", action="append", default=[], help="put first on the tests' PYTHONPATH"
+    )
+    parser.add_argument(
+        "--stand-ins",
+        action="store_true",
+        help="put name-only torchvision and datasets stand-ins first on the tests' PYTHONPATH "
+        "(PyPI's torchvision cannot load against CPU torch; sglang's test helpers import datasets)",
     )
     parser.add_argument("--runs", type=int, default=2, help="runs of each side")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test run")
