@@ -38,6 +38,8 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     truths = [ground_truth(settings, c, cached_only=args.measure_only) for c in candidates]
     truth_s = time.monotonic() - started
     kept = [t for t in truths if t is not None and t.kept]
-    measured = [] if args.truth_only else [measure_case(settings, t) for t in kept]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each case: child processes
+        measured = [] if args.truth_only else list(pool.map(partial(measure_case, settings), kept))
     report = {
         "range": args.range,
         "repo": str(settings.repo),
@@ -275,6 +278,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=2, help="runs of each side")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test run")
     parser.add_argument("--only", nargs="*", help="SHA prefixes to keep")
+    parser.add_argument("--jobs", type=int, default=1, help="cases measured at once")
     parser.add_argument("--newest-first", action="store_true", help="work newest to oldest")
     parser.add_argument("--truth-only", action="store_true", help="stop after ground truth")
     parser.add_argument(
