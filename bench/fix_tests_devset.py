@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         tests_dir=args.tests_dir,
         runs=args.runs,
         timeout=args.timeout,
-        prtoggle_path=Path(__file__).resolve().parent.parent,
+        prtoggle_path=Path(args.prtoggle).resolve(),
         extra_path=tuple(Path(p).resolve() for p in args.extra_path)
         + ((stand_ins(Path(args.cache).resolve()),) if args.stand_ins else ()),
     )
@@ -278,6 +278,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=2, help="runs of each side")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test run")
     parser.add_argument("--only", nargs="*", help="SHA prefixes to keep")
+    parser.add_argument(
+        "--prtoggle",
+        default=str(Path(__file__).resolve().parent.parent),
+        help="the prtoggle checkout put first on PYTHONPATH (default: this one)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="cases measured at once")
     parser.add_argument("--newest-first", action="store_true", help="work newest to oldest")
     parser.add_argument("--truth-only", action="store_true", help="stop after ground truth")
