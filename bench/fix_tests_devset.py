@@ -168,7 +168,7 @@ def _classify(result: Measurement, outcomes: dict[str, Outcome]) -> None:
             kind = "not run"
         elif got.outcome == "passed":
             kind = "passes reverted"
-        elif got.outcome == "failed" and got.exc_type == expected:
+        elif got.outcome == "failed" and expected in (got.exc_type, *got.aliases):
             kind = "reproduced"
         else:
             kind = "fails differently"

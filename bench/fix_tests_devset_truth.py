@@ -17,7 +17,9 @@ from pathlib import Path, PurePosixPath
 FIX_SUBJECT = re.compile(r"\bfix(es|ed|ing)?\b|\[bugfix\]|\bbug", re.IGNORECASE)
 PR_OF_SUBJECT = re.compile(r"\(#(\d+)\)")
 _TRAILER = re.compile(r"^\S.*:\d+: ((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)$")
-_EXCEPTION_LINE = re.compile(r"^E\s+((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*)(?::\s?(.*))?$")
+_RAISED = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Failed)):"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Outcome:
     outcome: str
     exc_type: str = ""
     message: str = ""
+    aliases: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -245,22 +248,20 @@ def _node_id(case: ET.Element, tests_dir: str) -> str:
 
 
 def _failure(element: ET.Element) -> Outcome:
-    """Exception type and first message line: the type from the traceback's last
-    `file:line: Type` line (else the first `E   Type: message` line), the message from the
-    first `E   ` line."""
+    """Exception type and first message line. The type: the first `E   SomeError: message`
+    line (the exception as raised), else the traceback's last `file:line: Type` line (a
+    plain `assert`); the other reading too, as an alias (a wrapper may show another type).
+    The message: the first `E   ` line, less its type."""
     lines = (element.text or "").splitlines()
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
-    typed = [_EXCEPTION_LINE.match(f"E {line}") for line in errors]
+    raised = [m.group(1) for line in errors if (m := _RAISED.match(line))]
     trailer = [m.group(1) for line in lines if (m := _TRAILER.match(line))]
-    exc_type = (
-        trailer[-1]
-        if trailer
-        else next((m.group(1) for m in typed if m and m.group(2) is not None), "")
-    )
+    found = [t.rsplit(".", 1)[-1] for t in [*raised[:1], *trailer[-1:]]]
+    exc_type = found[0] if found else ""
     message = errors[0] if errors else (element.get("message") or "").partition("\n")[0]
-    if message.startswith(f"{exc_type}:"):
-        message = message[len(exc_type) + 1 :].strip()
-    return Outcome("failed", exc_type.rsplit(".", 1)[-1], message[:200])
+    for name in (*raised[:1], exc_type):
+        message = message[len(name) + 1 :].strip() if message.startswith(f"{name}:") else message
+    return Outcome("failed", exc_type, message[:200], sorted(set(found) - {exc_type}))
 
 
 def _tree(settings: Settings, sha: str, *, code_rev: str, tests_rev: str, name: str) -> Path:
