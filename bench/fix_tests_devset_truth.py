@@ -184,9 +184,12 @@ def _run_truth(settings: Settings, cand: Candidate) -> Truth:
     post_runs: list[dict[str, Outcome]] = []
     pre_runs: list[dict[str, Outcome]] = []
     for _ in range(settings.runs):
-        post_runs.append(
-            run_pytest(settings, post, tests, prefix=[], env=test_env(settings, post))[1]
+        code, outcomes, _ = run_pytest(
+            settings, post, tests, prefix=[], env=test_env(settings, post)
         )
+        post_runs.append(outcomes)
+        if not outcomes:
+            return _dropped(cand, f"no test ran on the commit (pytest exit {code})", post_runs)
         passing = _always(post_runs, lambda o: o is not None and o.outcome == "passed")
         if not passing:
             return _dropped(cand, "no test passes on the commit", post_runs)
