@@ -154,7 +154,8 @@ def measure_case(settings: Settings, truth: Truth) -> Measurement:
     prefix = [settings.python, "-m", "prtoggle", "run", "-r", f"devset:{pr}", "--"]
     code, outcomes, tail = run_pytest(settings, tree, truth.guards, prefix=prefix, env=env)
     result.run_exit = code
-    result.run_lines = [line for line in tail.splitlines() if line.startswith("prtoggle run:")]
+    said = ("prtoggle run:", "prtoggle:", "error:")
+    result.run_lines = [line for line in tail.splitlines() if line.startswith(said)]
     _classify(result, outcomes)
     return result
 
