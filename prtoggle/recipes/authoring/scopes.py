@@ -43,7 +43,7 @@ def compare_module(pre: str, post: str, *, module: str, lines: LineMap) -> Modul
     scope = Scope(module, "", names_ok=True, fields=False, label="module-level code")
     pre_body = read_body(pre_tree.body, split_lines(pre))
     post_body = read_body(post_tree.body, split_lines(post))
-    comparer = Comparer(out, lines)
+    comparer = Comparer(out, lines, _descriptor_classes(pre_tree) | _descriptor_classes(post_tree))
     comparer.scope(pre_body, post_body, scope)
     follow_load_time_reads(comparer, pre_body, post_body, scope)
     return out
@@ -53,6 +53,8 @@ def compare_module(pre: str, post: str, *, module: str, lines: LineMap) -> Modul
 class Comparer:
     out: ModuleChanges
     lines: LineMap
+    descriptors: frozenset[str] = frozenset()
+    """The module's classes whose instances are named by their class (`__set_name__`)."""
 
     def scope(self, pre: Body, post: Body, scope: Scope, *, block: bool = False) -> None:
         """Compare a module's or class's bodies (`block`: an `if` block's, no docstring)."""
@@ -224,6 +226,14 @@ class Comparer:
         if not scope.names_ok:
             self._list(old, new, pre, post, f"{qualname} changed (a member of a nested class)")
             return
+        descriptor = self._descriptor([*old, *new]) if scope.prefix else None
+        if descriptor is not None:
+            why = (
+                f"a {descriptor}, whose __set_name__ runs only when the class statement does: "
+                "defined back, it would be named on a stand-in class"
+            )
+            self._list(old, new, pre, post, f"{qualname} changed ({why})")
+            return
         blocking = _unsound(old, new)
         if blocking is not None:
             self._list(old, new, pre, post, f"{qualname} changed ({blocking} not re-applied)")
@@ -283,6 +293,15 @@ class Comparer:
         """List a change as not reverted: its post-fix line, that line's code, the reason."""
         self.out.listed.append(Listed(line, code, reason))
 
+    def _descriptor(self, bindings: list[Binding]) -> str | None:
+        """The module's descriptor class one of `bindings` calls for its value, if any."""
+        for binding in bindings:
+            value = getattr(binding.statement.node, "value", None)
+            func = value.func if isinstance(value, ast.Call) else None
+            if isinstance(func, ast.Name) and func.id in self.descriptors:
+                return func.id
+        return None
+
     def _list(
         self, old: list[Binding], new: list[Binding], pre: Body, post: Body, reason: str
     ) -> None:
@@ -315,6 +334,28 @@ def _implicit_hash(qualname: str, *, added: bool) -> str:
         f"{qualname} removed by the fix: {owner}.__hash__ stays the inherited one (the class "
         "was created without __eq__): its instances stay hashable"
     )
+
+
+def _descriptor_classes(tree: ast.Module) -> frozenset[str]:
+    """The module's top-level classes that define `__set_name__`, or inherit it from one of
+    them: Python names their instances when a class statement binds them."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    found = {
+        name
+        for name, node in classes.items()
+        if any(isinstance(n, _DEFS) and n.name == "__set_name__" for n in node.body)
+    }
+    grew = True
+    while grew:
+        heirs = {
+            name
+            for name, node in classes.items()
+            if name not in found
+            and any(isinstance(b, ast.Name) and b.id in found for b in node.bases)
+        }
+        found |= heirs
+        grew = bool(heirs)
+    return frozenset(found)
 
 
 def _docstring(body: Body) -> Statement | None:

@@ -301,3 +301,42 @@ def test_a_method_with_a_multi_line_docstring_is_defined_as_the_file_indents_it(
     built: dict[str, object] = {}
     exec(code, {}, built)
     assert built["C"].old.__doc__ == "Two\n        lines."  # type: ignore[attr-defined]
+
+
+DESCRIPTOR_MODULE = """\
+class Field:
+    allow = True
+
+    def __init__(self, default):
+        self.default = default
+
+    def __set_name__(self, owner, name):
+        assert Field.allow, "naming a field after import is not allowed"
+        self.name = name
+
+
+class BoolField(Field):
+    pass
+
+
+class Envs:
+    FLAG = BoolField({flag})
+    LIMIT = {limit}
+"""
+
+
+def test_a_class_attribute_made_by_a_descriptor_class_of_the_module_is_listed_not_defined(
+    tmp_path: Path,
+) -> None:
+    before = DESCRIPTOR_MODULE.format(flag="False", limit="1")
+    after = DESCRIPTOR_MODULE.format(flag="True", limit="2")
+    result = draft(tmp_path, before, after)
+    assert names(result) == [("pkg.mod.Envs", "LIMIT = 1\n", ())]
+    assert listed(result) == [
+        (
+            17,
+            "FLAG = BoolField(True)",
+            "Envs.FLAG changed (a BoolField, whose __set_name__ runs only when the class "
+            "statement does: defined back, it would be named on a stand-in class)",
+        )
+    ]
