@@ -11,6 +11,7 @@ import click
 
 from prtoggle.cli.common import EXIT_NEGATIVE, echo_json, echo_notes, whole_only_option
 from prtoggle.cli.output import plural
+from prtoggle.commands.child_runs import require_guard_files
 from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.requirements import require_installed
 
@@ -167,7 +168,7 @@ def coverage_command(
 
 def _guards_command(recipes: Sequence[Recipe], *, revert_specs: Sequence[str]) -> tuple[str, ...]:
     """No COMMAND: the guards the -r recipes record, run here with pytest (said on stderr)."""
-    from prtoggle.commands.repro_guards import pytest_command, require_guard_files
+    from prtoggle.commands.repro_guards import pytest_command
 
     if not revert_specs:
         raise click.UsageError(

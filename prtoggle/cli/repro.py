@@ -8,6 +8,7 @@ import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,19 +21,21 @@ from prtoggle.cli.common import (
     json_option,
 )
 from prtoggle.cli.output import TABLE_WIDTH, cut_cell, plural
-from prtoggle.commands.child_runs import recipe_runner, select_recipes_having
-from prtoggle.commands.coverage_runs import SuiteRun
-from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
-from prtoggle.commands.repro_guards import (
-    GuardsRepro,
+from prtoggle.commands.child_runs import (
+    recipe_runner,
     require_guard_files,
-    run_guard_repros,
+    select_recipes_having,
     split_selection,
 )
+from prtoggle.commands.repro import ReproResult, ScenarioResult, run_repros
 from prtoggle.commands.selections import load_default_registry
 from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.child_outcome import output_tail
 from prtoggle.runners.requirements import require_installed
+
+if TYPE_CHECKING:  # these import pytest: loaded once it is known installed
+    from prtoggle.commands.coverage_runs import SuiteRun
+    from prtoggle.commands.repro_guards import GuardsRepro
 
 _WIDTH = 100
 _GUARD_WIDTH = 56
@@ -124,6 +127,8 @@ def repro_command(
                 recipes, device=device, provider=provider, timeout=timeout, jobs=workers,
                 on_done=_print_progress, runner=runner,
             )  # fmt: skip
+    from prtoggle.commands.repro_guards import run_guard_repros  # imports pytest: checked above
+
     guards = run_guard_repros(
         guarded,
         tests=tests_dir,

@@ -13,9 +13,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from prtoggle.commands.coverage_runs import SuiteRun, run_suite
-from prtoggle.errors import CommandUsageError
 from prtoggle.pytest_plugin.outcomes import NodeOutcome
-from prtoggle.recipes.registry import Recipe, Registry
+from prtoggle.recipes.registry import Recipe
 from prtoggle.runners.child_process import CommandRun, run_child
 from prtoggle.runners.pool import run_parallel
 
@@ -110,42 +109,6 @@ class GuardsRepro:
             "seconds": {"fixed": round(self.seconds[0], 3), "reverted": round(self.seconds[1], 3)},
             "never_imported": self.never_imported,
         }
-
-
-def split_selection(registry: Registry, prs: Sequence[int]) -> tuple[list[Recipe], list[Recipe]]:
-    """The fixes PRS name that have a scenario, and those that have guards (one may be both).
-
-    A PR none of whose recipes has either is a CommandUsageError saying how to add guards.
-    """
-    if not prs:
-        raise CommandUsageError("expected PR numbers or --all")
-    scenarios: list[Recipe] = []
-    guarded: list[Recipe] = []
-    for pr in dict.fromkeys(prs):
-        found = registry.find(pr)
-        if not any(recipe.repro or recipe.guards for recipe in found):
-            files = ", ".join(str(recipe.path) for recipe in found)
-            raise CommandUsageError(
-                f"PR {pr} ({files}) has no guards and no repro scenario; record the fix's "
-                "tests with `prtoggle new --from-git REV` (it writes `guards:`) or add "
-                "`guards: [path/to/test_x.py::test_y]` to the recipe"
-            )
-        scenarios.extend(recipe for recipe in found if recipe.repro)
-        guarded.extend(recipe for recipe in found if recipe.guards)
-    return scenarios, guarded
-
-
-def require_guard_files(recipes: Sequence[Recipe], *, tests: Path) -> None:
-    """Every guard's test file exists under `tests` (else one CommandUsageError naming it)."""
-    for recipe in recipes:
-        for guard in recipe.guards:
-            file = guard.split("::", 1)[0]
-            if not (tests / file).is_file():
-                raise CommandUsageError(
-                    f"guard {file} of {recipe.label} ({recipe.path}) does not exist under "
-                    f"{tests}; expected the fix's tests there (--tests DIR: a checkout at "
-                    "the fix's commit)"
-                )
 
 
 def run_guard_repros(

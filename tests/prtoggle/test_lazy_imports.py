@@ -42,6 +42,13 @@ _NEEDS_PYTEST = (
 )
 
 LAZY: dict[str, dict[str, str]] = {
+    "prtoggle/cli/repro.py": dict.fromkeys(
+        [
+            "prtoggle.commands.coverage_runs",
+            "prtoggle.commands.repro_guards",
+        ],
+        _NEEDS_PYTEST,
+    ),
     "prtoggle/cli/coverage.py": dict.fromkeys(
         [
             "prtoggle.cli.coverage_report",
