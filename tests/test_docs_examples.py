@@ -30,7 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT = 600
 
-_NEEDS_RECORDED_GUARDS = "runs once `new --from-git` records guards (issue 33 item 1)"
+_NEEDS_RECORDED_GUARDS = (
+    "each uses what the one before it made (the repository, then the recipe); the same flow "
+    "runs in order in tests/prtoggle/revert/test_added_modules.py"
+)
 
 SKIPPED = {
     "pip install torch==2.13.0 && pip install -e '.[detect]' && prtoggle repro --all": (

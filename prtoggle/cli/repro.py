@@ -161,14 +161,14 @@ def _selected(
 
 
 def _print_guard_progress(recipe: Recipe, variant: str, run: SuiteRun) -> None:
-    what = run.error or f"{len(run.outcomes)} tests"
+    what = run.error or plural(len(run.outcomes), "test")
     click.echo(f"PR {recipe.pr} guards {variant}: {what} ({run.seconds:.1f} s)", err=True)
 
 
 def _print_guards(entry: GuardsRepro) -> None:
     """Per guard: fixed, reverted (the failure), verdict; then each failure in full."""
     recipe = entry.recipe
-    click.echo(f"\nPR {recipe.pr} ({recipe.label}): its {len(entry.results)} guard(s)")
+    click.echo(f"\nPR {recipe.pr} ({recipe.label}): its {plural(len(entry.results), 'guard')}")
     if recipe.partial:
         because = "; ".join(item.text() for item in recipe.not_reverted)
         click.echo(_wrapped(f"partial: the failure may not reproduce because {because}"))

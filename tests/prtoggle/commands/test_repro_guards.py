@@ -96,7 +96,7 @@ def test_a_guard_that_passes_fixed_and_fails_reverted_reproduces(checkout: Check
     done = checkout.repro("--tests", str(checkout.root))
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1] == "PR 90101 (recipes/90101): its 1 guard(s)"
+    assert lines[1] == "PR 90101 (recipes/90101): its 1 guard"
     assert lines[2].split() == ["GUARD", "FIXED", "REVERTED", "RESULT"]
     assert lines[3].split("  ")[0] == REPRODUCES
     assert " passes  fails: Failed: DID NOT RAISE" in lines[3]
