@@ -132,7 +132,7 @@ def printed(result: subprocess.CompletedProcess[str], command: str) -> str:
     ends with the unreadable one as an ERROR row."""
     if command != "list":
         return result.stdout
-    assert result.stdout.splitlines()[-1].split()[4] == "ERROR", result.stdout
+    assert _last_row(result.stdout).split()[4] == "ERROR", result.stdout
     return ""
 
 
@@ -189,3 +189,10 @@ def test_pytest_collection_fails_with_one_clear_line_on_an_unreadable_recipe(
     lines = [line for line in (result.stdout + result.stderr).splitlines() if message in line]
     assert len(lines) == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def _last_row(listing: str) -> str:
+    """The last row of `list`'s table (its rows start with a PR number or `?`; footnotes
+    saying what `out-of-range` and `stale` mean may follow)."""
+    rows = [line for line in listing.splitlines() if line[:1].isdigit() or line[:1] == "?"]
+    return rows[-1]
