@@ -67,9 +67,11 @@ def env_for(project: Path) -> dict[str, str]:
     return env
 
 
-def prtoggle_run(project: Path, *command: str) -> subprocess.CompletedProcess[str]:
+def prtoggle_run(
+    project: Path, *command: str, spec: str = str(PR)
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "prtoggle", "run", "-r", str(PR), "--", *command],
+        [sys.executable, "-m", "prtoggle", "run", "-r", spec, "--", *command],
         env=env_for(project),
         cwd=project,
         capture_output=True,
@@ -249,7 +251,8 @@ def test_a_deferred_refusal_swallowed_by_a_wrapper_still_ends_the_run_with_78(
     code = "import sys; sys.path.insert(0, 'hidden'); import unrev_target"
     script = f'"{sys.executable}" -c "{code}"; echo wrapper went on'
     (project / "unrev_target.py").unlink()
-    result = prtoggle_run(project, "sh", "-c", script)
+    # named by collection: a bare number leaves out a recipe whose package is not importable
+    result = prtoggle_run(project, "sh", "-c", script, spec=f"recipes:{PR}")
     assert (result.returncode, result.stdout) == (BOOTSTRAP_FAILURE_EXIT_CODE, "wrapper went on\n")
     lines = without_in_force_lines(
         result.stderr

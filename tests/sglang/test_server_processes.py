@@ -168,7 +168,8 @@ def test_the_exit_report_is_printed_once_by_each_process_a_fork_included(
             os.waitpid(child, 0)
         """
     env = {**sglang_env, "PRTOGGLE_YAML_PATH": str(tmp_path / "lonelies")}
-    command = ["run", "-r", "99105", "--", sys.executable, "-c", textwrap.dedent(program)]
+    spec = "lonelies:99105"  # a bare number leaves out a recipe whose package is not importable
+    command = ["run", "-r", spec, "--", sys.executable, "-c", textwrap.dedent(program)]
     result = subprocess.run(
         [sys.executable, "-m", "prtoggle", *command],
         env=env,
