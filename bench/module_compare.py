@@ -73,6 +73,9 @@ class Comparison:
     """What differs between two modules: each top-level name with the first difference."""
 
     differs: dict[str, str] = field(default_factory=dict)
+    lent: bool = False
+    """The reverted module carries prtoggle's lender (revert/lent_names): a `__getattr__`
+    giving a name the fix added, and the revert removed, to the fix's own modules only."""
 
     @property
     def whole(self) -> bool:
@@ -85,6 +88,9 @@ def compare_modules(pre: ModuleType, reverted: ModuleType) -> Comparison:
     names = (set(vars(pre)) | set(vars(reverted))) - IGNORED
     for name in sorted(names):
         old, new = vars(pre).get(name, _ABSENT), vars(reverted).get(name, _ABSENT)
+        if name == "__getattr__" and old is _ABSENT and _is_lender(new):
+            out.lent = True  # prtoggle's own device, said by the caller: not the program's
+            continue
         if name == "__annotations__":
             why = _Comparer().annotations(old, new, depth=0)
         else:
@@ -400,3 +406,8 @@ def _short(value: object) -> str:
     except Exception:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_lender(value: object) -> bool:
+    """prtoggle's module `__getattr__` that lends removed names (revert/lent_names)."""
+    return type(value).__module__ == "prtoggle.revert.lent_names"

@@ -258,14 +258,16 @@ def _compare_one(module: Module, differs: dict[str, dict[str, str]], noise: set[
         pre = load_module_file(module.name, module.pre, as_file=_file_of(module.name))
     except BaseException as exc:
         return f"not importable: the pre-fix file: {_why(exc)}"
-    found = {k: v for k, v in compare_modules(pre, sys.modules[module.name]).differs.items()}
+    compared = compare_modules(pre, sys.modules[module.name])
+    found = dict(compared.differs)
     left_aside = sorted(set(found) & noise)
     found = {k: v for k, v in found.items() if k not in noise}
     aside = f" ({len(left_aside)} names differ between two loads: {', '.join(left_aside)})"
+    aside = (aside if left_aside else "") + (" (a removed name lent by prtoggle)" * compared.lent)
     if not found:
-        return "whole" + (aside if left_aside else "")
+        return "whole" + aside
     differs[module.name] = found
-    return f"differs: {len(found)} names" + (aside if left_aside else "")
+    return f"differs: {len(found)} names" + aside
 
 
 def _override(modules: list[Module]) -> None:

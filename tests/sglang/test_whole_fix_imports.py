@@ -75,11 +75,13 @@ def test_each_module_reverted_in_0_5_23_is_0_5_22_s_module_and_its_recipe_says_w
     assert sorted(results) == sorted(MODULES)
     for label, result in results.items():
         module = label[: -len(".py")].replace("/", ".")
-        assert (result["verdict"], result["modules"], result["differs"]) == (
+        assert (result["verdict"], sorted(result["modules"]), result["differs"]) == (
             "whole",
-            {module: "whole"},
+            [module],
             {},
         ), label
+        # "whole", or "whole (N names differ between two loads: ...)": said, not a difference
+        assert result["modules"][module].startswith("whole"), label
         assert result["claims_whole"] is True, label
 
 
