@@ -108,13 +108,15 @@ def package_with_odd_entries(root: Path) -> Path:
     return root
 
 
-def test_a_folders_python_files_are_what_rglob_finds(tmp_path: Path) -> None:
+def test_a_folders_python_files_are_what_rglob_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = package_with_odd_entries(tmp_path)
     expected = sorted(p.relative_to(root).as_posix() for p in (root / "pkg").rglob("*.py"))
     assert "pkg/linked/e.py" not in expected  # rglob does not walk into a linked folder
     assert open_source_tree(root).python_files("pkg") == expected
     assert open_source_tree(root).python_files("absent") == []
-    os.chdir(root)
+    monkeypatch.chdir(root)  # put back after: a later test's `python -c` would look here
     assert open_source_tree(Path(".")).python_files("pkg") == expected
 
 
