@@ -10,7 +10,22 @@ from types import FrameType, ModuleType
 from typing import Any
 
 
-class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
+class _FirstFinder(importlib.abc.MetaPathFinder):
+    """A finder that puts itself first on sys.meta_path and takes itself off."""
+
+    def install(self) -> None:
+        """Put the finder first on sys.meta_path (again, if another finder went before it)."""
+        if sys.meta_path[:1] != [self]:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            sys.meta_path.insert(0, self)
+
+    def uninstall(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+class ModuleLoadedFinder(_FirstFinder):
     """Wraps the loader of watched modules so `on_loaded(name)` runs right after exec_module.
 
     `on_requested(name)`, when given, runs at the start of every import that reaches the
@@ -44,17 +59,6 @@ class ModuleLoadedFinder(importlib.abc.MetaPathFinder):
             return spec
         spec.loader = _NotifyingLoader(spec.loader, self._on_loaded)
         return spec
-
-    def install(self) -> None:
-        """Put the finder first on sys.meta_path (again, if another finder went before it)."""
-        if sys.meta_path[:1] != [self]:
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            sys.meta_path.insert(0, self)
-
-    def uninstall(self) -> None:
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
 
 
 def notifies_when_loaded(module: ModuleType) -> bool:
@@ -108,7 +112,7 @@ def _find_with_others(
     return None
 
 
-class HiddenModulesFinder(importlib.abc.MetaPathFinder):
+class HiddenModulesFinder(_FirstFinder):
     """Refuses modules a reverted fix added: importing one raises ModuleNotFoundError naming
     it, as before the fix, except from the modules `may_import(importer, name)` allows (the
     fix's own changed modules, whose post-fix code runs until their revert lands).
@@ -128,17 +132,6 @@ class HiddenModulesFinder(importlib.abc.MetaPathFinder):
         if self._is_hidden(fullname) and not self._may_import(_importer(), fullname):
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None
-
-    def install(self) -> None:
-        """Put the finder first on sys.meta_path (again, if another finder went before it)."""
-        if sys.meta_path[:1] != [self]:
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            sys.meta_path.insert(0, self)
-
-    def uninstall(self) -> None:
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
 
 
 _MACHINERY_FILES = frozenset({__file__, importlib.__file__})
