@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import PurePosixPath
 
 from prtoggle.patching.define_code import define_bindings, parse_define
 from prtoggle.patching.lines import split_lines
@@ -167,19 +166,6 @@ def add_define(names: list[DraftNames], scope: str, text: str, *, file: str, lin
     names.append(DraftNames(scope, text, (), file, line))
 
 
-def is_test_file(path: str) -> bool:
-    """Whether a path is a test's (a `test`/`tests` folder, `test_*.py`, `*_test.py`,
-    `conftest.py`): never a module a revert refuses."""
-    parts = PurePosixPath(path).parts
-    name = parts[-1] if parts else ""
-    return (
-        any(part in ("test", "tests") for part in parts[:-1])
-        or name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-    )
-
-
 def _add_module(modules: list[str], module: str) -> None:
     """Add `module` unless a package above it is there; drop those under it."""
     if any(module == m or module.startswith(m + ".") for m in modules):
@@ -269,7 +255,7 @@ def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: st
         draft.trees.append(found.tree)
     post = found.file.text
     lines = split_lines(post)
-    if diff.added and not is_test_file(found.relative):
+    if diff.added and not is_test_path(found.relative):
         _add_module(draft.added_modules, found.module)
         return
     if diff.added:

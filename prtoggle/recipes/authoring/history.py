@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from prtoggle.errors import CommandUsageError, RegistryError
 from prtoggle.patching.source_files import open_source_tree
 from prtoggle.recipes.authoring.from_diff import draft_from_diff
+from prtoggle.recipes.authoring.guards import is_test_path
 from prtoggle.recipes.authoring.recipe_file import RecipeHeader, checked_recipe, write_recipe
 from prtoggle.recipes.schema import MAX_PR, MIN_PR
 
@@ -37,7 +38,6 @@ HISTORY_PR_FALLBACK = MIN_PR
 """The PR number a drafted history recipe carries when its commit's subject names none."""
 
 _PR_IN_SUBJECT = re.compile(r"\(#(\d+)\)")
-_TEST_PARTS = frozenset({"test", "tests", "testing"})
 _FIELD = "\x1f"
 _DOC_SUFFIXES = frozenset({".md", ".rst", ".txt", ".png", ".svg", ".jpg"})
 
@@ -141,16 +141,6 @@ def read_range(repo: Path, spec: str, *, source_dir: str) -> HistoryRange:
         _commit(block, source_dir) for block in (log or "").split("\x1e") if block.strip()
     )
     return HistoryRange(repo, base, head, source_dir.strip("/"), commits)
-
-
-def is_test_path(path: str) -> bool:
-    """A test file: under a `test`/`tests` folder, or named `test_*.py`, `*_test.py`,
-    `conftest.py`."""
-    pure = PurePosixPath(path)
-    name = pure.name
-    if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
-        return True
-    return any(part in _TEST_PARTS for part in pure.parts[:-1])
 
 
 def suffix_recipe(
