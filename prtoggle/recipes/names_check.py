@@ -43,6 +43,9 @@ class WholeFixCheck:
     target: str
     status: WholeFixStatus
     message: str = ""
+    unresolved: str = ""
+    """The global the entry's own `define` reads that its module does not bind after the
+    revert (nor a builtin), when that is why it does not check."""
 
 
 def check_whole_fix(recipe: Recipe, *, tree: SourceTree | None) -> list[WholeFixCheck]:
@@ -115,7 +118,11 @@ def _check_names(recipe: Recipe, change: NameChange, *, tree: SourceTree | None)
     except SyntaxError as exc:
         return WholeFixCheck(target, "error", f"define does not compile: {exc}")
     problem = _global_check(recipe, change, scope, code, tree=tree)
-    return WholeFixCheck(target, "ok" if problem is None else "error", problem or "")
+    if problem is None:
+        return WholeFixCheck(target, "ok")
+    label, name = problem
+    own = name if label == f"define of {change.scope}" else ""
+    return WholeFixCheck(target, "error", unresolved_read(label, name, scope.module), own)
 
 
 @dataclass(frozen=True)
@@ -183,8 +190,9 @@ def _live_scope(change: NameChange) -> _Scope:
 
 def _global_check(
     recipe: Recipe, change: NameChange, scope: _Scope, code: CodeType, *, tree: SourceTree | None
-) -> str | None:
-    """Why a function edited or defined in the scope's module would fail with NameError."""
+) -> tuple[str, str] | None:
+    """The code (a label) edited or defined in the scope's module that would fail with
+    NameError, and the global it reads that nothing defines."""
     if scope.module_names is None:
         return None
     after = set(scope.module_names)
@@ -203,7 +211,7 @@ def _global_check(
     for label, checked in codes:
         missing = missing_in(checked, names=after)
         if missing:
-            return unresolved_read(label, missing[0], scope.module)
+            return label, missing[0]
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import datetime
 import re
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any
 import yaml
 
 from prtoggle.errors import RegistryError
+from prtoggle.patching.define_code import define_bindings, parse_define
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.from_diff import (
@@ -24,7 +26,7 @@ from prtoggle.recipes.authoring.from_diff import (
 )
 from prtoggle.recipes.check import TargetCheck, check_recipe
 from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
-from prtoggle.recipes.names_check import check_whole_fix, unresolved_patch_reads
+from prtoggle.recipes.names_check import WholeFixCheck, check_whole_fix, unresolved_patch_reads
 from prtoggle.recipes.schema import Recipe, load_recipe_text
 
 _CHECK_PREFIX = re.compile(r"^.*?\.yaml:\d+: PR \d+: \S+ \([^)]*\): ")
@@ -196,26 +198,85 @@ def _checked_names(
     does); each other one is listed as not reverted, at its file and line, with the reason.
 
     An entry checks when some tree holds its scope's package and no such tree refuses it.
+    One refused because its `define` reads a global nothing defines after the revert keeps
+    its other statements: those reading that global are dropped and listed, by the names
+    they bind. What is dropped can leave another entry's read undefined, so the entries
+    kept are checked again until none is refused.
     """
-    if not names:
-        return names, not_reverted
+    kept = list(names)
+    while kept:
+        verdicts = _names_verdicts(header, kept, path=path, roots=roots)
+        if all(verdict and all(v.status == "ok" for v in verdict) for verdict in verdicts):
+            break
+        again = [_rechecked(e, v, not_reverted) for e, v in zip(kept, verdicts, strict=True)]
+        kept = [entry for entry in again if entry is not None]
+    return kept, not_reverted
+
+
+def _rechecked(
+    entry: DraftNames, verdict: list[WholeFixCheck], not_reverted: list[NotRevertedChange]
+) -> DraftNames | None:
+    """`entry` when its checks all pass; else what of it is left to check again (None:
+    nothing), each part dropped listed in `not_reverted` with its reason."""
+    refused = [found for found in verdict if found.status != "ok"]
+    if verdict and not refused:
+        return entry
+    if not refused:
+        reason = f"the revert does not check (absent: no tree holds {entry.scope})"
+        not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
+        return None
+    smaller = _without_readers(entry, refused[0].unresolved)
+    if smaller is None:
+        reason = f"the revert does not check ({refused[0].status}: {_why(refused[0].message)})"
+        not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
+        return None
+    left, reason = smaller
+    not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
+    return left if left.define or left.remove else None
+
+
+def _names_verdicts(
+    header: RecipeHeader, names: list[DraftNames], *, path: Path, roots: Sequence[SourceTree]
+) -> list[list[WholeFixCheck]]:
+    """Each entry's checks on the trees of `roots` that hold its scope's package."""
     text = render_recipe(header, [], names=names)
     recipe = load_recipe_text(text, path=path, collection="new")
-    verdicts: list[list[tuple[str, str]]] = [[] for _ in names]
+    verdicts: list[list[WholeFixCheck]] = [[] for _ in names]
     for tree in _unique(roots):
         for index, found in enumerate(check_whole_fix(recipe, tree=tree)[: len(names)]):
             if found.status != "absent":
-                verdicts[index].append((found.status, found.message))
-    kept: list[DraftNames] = []
-    for entry, verdict in zip(names, verdicts, strict=True):
-        refused = [(status, message) for status, message in verdict if status != "ok"]
-        if verdict and not refused:
-            kept.append(entry)
+                verdicts[index].append(found)
+    return verdicts
+
+
+def _without_readers(entry: DraftNames, name: str) -> tuple[DraftNames, str] | None:
+    """`entry` less the top-level statements of its define that read global `name`, and
+    the reason they are listed; None when no statement can be told to read it."""
+    if not name or not entry.define.strip():
+        return None
+    lines = entry.define.splitlines(keepends=True)
+    dropped: set[int] = set()
+    bound: list[str] = []
+    for node in parse_define(entry.define).body:
+        if not any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+            for n in ast.walk(node)
+        ):
             continue
-        status, message = refused[0] if refused else ("absent", f"no tree holds {entry.scope}")
-        reason = f"the revert does not check ({status}: {_why(message)})"
-        not_reverted.append(NotRevertedChange(entry.file, entry.line, reason))
-    return kept, not_reverted
+        decorators = getattr(node, "decorator_list", [])
+        first = min([node.lineno, *(d.lineno for d in decorators)])
+        dropped.update(range(first - 1, node.end_lineno or node.lineno))
+        text = "".join(lines[first - 1 : node.end_lineno])
+        bound.extend(define_bindings(text))
+    if not dropped:
+        return None
+    define = "".join(line for index, line in enumerate(lines) if index not in dropped)
+    what = ", ".join(f"`{entry.scope}.{b}`" for b in bound) or f"a statement of {entry.scope}"
+    reason = (
+        f"{what} not defined back: its pre-fix code reads `{name}`, "
+        "which the revert does not define"
+    )
+    return replace(entry, define=define if define.strip() else ""), reason
 
 
 def _reads_resolved(
