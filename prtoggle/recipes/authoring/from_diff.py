@@ -13,7 +13,7 @@ from prtoggle.patching.source_files import SourceTree
 from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
 from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
-from prtoggle.recipes.authoring.guards import file_guards, in_package, is_test_path
+from prtoggle.recipes.authoring.guards import file_guards, in_package, is_test_path, test_text
 from prtoggle.recipes.authoring.lines import line_map
 from prtoggle.recipes.authoring.modules import (
     ModuleFile,
@@ -24,6 +24,7 @@ from prtoggle.recipes.authoring.modules import (
     top_level_line,
 )
 from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
+from prtoggle.recipes.authoring.source_readers import source_readers
 from prtoggle.recipes.names_schema import MODULE_REMOVED_REASON
 
 NOT_PYTHON = "not Python source"
@@ -99,6 +100,8 @@ class Draft:
     modules: list[ModuleFile] = field(default_factory=list)
     added_modules: list[str] = field(default_factory=list)
     """Modules (and packages) the diff adds under the source root, test files aside."""
+    first_change: tuple[str, int, str | None] | None = None
+    """The first changed module's file (relative to its root), first changed line, its code."""
 
 
 def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> Draft:
@@ -110,12 +113,14 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
     for a diff that cannot be read or that disagrees with the post-fix code.
     """
     draft = Draft()
+    readers: list[tuple[str, str]] = []
     for diff in parse_diff(text, source=source):
         first = next((line.new for line in diff.lines if line.kind != " "), 1)
         safe = all(safe_path(path) for path in (diff.old_path, diff.new_path) if path)
         if safe and is_test_path(diff.path) and not in_package(diff.path, roots=roots):
             fresh = file_guards(diff, roots=roots)
             draft.guards.extend(guard for guard in fresh if guard not in draft.guards)
+            readers += source_readers(fresh, test_text(diff, roots=roots))
             continue
         draft.files.append(diff.path)
         if not safe:
@@ -130,8 +135,31 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
                 draft.skipped.append(SkippedChange(diff.path, first, NOT_IN_ROOT))
             else:
                 _draft_module(diff, found, draft, source=source)
+                draft.first_change = draft.first_change or _change_at(found, first)
     keep_imported_names(draft)
+    _list_source_readers(readers, draft)
     return draft
+
+
+def _list_source_readers(readers: Sequence[tuple[str, str]], draft: Draft) -> None:
+    """List each guard that reads the package's source text, at the fix's first change:
+    a revert at run time leaves every file's text as the fix wrote it."""
+    if draft.first_change is None:
+        return
+    file, line, code = draft.first_change
+    for guard, how in readers:
+        reason = (
+            f"{guard} reads the source text of the package's files ({how}): a revert at run "
+            "time leaves the text of each file the fix changed as the fix wrote it"
+        )
+        draft.not_reverted.append(NotRevertedChange(file, line, reason, code))
+
+
+def _change_at(found: ModuleFile, line: int) -> tuple[str, int, str | None]:
+    """The module's file relative to its root, `line` and that line's stripped code."""
+    lines = split_lines(found.file.text)
+    code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return found.relative, line, code or None
 
 
 def in_landing_order(names: Sequence[DraftNames]) -> list[DraftNames]:

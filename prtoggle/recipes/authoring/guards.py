@@ -9,9 +9,10 @@ from pathlib import PurePosixPath
 
 from prtoggle.patching.source_files import SourceTree
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, undo
-from prtoggle.recipes.authoring.modules import find_file, find_module
+from prtoggle.recipes.authoring.modules import find_file, find_module, safe_path
 
 _TEST_FOLDERS = frozenset({"test", "tests"})
+_ABOVE = 3
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -57,7 +58,7 @@ def file_guards(diff: FileDiff, *, roots: Sequence[SourceTree]) -> list[str]:
     deleted file or one pytest does not collect."""
     if diff.deleted or not collectable(diff.path):
         return []
-    post = None if diff.added else _post_text(diff, roots=roots)
+    post = None if diff.added else _on_disk(diff.path, roots=roots)
     if post is None:
         return [diff.path]
     try:
@@ -123,12 +124,30 @@ def _span(node: ast.AST) -> range:
     return range(first, (getattr(node, "end_lineno", None) or first) + 1)
 
 
-def _post_text(diff: FileDiff, *, roots: Sequence[SourceTree]) -> str | None:
-    """The file's post-fix text: the file in a root (None when absent or unreadable)."""
-    found = find_file(diff.path, roots=roots)
-    if found is None:
+def test_text(diff: FileDiff, *, roots: Sequence[SourceTree]) -> str | None:
+    """A test file's post-fix text: the file in a root or in a folder above one (the checkout
+    a source root like `python/` lies in), else, for a file the fix added, its added lines;
+    None when deleted or not at hand."""
+    if diff.deleted:
         return None
-    try:
-        return found[0].read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return None
+    found = _on_disk(diff.path, roots=roots)
+    if found is None and diff.added:
+        return "".join(f"{line.text}\n" for line in diff.lines if line.kind == "+")
+    return found
+
+
+def _on_disk(path: str, *, roots: Sequence[SourceTree]) -> str | None:
+    """The text of file `path`: in a root (find_file), else `path` under one of the three
+    folders above a root; None when absent or unreadable."""
+    found = find_file(path, roots=roots)
+    candidates = [found[0]] if found is not None else []
+    if safe_path(path):
+        for root in roots:
+            candidates += [folder / path for folder in list(root.path.parents)[:_ABOVE]]
+    for candidate in candidates:
+        try:
+            if candidate.is_file():
+                return candidate.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None

@@ -188,3 +188,66 @@ def test_a_test_folder_inside_the_package_is_the_program(repo: Path, tmp_path: P
     git(repo, "commit", "-qam", "Fix the test helpers (#4245)")
     code, record = run_new("--from-git", "HEAD", "--repo", str(repo), "--out", str(tmp_path))
     assert (code, record["targets"], record["guards"]) == (0, ["app.test.test_utils.make"], [])
+
+
+def test_a_source_root_in_a_checkout_finds_the_changed_tests_above_it_and_names_them(
+    repo: Path, tmp_path: Path
+) -> None:
+    source_root = str(repo / "python")
+    code, record = run_new(
+        "--from-git",
+        "HEAD",
+        "--repo",
+        str(repo),
+        "--source-root",
+        source_root,
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 1  # partial: the kernel source stays
+    assert record["guards"] == GUARDS
+
+
+RATCHET = """\
+from pathlib import Path
+
+import app
+
+_ROOT = Path(next(iter(app.__path__)))
+_BASELINE = {baseline}
+
+
+def test_the_writers_do_not_grow():
+    count = sum(path.read_text().count("x * ") for path in _ROOT.rglob("*.py"))
+    assert count <= _BASELINE
+"""
+
+
+def test_a_guard_reading_the_package_s_source_text_is_listed_at_the_fix_s_first_change(
+    repo: Path, tmp_path: Path
+) -> None:
+    write(repo, {"test/unit/test_ratchet.py": RATCHET.format(baseline=2)})
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "Add the ratchet (#4246)")
+    after = {
+        "python/app/core.py": CORE_BEFORE,
+        "test/unit/test_ratchet.py": RATCHET.format(baseline=1),
+    }
+    write(repo, after)
+    git(repo, "commit", "-qam", "Fix the scale back, one writer less (#4247)")
+    code, record = run_new("--from-git", "HEAD", "--repo", str(repo), "--out", str(tmp_path))
+    assert code == 1  # partial: the ratchet reads text a revert at run time does not change
+    assert (record["targets"], record["guards"]) == (
+        ["app.core.scale"],
+        ["test/unit/test_ratchet.py"],
+    )
+    assert record["not_reverted"] == [
+        {
+            "file": "app/core.py",
+            "line": 2,
+            "code": "return x * 2",
+            "reason": "test/unit/test_ratchet.py reads the source text of the package's files "
+            "(`read_text` of files under `app.__path__`): a revert at run time leaves the text "
+            "of each file the fix changed as the fix wrote it",
+        }
+    ]
