@@ -32,6 +32,7 @@ from prtoggle.recipes.authoring.statements import (
     node_key,
     read_body,
 )
+from prtoggle.recipes.authoring.whole_class import whole_class_blocker, whole_class_reason
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -196,21 +197,36 @@ class Comparer:
         self._list([old], [new], pre, post, f"{what} of {qualname} changed ({why} not re-applied)")
 
     def _class(self, old: Binding, new: Binding, pre: Body, post: Body, scope: Scope) -> None:
+        """A class on both sides: its members compared; when that leaves a change listed
+        (its class statement, a field, other class-body code), a module-level class is
+        defined back whole instead where it can run again (whole_class), and listed as a
+        new class."""
         p, q = old.statement.node, new.statement.node
         assert isinstance(p, ast.ClassDef) and isinstance(q, ast.ClassDef)
         qualname = f"{scope.prefix}{q.name}"
+        trial = Comparer(ModuleChanges(), self.lines, self.descriptors)
         if header_key(p) != header_key(q):
             head = Statement(q, new.statement.first, q.body[0].lineno - 1)
             line, code = self.where(head, post, pre_side=False)
             reason = f"class statement of {qualname} changed (bases, keywords or decorators)"
-            self.out.listed.append(Listed(line, code, reason))
+            trial.out.listed.append(Listed(line, code, reason))
         fields = made_from_body(p) or made_from_body(q)
         inner = scope.member(q, fields=fields)
-        self.scope(
+        trial.scope(
             read_body(p.body, pre.lines, fields=fields),
             read_body(q.body, post.lines, fields=fields),
             inner,
         )
+        whole = scope.names_ok and not scope.prefix and bool(trial.out.listed)
+        if whole and whole_class_blocker(p, q, descriptors=self.descriptors) is None:
+            self.define(scope, old, pre=pre, post=post, new=new)
+            line, code = self.where(new.statement, post, pre_side=False)
+            self.out.listed.append(Listed(line, code, whole_class_reason(qualname)))
+            return
+        self.out.patches.extend(trial.out.patches)
+        self.out.names.update(trial.out.names)
+        self.out.listed.extend(trial.out.listed)
+        self.out.inert.extend(trial.out.inert)
 
     def _rebind(
         self,

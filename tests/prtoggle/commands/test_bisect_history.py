@@ -95,7 +95,8 @@ def test_a_fix_whose_revert_is_partial_cannot_be_ruled_out_and_no_culprit_is_nam
     repo.edit(
         "python/calc/core.py",
         "def absval(x):\n    if x < 0:\n        return -x\n    return x\n",
-        "import dataclasses\n\n\n@dataclasses.dataclass\nclass Config:\n"
+        "import dataclasses\n\n\ndef _registered(cls):\n    return cls\n\n\n"
+        "@_registered\n@dataclasses.dataclass\nclass Config:\n"  # not defined again: listed
         "    negate: bool = False\n\n\n"
         "def absval(x):\n    return -x if x < 0 and Config().negate else x\n",
     )
@@ -109,7 +110,7 @@ def test_a_fix_whose_revert_is_partial_cannot_be_ruled_out_and_no_culprit_is_nam
     assert done.returncode == 1, done.stdout + done.stderr
     assert "culprit:" not in done.stdout
     assert re.search(r"^probe 2: reverting 2 commits .*\(partial\) -> skip", done.stdout, re.M)
-    assert f"partial: changes of {partial[:12]} stay (calc/core.py:6: a field of Config" in (
+    assert f"partial: changes of {partial[:12]} stay (calc/core.py:11: a field of Config" in (
         done.stdout
     )
     assert "cannot be ruled out: 1 commits" in done.stdout

@@ -98,7 +98,7 @@ def test_a_decorator_change_is_defined_when_sound_else_patched_and_listed(
     ]
 
 
-def test_dataclass_fields_class_headers_and_other_module_code_are_listed(
+def test_dataclass_fields_and_class_headers_define_the_class_whole_other_module_code_is_listed(
     tmp_path: Path,
 ) -> None:
     before = (
@@ -109,10 +109,23 @@ def test_dataclass_fields_class_headers_and_other_module_code_are_listed(
         "@dataclass\nclass C:\n    a: int = 2\n\n\nclass D(dict):\n    pass\n\n\n"
         "for i in range(4):\n    pass\n"
     )
-    assert listed(draft(tmp_path, before, after)) == [
+    result = draft(tmp_path, before, after)
+    define = "@dataclass\nclass C:\n    a: int = 1\nclass D(object):\n    pass\n"
+    assert names(result) == [("pkg.mod", define, ())]
+    whole = (
+        "defined back whole, a new class: instances and subclasses made from the post-fix "
+        "class before the revert landed keep it (isinstance against the pre-fix class fails "
+        "for them)"
+    )
+    assert listed(result) == [
         (10, "for i in range(4):", "module-level code changed"),
-        (3, "a: int = 2", "a field of C changed"),
-        (6, "class D(dict):", "class statement of D changed (bases, keywords or decorators)"),
+        (3, "a: int = 2", f"C {whole}"),
+        (6, "class D(dict):", f"D {whole}"),
+    ]
+    registered = draft(tmp_path, "@register\n" + before, "@register\n" + after)
+    assert listed(registered)[1:] == [
+        (4, "a: int = 2", "a field of C changed"),
+        (7, "class D(dict):", f"D {whole}"),
     ]
 
 

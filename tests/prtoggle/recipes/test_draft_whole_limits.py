@@ -1,4 +1,5 @@
-"""Tests for what `new` may call whole: a fix that changes `__slots__`, adds `__eq__`, moves
+"""Tests for what `new` may call whole: a fix that changes `__slots__`, adds `__eq__`, changes a
+dataclass's fields or a class statement (defined back whole), moves
 a function to another module, renames or deletes a module. Each is reverted truly (the
 reverted program imported in a real process and compared with the pre-fix one) or listed
 in `not_reverted`. Real git checkouts, real `prtoggle run` processes."""
@@ -74,32 +75,90 @@ def probe(repo: Path, out: Path, code: str, *, reverted: bool) -> str:
     return done.stdout
 
 
-def test_a_fix_that_adds_a_slot_lists_it(tmp_path: Path) -> None:
+def whole(qualname: str) -> str:
+    return (
+        f"{qualname} defined back whole, a new class: instances and subclasses made from the "
+        "post-fix class before the revert landed keep it (isinstance against the pre-fix "
+        "class fails for them)"
+    )
+
+
+def test_a_fix_that_adds_a_slot_defines_the_class_back_whole(tmp_path: Path) -> None:
     pre = {"python/pkg/m.py": "class C:\n    __slots__ = ('a',)\n\n\ndef f():\n    return 1\n"}
     post = {"python/pkg/m.py": "class C:\n    __slots__ = ('a', 'b')\n\n\ndef f():\n    return 2\n"}
     repo = checkout(tmp_path / "repo", pre, post)
-    code, record = draft(repo, tmp_path / "out")
-    assert (code, record["targets"], record["names"]) == (1, ["pkg.m.f"], [])
-    assert reasons(record) == [
-        "pkg/m.py:2 C.__slots__ changed (slots are made when the class is created: a revert "
-        "cannot add or drop one)"
+    out = tmp_path / "out"
+    code, record = draft(repo, out)
+    assert (code, record["targets"]) == (1, ["pkg.m.f"])
+    assert record["names"] == [
+        {"scope": "pkg.m", "define": "class C:\n    __slots__ = ('a',)\n", "remove": []}
     ]
+    assert reasons(record) == [f"pkg/m.py:2 {whole('C')}"]
+    check = "from pkg.m import C, f\nprint(C.__slots__, hasattr(C, 'b'), f())\n"
+    assert probe(repo, out, check, reverted=False) == "('a', 'b') True 2\n"
+    assert probe(repo, out, check, reverted=True) == "('a',) False 1\n"
 
 
-def test_a_fix_that_adds_eq_reverts_it_and_lists_the_hash_that_stays(tmp_path: Path) -> None:
+def test_a_fix_that_adds_eq_defines_the_class_back_whole_and_its_hash_with_it(
+    tmp_path: Path,
+) -> None:
     pre = {"python/pkg/m.py": "class C:\n    x = 1\n"}
     eq = "\n    def __eq__(self, other):\n        return True\n"
     repo = checkout(tmp_path / "repo", pre, {"python/pkg/m.py": "class C:\n    x = 1\n" + eq})
     out = tmp_path / "out"
     code, record = draft(repo, out)
     assert code == 1
-    assert record["names"] == [{"scope": "pkg.m.C", "define": "", "remove": ["__eq__"]}]
-    assert reasons(record) == [
-        "pkg/m.py:4 C.__eq__ added by the fix: C.__hash__ stays None (set when the class was "
-        "created with __eq__): its instances stay unhashable"
-    ]
+    assert record["names"] == [{"scope": "pkg.m", "define": "class C:\n    x = 1\n", "remove": []}]
+    assert reasons(record) == [f"pkg/m.py:3 {whole('C')}"]
     check = "from pkg.m import C\nprint(C() == C(), C.__hash__ is None)\n"
-    assert probe(repo, out, check, reverted=True) == "False True\n"  # __eq__ gone, hash listed
+    assert probe(repo, out, check, reverted=True) == "False False\n"  # __eq__ gone, hash back
+
+
+def test_a_dataclass_field_the_fix_removed_comes_back_and_other_modules_import_the_new_class(
+    tmp_path: Path,
+) -> None:
+    head = "from dataclasses import dataclass\n\n\n@dataclass(frozen=True, kw_only=True)\n"
+    pre = {
+        "python/pkg/m.py": head + "class P:\n    limit: int\n    name: str\n",
+        "python/pkg/user.py": "from pkg.m import P\n\n\ndef make():\n    return P(name='x')\n",
+    }
+    post = {"python/pkg/m.py": head + "class P:\n    name: str\n"}
+    repo = checkout(tmp_path / "repo", pre, post)
+    out = tmp_path / "out"
+    code, record = draft(repo, out)
+    assert (code, record["targets"]) == (1, [])
+    assert record["names"] == [
+        {
+            "scope": "pkg.m",
+            "define": "@dataclass(frozen=True, kw_only=True)\nclass P:\n    limit: int\n"
+            "    name: str\n",
+            "remove": [],
+        }
+    ]
+    assert reasons(record) == [f"pkg/m.py:4 {whole('P')}"]
+    check = (
+        "import pkg.m, pkg.user\n"
+        "try:\n    pkg.user.make()\nexcept TypeError as exc:\n    print(exc)\n"
+        "print(pkg.user.P is pkg.m.P, [f for f in pkg.m.P.__dataclass_fields__])\n"
+    )
+    assert probe(repo, out, check, reverted=False) == "True ['name']\n"
+    assert probe(repo, out, check, reverted=True) == (
+        "P.__init__() missing 1 required keyword-only argument: 'limit'\nTrue ['limit', 'name']\n"
+    )
+
+
+def test_a_class_whose_member_registers_at_import_is_not_defined_again_but_listed(
+    tmp_path: Path,
+) -> None:
+    body = "    @register\n    def run(self):\n        pass\n\n\ndef f():\n    return {}\n"
+    pre = {"python/pkg/m.py": "class C:\n" + body.format(1)}
+    post = {"python/pkg/m.py": "class C(dict):\n" + body.format(2)}
+    repo = checkout(tmp_path / "repo", pre, post)
+    code, record = draft(repo, tmp_path / "out")
+    assert (code, record["targets"], record["names"]) == (1, ["pkg.m.f"], [])
+    assert reasons(record) == [
+        "pkg/m.py:1 class statement of C changed (bases, keywords or decorators)"
+    ]
 
 
 def test_a_function_moved_to_another_module_stays_where_the_old_module_imports_it(
