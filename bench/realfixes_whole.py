@@ -274,6 +274,9 @@ def _apply_names(
                 kept.append(node)
         elif not (_simple(node) and _bound(node) & gone):
             kept.append(node)
+    for node in statements:  # a class defined back whole: its docstring read as the rest
+        if isinstance(node, ast.ClassDef):
+            node.body = _docstrings(node.body)
     body[:] = kept + statements
 
 
