@@ -58,7 +58,7 @@ def file_guards(diff: FileDiff, *, roots: Sequence[SourceTree]) -> list[str]:
     deleted file or one pytest does not collect."""
     if diff.deleted or not collectable(diff.path):
         return []
-    post = None if diff.added else _on_disk(diff.path, roots=roots)
+    post = None if diff.added else _on_disk(diff, roots=roots)
     if post is None:
         return [diff.path]
     try:
@@ -130,24 +130,35 @@ def test_text(diff: FileDiff, *, roots: Sequence[SourceTree]) -> str | None:
     None when deleted or not at hand."""
     if diff.deleted:
         return None
-    found = _on_disk(diff.path, roots=roots)
+    found = _on_disk(diff, roots=roots)
     if found is None and diff.added:
         return "".join(f"{line.text}\n" for line in diff.lines if line.kind == "+")
     return found
 
 
-def _on_disk(path: str, *, roots: Sequence[SourceTree]) -> str | None:
-    """The text of file `path`: in a root (find_file), else `path` under one of the three
-    folders above a root; None when absent or unreadable."""
-    found = find_file(path, roots=roots)
+def _on_disk(diff: FileDiff, *, roots: Sequence[SourceTree]) -> str | None:
+    """The post-fix text of the diff's file: in a root (find_file), else its path under
+    one of the three folders above a root, the first the diff agrees with (it undoes
+    cleanly there); None when absent, unreadable or not the diff's file."""
+    found = find_file(diff.path, roots=roots)
     candidates = [found[0]] if found is not None else []
-    if safe_path(path):
+    if safe_path(diff.path):
         for root in roots:
-            candidates += [folder / path for folder in list(root.path.parents)[:_ABOVE]]
+            candidates += [folder / diff.path for folder in list(root.path.parents)[:_ABOVE]]
     for candidate in candidates:
         try:
-            if candidate.is_file():
-                return candidate.read_text(encoding="utf-8-sig")
+            text = candidate.read_text(encoding="utf-8-sig") if candidate.is_file() else None
         except (OSError, UnicodeDecodeError):
-            return None
+            continue
+        if text is not None and _agrees(text, diff):
+            return text
     return None
+
+
+def _agrees(text: str, diff: FileDiff) -> bool:
+    """Whether the diff undoes cleanly on `text` (a shorter file fails with IndexError)."""
+    try:
+        undo(text, diff, source=diff.path)
+    except (DiffError, ValueError, IndexError):
+        return False
+    return True

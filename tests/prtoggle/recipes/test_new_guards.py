@@ -251,3 +251,22 @@ def test_a_guard_reading_the_package_s_source_text_is_listed_at_the_fix_s_first_
             "of each file the fix changed as the fix wrote it",
         }
     ]
+
+
+def test_a_test_file_above_the_source_root_that_the_diff_does_not_match_is_not_read(
+    repo: Path, tmp_path: Path
+) -> None:
+    write(repo, {"test/unit/test_core.py": "def test_other():\n    pass\n"})  # not the commit's
+    source_root = str(repo / "python")
+    code, record = run_new(
+        "--from-git",
+        "HEAD",
+        "--repo",
+        str(repo),
+        "--source-root",
+        source_root,
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 1
+    assert record["guards"] == ["test/unit/test_added.py", "test/unit/test_core.py"]
