@@ -1,26 +1,40 @@
 """`prtoggle bisect --git A..B`: which commit of a range a command depends on, found by
 reverting commits in the installed code (no checkout, no rebuild).
 
-Each probe runs COMMAND with a history recipe reverted (see recipes/authoring/history.py),
-`repeat` times, and takes the majority. A failing run counts as the regression only when
-its failure matches the fingerprint: `--fingerprint REGEX`, else the exception type of the
-run with every candidate reverted. Probes that fail otherwise, time out, crash, or whose
+The run with nothing reverted comes first, traced: the commits that reach it (change
+module-level code of a module it imported, or a function it ran: history_reach.py) are
+searched first, every candidate only when those do not explain the failure. Each probe
+runs COMMAND with a history recipe reverted (recipes/authoring/history.py), `repeat` times,
+and takes the majority (history_verdicts.py says what counts as the regression). Probes
+whose revert does not apply, time out, crash, fail otherwise than --fingerprint, or whose
 revert is partial and passes, are inconclusive (skips); the commits they leave undecided
-are said as "cannot be ruled out", never silently dropped.
+are said as "cannot be ruled out", never silently dropped. Runs after the traced one are
+forked from a warm worker that imported the run's modules once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
-from collections import Counter
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from prtoggle.commands.history_verdicts import (
+    FailureRule,
+    ProbeRun,
+    Verdict,
+    counts_text,
+    judge_run,
+    majority,
+    settled,
+)
 from prtoggle.errors import PrToggleError
+from prtoggle.protocol import TRACE_ENV, YAML_PATH_ENV
 from prtoggle.recipes.authoring.history import (
     HistoryCommit,
     HistoryRange,
@@ -29,58 +43,20 @@ from prtoggle.recipes.authoring.history import (
     stayed_commits,
     suffix_recipe,
 )
-from prtoggle.recipes.registry import YAML_PATH_ENV
+from prtoggle.recipes.authoring.history_reach import Reach, commits_reaching
 from prtoggle.revert import child_report
 from prtoggle.revert.toggle import child_env
-from prtoggle.runners.child_outcome import classify_exit, last_exception
-from prtoggle.runners.child_process import CommandRun
 from prtoggle.runners.output_tail import TAIL_BYTES
-from prtoggle.runners.warm_client import command_runner
+from prtoggle.runners.run_trace import RunTrace, read_traces
+from prtoggle.runners.warm_client import HEAVY_MODULES, CommandRunner, command_runner
 
-Verdict = Literal["good", "bad", "skip"]
+__all__ = ["FailureRule", "HistoryAnswer", "HistoryBisect", "HistoryMode", "Probe", "ProbeRun"]
+
 _MOST_LEFT_OUT = 24
 """How many files a probe leaves as they are before it is called inconclusive."""
 _MOST_RETRIES = 4
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 HistoryMode = Literal["ordered", "attribute"]
-
-_SUMMARY_LINE = re.compile(
-    r"^(?:FAILED|ERROR) \S+(?: - (?:(?P<assertion>assert .*)|"
-    r"(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failed|Interrupt|Warning))"
-    r"(?::\s?(?P<msg>.*))?|.*))?$"
-)
-_E_LINE = re.compile(
-    r"^E\s+(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failed|Interrupt)):?\s?(?P<msg>.*)$"
-)
-
-
-@dataclass(frozen=True)
-class FailureRule:
-    """What counts as the regression's failure: `pattern` over the run's output, else the
-    exception `type` learned from the run with every candidate reverted."""
-
-    pattern: re.Pattern[str] | None = None
-    type: str | None = None
-
-    def describe(self) -> str:
-        if self.pattern is not None:
-            return f"output matching {self.pattern.pattern!r}"
-        if self.type is None:
-            return "any failure"
-        if self.type.startswith("exit "):
-            return f"a failure with {self.type} and no exception named"
-        return f"a failure raising {self.type}"
-
-
-@dataclass(frozen=True)
-class ProbeRun:
-    """One run of a probe: its class (good, bad, other), failure signature, status, time."""
-
-    outcome: Literal["good", "bad", "other"]
-    signature: str
-    exit_code: int | None
-    seconds: float
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,6 +109,9 @@ class HistoryAnswer:
     confirmation: Probe | None = None
     reproduce: str = ""
     rule: FailureRule = field(default_factory=FailureRule)
+    notes: list[str] = field(default_factory=list)
+    """What the search said on the way (the reach of the traced run, a widened search)."""
+    reach: Reach | None = None
 
     @property
     def found(self) -> bool:
@@ -145,7 +124,13 @@ class HistoryAnswer:
 
 @dataclass
 class HistoryBisect:
-    """One search over `history`: runs COMMAND per probe and keeps every probe in order."""
+    """One search over `history`: runs COMMAND per probe and keeps every probe in order.
+
+    The run with nothing reverted is traced (a fresh process); the candidates searched first
+    are those reaching it (history_reach.py), every candidate when no trace was written or
+    those do not explain the failure. Later runs are forked from a warm worker that imported
+    the modules the traced run imported, unless `warm` is False.
+    """
 
     history: HistoryRange
     command: tuple[str, ...]
@@ -153,11 +138,16 @@ class HistoryBisect:
     repeat: int = 1
     timeout: float | None = None
     rule: FailureRule = field(default_factory=FailureRule)
+    warm: bool = True
     on_probe: Callable[[int, Probe], None] = lambda number, probe: None
+    on_note: Callable[[str], None] = lambda line: None
     probes: list[Probe] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reach: Reach | None = None
     not_landing: dict[str, str] = field(default_factory=dict)
     """Files whose revert did not land in a probe: later probes leave them as they are."""
     _memo: dict[str, Probe] = field(default_factory=dict)
+    _runner: CommandRunner | None = None
 
     def run(self, mode: HistoryMode) -> HistoryAnswer:
         """Search with `mode` ('ordered': binary search over suffixes; 'attribute': each
@@ -167,32 +157,78 @@ class HistoryBisect:
             return self._answer(
                 mode, conclusion="no candidate commit in the range: nothing to revert"
             )
-        baseline = self._probe_nothing()
-        if baseline.verdict != "good":
-            return self._answer(
-                mode,
-                conclusion=(
-                    f"with nothing reverted the command is {baseline.verdict}, expected good "
-                    f"({baseline.reason or _runs_summary(baseline)}): it does not depend on a "
-                    "commit of the range"
-                ),
+        with contextlib.ExitStack() as stack:
+            with tempfile.TemporaryDirectory(prefix="prtoggle-trace-") as traces:
+                baseline = self._probe_nothing(trace=Path(traces))
+                trace = read_traces(Path(traces))
+            if baseline.verdict != "good":
+                return self._answer(
+                    mode,
+                    conclusion=(
+                        f"with nothing reverted the command is {baseline.verdict}, expected "
+                        f"good ({baseline.reason or _runs_summary(baseline)}): it does not "
+                        "depend on a commit of the range"
+                    ),
+                )
+            searched = self._reaching(candidates, trace)
+            self._runner = stack.enter_context(
+                command_runner(
+                    warm=self.warm, preload=self._preload(trace), output_limit=TAIL_BYTES
+                )
             )
-        if mode == "attribute":
-            return self._attribute(candidates)
-        return self._ordered(candidates)
+            if mode == "attribute":
+                return self._attribute(searched)
+            return self._ordered(searched, widen=candidates)
 
-    def _ordered(self, candidates: list[HistoryCommit]) -> HistoryAnswer:
-        everything = self._probe_suffix(candidates, 0, learn=True)
+    def _reaching(self, candidates: list[HistoryCommit], trace: RunTrace) -> list[HistoryCommit]:
+        """The candidates to search first: those reaching the traced run (every one when
+        nothing was traced)."""
+        if not trace.processes:
+            self._note("reach: the run wrote no trace; every candidate is searched")
+            return candidates
+        self.reach = commits_reaching(self.history, trace)
+        reaching = self.reach.reaching
+        self._note(
+            f"reach: {len(reaching)} of {len(candidates)} candidates change code the run used "
+            "(searched first)"
+        )
+        return reaching
+
+    def _preload(self, trace: RunTrace) -> tuple[str, ...]:
+        """What the warm worker imports once: prtoggle's and the heavy modules, then the
+        package's modules (and pytest's) the traced run imported, in its order."""
+        tops = {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
+        tops |= {"pytest", "_pytest"}
+        wanted = [name for name in trace.names if name.split(".", 1)[0] in tops]
+        return (*HEAVY_MODULES, *wanted)
+
+    def _ordered(
+        self, candidates: list[HistoryCommit], *, widen: list[HistoryCommit]
+    ) -> HistoryAnswer:
+        if not candidates:
+            self._note("reach: no candidate reaches the run; searching all of them")
+            return self._ordered(widen, widen=widen)
+        everything = self._probe_suffix(candidates, 0)
+        if everything.verdict == "good" and len(candidates) < len(widen):
+            self._note(
+                f"reach: reverting the {len(candidates)} reaching candidates passes; "
+                f"searching all {len(widen)}"
+            )
+            return self._ordered(widen, widen=widen)
         if everything.verdict != "bad":
             why = everything.reason or _runs_summary(everything)
             return self._answer(
                 "ordered",
                 suspects=list(everything.stayed),
                 conclusion=(
-                    f"with every candidate reverted the command is {everything.verdict} ({why}), "
+                    f"with the {len(candidates)} commits searched reverted the command is "
+                    f"{everything.verdict} ({why}), "
                     "expected bad: no commit of the range is shown to be needed"
                 ),
             )
+        return self._binary(candidates, everything)
+
+    def _binary(self, candidates: list[HistoryCommit], everything: Probe) -> HistoryAnswer:
         bad, good = 0, len(candidates)
         verdicts: dict[int, Probe] = {0: everything, good: self.probes[0]}
         skipped: set[int] = set()
@@ -209,14 +245,16 @@ class HistoryBisect:
             else:
                 good = index
         culprit = candidates[bad]
+        newer = len(candidates) - bad - 1
         answer = self._answer(
             "ordered",
             culprits=[culprit],
             conclusion=(
-                f"reverting {culprit.short} and every newer commit makes the command fail; "
+                f"reverting {culprit.short} and the newer commits searched makes the command "
+                "fail; "
                 + (
-                    f"reverting only the {len(candidates) - bad - 1} newer ones does not"
-                    if bad + 1 < len(candidates)
+                    f"reverting only the {newer} newer ones does not"
+                    if newer
                     else "with nothing reverted it passes"
                 )
             ),
@@ -229,7 +267,7 @@ class HistoryBisect:
         culprits: list[HistoryCommit] = []
         suspects: list[HistoryCommit] = []
         for commit in candidates:
-            probe = self._probe_alone(commit, learn=self.rule.type is None)
+            probe = self._probe_alone(commit)
             if probe.verdict == "bad":
                 culprits.append(commit)
             elif probe.verdict == "skip":
@@ -272,14 +310,15 @@ class HistoryBisect:
         reproducer = alone.recipe if alone.verdict == "bad" else deciding.recipe
         answer.reproduce = _reproduce_line(reproducer, self.command)
 
-    def _probe_nothing(self) -> Probe:
-        return self._probe("nothing", "nothing reverted", (), None)
+    def _probe_nothing(self, *, trace: Path) -> Probe:
+        runs = [self._run_once(None, trace=trace if n == 0 else None) for n in range(self.repeat)]
+        verdict, reason = majority(runs, self.repeat)
+        return self._keep("nothing", Probe("nothing reverted", (), verdict, tuple(runs), reason))
 
-    def _probe_suffix(
-        self, candidates: list[HistoryCommit], index: int, *, learn: bool = False
-    ) -> Probe:
-        """Revert candidates[index:]; a file whose revert does not land at run time is left
-        as it is (listed, so the probe is partial) and the probe run again without it."""
+    def _probe_suffix(self, candidates: list[HistoryCommit], index: int) -> Probe:
+        """Revert candidates[index:] (the files they change, as `git diff C^ B` has them); a
+        file whose revert does not land at run time is left as it is (listed, so the probe
+        is partial) and the probe run again without it."""
         oldest = candidates[index]
         newer = candidates[index:]
         plural = "s" if len(newer) != 1 else ""
@@ -287,7 +326,7 @@ class HistoryBisect:
         changed = {file for commit in newer for file in commit.files}
         left_out = {f: why for f, why in self.not_landing.items() if f in changed}
         for _attempt in range(_MOST_RETRIES + 1):
-            probe = self._suffix_once(oldest, newer, label, left_out, learn=learn)
+            probe = self._suffix_once(oldest, newer, label, left_out, changed)
             failed = _not_landed_files(probe, newer) - set(left_out)
             if (
                 probe.verdict != "skip"
@@ -307,27 +346,21 @@ class HistoryBisect:
         newer: list[HistoryCommit],
         label: str,
         left_out: dict[str, str],
-        *,
-        learn: bool,
+        changed: set[str],
     ) -> Probe:
         if left_out:
             files = "file" if len(left_out) == 1 else "files"
             label = f"{label}, less {len(left_out)} {files} whose revert did not land"
-        key = f"suffix:{oldest.sha}:{','.join(sorted(left_out))}"
+        key = f"suffix:{oldest.sha}:{len(newer)}:{','.join(sorted(left_out))}"
         try:
-            recipe = suffix_recipe(self.history, oldest, cache=self.cache, left_out=left_out)
+            recipe = suffix_recipe(
+                self.history, oldest, cache=self.cache, left_out=left_out, only=changed
+            )
         except PrToggleError as exc:
             return self._refused(key, label, newer, f"cannot draft: {_first_line(exc)}")
-        return self._probe(
-            key,
-            label,
-            tuple(c.sha for c in newer),
-            recipe,
-            learn=learn,
-            among=newer,
-        )
+        return self._probe(key, label, tuple(c.sha for c in newer), recipe, among=newer)
 
-    def _probe_alone(self, commit: HistoryCommit, *, learn: bool = False) -> Probe:
+    def _probe_alone(self, commit: HistoryCommit) -> Probe:
         label = f"reverting {commit.describe()} alone"
         try:
             recipe = commit_recipe(self.history, commit, cache=self.cache)
@@ -335,9 +368,7 @@ class HistoryBisect:
             return self._refused(
                 f"alone:{commit.sha}", label, [commit], f"cannot draft: {_first_line(exc)}"
             )
-        return self._probe(
-            f"alone:{commit.sha}", label, (commit.sha,), recipe, learn=learn, among=[commit]
-        )
+        return self._probe(f"alone:{commit.sha}", label, (commit.sha,), recipe, among=[commit])
 
     def _refused(
         self, key: str, label: str, commits: Sequence[HistoryCommit], reason: str
@@ -350,27 +381,23 @@ class HistoryBisect:
         key: str,
         label: str,
         reverted: tuple[str, ...],
-        recipe: HistoryRecipe | None,
+        recipe: HistoryRecipe,
         *,
-        learn: bool = False,
-        among: Sequence[HistoryCommit] = (),
+        among: Sequence[HistoryCommit],
     ) -> Probe:
         if key in self._memo:
             return self._memo[key]
-        if recipe is not None and recipe.nothing:
+        if recipe.nothing:
             reason = f"nothing to revert: {recipe.nothing}"
             return self._keep(key, Probe(label, reverted, "skip", (), reason, recipe))
         runs: list[ProbeRun] = []
         for _ in range(self.repeat):
             runs.append(self._run_once(recipe))
-            if not learn and _settled(runs, self.repeat):
-                break  # the probe that learns the failure runs every time: its majority
-        if learn and self.rule.pattern is None:
-            self.rule = _learned(self.rule, runs)
-            runs = [_rejudged(run, self.rule) for run in runs]
-        verdict, reason = _majority(runs, self.repeat)
+            if settled(runs, self.repeat):
+                break
+        verdict, reason = majority(runs, self.repeat)
         stayed: list[HistoryCommit] = []
-        if recipe is not None and recipe.not_reverted and verdict == "good":
+        if recipe.not_reverted and verdict == "good":
             stayed = stayed_commits(self.history, recipe, among=among)
             named = ", ".join(c.short for c in stayed) or "some commits"
             verdict, reason = (
@@ -389,7 +416,13 @@ class HistoryBisect:
         self.on_probe(len(self.probes), probe)
         return probe
 
-    def _run_once(self, recipe: HistoryRecipe | None) -> ProbeRun:
+    def _note(self, line: str) -> None:
+        self.notes.append(line)
+        self.on_note(line)
+
+    def _run_once(self, recipe: HistoryRecipe | None, *, trace: Path | None = None) -> ProbeRun:
+        """One run of COMMAND with `recipe` reverted; traced into `trace` (a fresh process,
+        so that what the run does at import is traced too) when given."""
         env = dict(os.environ)
         specs: list[str] = []
         if recipe is not None:
@@ -399,10 +432,15 @@ class HistoryBisect:
             )
             specs = [recipe.spec]
         env = child_env(specs, base=env)
+        if trace is not None:
+            env[TRACE_ENV] = str(trace)
         with (
-            command_runner(warm=False, output_limit=TAIL_BYTES) as runner,
+            contextlib.ExitStack() as stack,
             child_report.collecting_reports(env) as (run_env, directory),
         ):
+            runner = self._runner
+            if trace is not None or runner is None:
+                runner = stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
             done = runner(list(self.command), env=run_env, timeout=self.timeout)
             reports = child_report.read_reports(directory)
         if recipe is not None:
@@ -410,10 +448,12 @@ class HistoryBisect:
             note = child_report.not_landed([pr], reports, command=self.command)
             if note is not None:
                 return ProbeRun("other", "not reverted", done.returncode, done.seconds, note[:2000])
-        return _judge(done, self.rule)
+        return judge_run(done, self.rule)
 
     def _answer(self, mode: HistoryMode, **values: Any) -> HistoryAnswer:
-        return HistoryAnswer(mode, probes=self.probes, rule=self.rule, **values)
+        return HistoryAnswer(
+            mode, probes=self.probes, rule=self.rule, notes=self.notes, reach=self.reach, **values
+        )
 
 
 def _not_landed_files(probe: Probe, commits: Sequence[HistoryCommit]) -> set[str]:
@@ -435,99 +475,8 @@ def _not_landed_files(probe: Probe, commits: Sequence[HistoryCommit]) -> set[str
     return found
 
 
-def failure_signature(stdout: str, stderr: str) -> str:
-    """`Type: first message line` of a failing run: pytest's short summary or `E` lines,
-    else the last traceback line of stderr; '' when none is found."""
-    for line in stdout.splitlines():
-        found = _SUMMARY_LINE.match(line.strip())
-        if found and found.group("type"):
-            return _joined(found.group("type"), found.group("msg"))
-        if found and found.group("assertion"):
-            return _joined("AssertionError", found.group("assertion"))
-    for line in (stdout + "\n" + stderr).splitlines():
-        found = _E_LINE.match(line.strip())
-        if found:
-            return _joined(found.group("type"), found.group("msg"))
-    error_type, message = last_exception(stderr)
-    if error_type is None:
-        error_type, message = last_exception(stdout)
-    return _joined(error_type, message) if error_type else ""
-
-
-def _judge(done: CommandRun, rule: FailureRule) -> ProbeRun:
-    exit_class = classify_exit(done)
-    seconds, code = done.seconds, done.returncode
-    if exit_class == "good":
-        return ProbeRun("good", "", code, seconds)
-    if exit_class == "timeout":
-        return ProbeRun("other", "timeout", code, seconds, f"killed after {done.timeout:g} s")
-    if exit_class == "crash":
-        return ProbeRun(
-            "other", "crash", code, seconds, f"killed by {done.signal_name or 'a signal'}"
-        )
-    signature = failure_signature(done.stdout, done.stderr) or f"exit {code}"
-    if exit_class == "skip":
-        return ProbeRun("other", signature, code, seconds, f"skip: {signature}"[:300])
-    run = ProbeRun("bad", signature, code, seconds)
-    if rule.pattern is not None:
-        matched = rule.pattern.search(done.stdout + "\n" + done.stderr) is not None
-        return (
-            run
-            if matched
-            else ProbeRun(
-                "other", signature, code, seconds, f"fails differently: {signature}"[:300]
-            )
-        )
-    return _rejudged(run, rule)
-
-
-def _rejudged(run: ProbeRun, rule: FailureRule) -> ProbeRun:
-    if run.outcome != "bad" or rule.type is None or rule.pattern is not None:
-        return run
-    if run.signature.split(":", 1)[0] == rule.type:
-        return run
-    return ProbeRun(
-        "other",
-        run.signature,
-        run.exit_code,
-        run.seconds,
-        f"fails differently: {run.signature}"[:300],
-    )
-
-
-def _learned(rule: FailureRule, runs: Sequence[ProbeRun]) -> FailureRule:
-    """The most common exception type of the failing runs (None when none failed)."""
-    types = Counter(run.signature.split(":", 1)[0] for run in runs if run.outcome == "bad")
-    if not types:
-        return rule
-    return FailureRule(type=types.most_common(1)[0][0])
-
-
-def _settled(runs: Sequence[ProbeRun], repeat: int) -> bool:
-    counts = Counter(run.outcome for run in runs)
-    return counts.most_common(1)[0][1] * 2 > repeat
-
-
-def _majority(runs: Sequence[ProbeRun], repeat: int) -> tuple[Verdict, str]:
-    counts = Counter(run.outcome for run in runs)
-    outcome, count = counts.most_common(1)[0]
-    if count * 2 > repeat and outcome != "other":
-        return outcome, ""
-    others = sorted({run.note or run.signature for run in runs if run.outcome == "other"})
-    if count * 2 > repeat:
-        return "skip", "; ".join(others)[:300]
-    return "skip", f"no majority of {repeat}: {_counts(runs)}" + (
-        f" ({'; '.join(others)[:200]})" if others else ""
-    )
-
-
 def _runs_summary(probe: Probe) -> str:
-    return _counts(probe.runs) or "no run"
-
-
-def _counts(runs: Sequence[ProbeRun]) -> str:
-    counts = Counter(run.outcome for run in runs)
-    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    return counts_text(probe.runs) or "no run"
 
 
 def _reproduce_line(recipe: HistoryRecipe | None, command: Sequence[str]) -> str:
@@ -541,11 +490,6 @@ def _reproduce_line(recipe: HistoryRecipe | None, command: Sequence[str]) -> str
 
 def _quoted(text: str) -> str:
     return shlex.quote(text)
-
-
-def _joined(error_type: str | None, message: str | None) -> str:
-    first = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    return f"{error_type}: {first}"[:200] if first else str(error_type)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -34,7 +34,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import REVERT_ENV, TRACE_ENV
 from prtoggle.runners.warm_environ import (
     expect_run,
     record_preload_reads,
@@ -264,6 +264,7 @@ def _become_fresh(
     python_path = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [first, *python_path, *server.base_path[1:]]
     _reset_detection_state()
+    _maybe_start_trace()
     _maybe_apply_reverts()
     os.set_inheritable(reply.fileno(), False)  # the run's notices; not its programs'
     _SERVED.reply = reply
@@ -334,6 +335,16 @@ def _maybe_apply_reverts() -> None:
 
     clear_registry_cache()
     child.start()  # as the start-up hook of a fresh child does
+
+
+def _maybe_start_trace() -> None:
+    """Record the run's modules and functions when PRTOGGLE_TRACE_DIR asks, as the start-up
+    hook of a fresh child does (the preload's own imports are in sys.modules, so listed)."""
+    directory = os.environ.get(TRACE_ENV, "")
+    if directory:
+        from prtoggle.runners import run_trace
+
+        run_trace.start(directory)
 
 
 def _preload(name: str) -> None:
