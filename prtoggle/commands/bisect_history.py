@@ -19,7 +19,7 @@ import os
 import re
 import shlex
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -46,9 +46,17 @@ from prtoggle.recipes.authoring.history import (
 from prtoggle.recipes.authoring.history_reach import Reach, commits_reaching
 from prtoggle.revert import child_report
 from prtoggle.revert.toggle import child_env
+from prtoggle.runners.child_process import run_child
+from prtoggle.runners.command_imports import command_imports
 from prtoggle.runners.output_tail import TAIL_BYTES
 from prtoggle.runners.run_trace import RunTrace, read_traces
-from prtoggle.runners.warm_client import HEAVY_MODULES, CommandRunner, command_runner
+from prtoggle.runners.warm_client import (
+    HEAVY_MODULES,
+    CommandRunner,
+    WarmWorker,
+    command_runner,
+)
+from prtoggle.runners.warm_eligibility import env_without_revert
 
 __all__ = ["FailureRule", "HistoryAnswer", "HistoryBisect", "HistoryMode", "Probe", "ProbeRun"]
 
@@ -122,6 +130,16 @@ class HistoryAnswer:
         return [probe for probe in self.probes if probe.verdict == "skip"]
 
 
+@dataclass(frozen=True)
+class Tier:
+    """A set of candidates searched as one list: its name in the report, its commits
+    (oldest first), and whether probes revert only the files of modules the run imported."""
+
+    name: str
+    commits: list[HistoryCommit]
+    imported_only: bool = False
+
+
 @dataclass
 class HistoryBisect:
     """One search over `history`: runs COMMAND per probe and keeps every probe in order.
@@ -148,6 +166,7 @@ class HistoryBisect:
     """Files whose revert did not land in a probe: later probes leave them as they are."""
     _memo: dict[str, Probe] = field(default_factory=dict)
     _runner: CommandRunner | None = None
+    _tier: Tier = field(default_factory=lambda: Tier("candidates", []))
 
     def run(self, mode: HistoryMode) -> HistoryAnswer:
         """Search with `mode` ('ordered': binary search over suffixes; 'attribute': each
@@ -158,9 +177,10 @@ class HistoryBisect:
                 mode, conclusion="no candidate commit in the range: nothing to revert"
             )
         with contextlib.ExitStack() as stack:
-            with tempfile.TemporaryDirectory(prefix="prtoggle-trace-") as traces:
-                baseline = self._probe_nothing(trace=Path(traces))
-                trace = read_traces(Path(traces))
+            traces = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prtoggle-")))
+            self._runner = self._start_runner(stack, traces)
+            baseline = self._probe_nothing(trace=traces)
+            trace = read_traces(traces)
             if baseline.verdict != "good":
                 return self._answer(
                     mode,
@@ -170,72 +190,96 @@ class HistoryBisect:
                         "depend on a commit of the range"
                     ),
                 )
-            searched = self._reaching(candidates, trace)
-            self._runner = stack.enter_context(
-                command_runner(
-                    warm=self.warm, preload=self._preload(trace), output_limit=TAIL_BYTES
-                )
-            )
+            tiers = self._tiers(candidates, trace)
             if mode == "attribute":
-                return self._attribute(searched)
-            return self._ordered(searched, widen=candidates)
+                return self._attribute(tiers[-2].commits if len(tiers) > 1 else candidates)
+            return self._ordered(tiers)
 
-    def _reaching(self, candidates: list[HistoryCommit], trace: RunTrace) -> list[HistoryCommit]:
-        """The candidates to search first: those reaching the traced run (every one when
-        nothing was traced)."""
+    def _tiers(self, candidates: list[HistoryCommit], trace: RunTrace) -> list[Tier]:
+        """The candidate sets searched in turn, each holding the last: the commits that
+        change a function the run ran, those that reach it at all, every candidate."""
         if not trace.processes:
             self._note("reach: the run wrote no trace; every candidate is searched")
-            return candidates
+            return [Tier("every candidate", candidates)]
         self.reach = commits_reaching(self.history, trace)
-        reaching = self.reach.reaching
+        reaching, running = self.reach.reaching, self.reach.running
         self._note(
-            f"reach: {len(reaching)} of {len(candidates)} candidates change code the run used "
-            "(searched first)"
+            f"reach: {len(reaching)} of {len(candidates)} candidates change code the run used, "
+            f"{len(running)} a function it ran (searched first)"
         )
-        return reaching
+        tiers: list[Tier] = []
+        for name, commits in (
+            ("candidates that change a function the run ran", running),
+            ("candidates that reach the run", reaching),
+            ("candidates", candidates),
+        ):
+            if commits and (not tiers or len(commits) > len(tiers[-1].commits)):
+                tiers.append(Tier(name, commits, imported_only=commits is not candidates))
+        return tiers
 
-    def _preload(self, trace: RunTrace) -> tuple[str, ...]:
-        """What the warm worker imports once: prtoggle's and the heavy modules, then the
-        package's modules (and pytest's) the traced run imported, in its order."""
+    def _start_runner(
+        self, stack: contextlib.ExitStack[bool | None], traces: Path
+    ) -> CommandRunner:
+        """The runner of the probes: a warm worker whose server starts importing now, while
+        the range is read (plain children when not `warm`). It imports the heavy modules,
+        pytest, and the package's modules the command's own files import at their top
+        (runners/command_imports.py), traced into `traces` as the first run is."""
+        if not self.warm:
+            return stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
         tops = {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
         tops |= {"pytest", "_pytest"}
-        wanted = [name for name in trace.names if name.split(".", 1)[0] in tops]
-        return (*HEAVY_MODULES, *wanted)
-
-    def _ordered(
-        self, candidates: list[HistoryCommit], *, widen: list[HistoryCommit]
-    ) -> HistoryAnswer:
-        if not candidates:
-            self._note("reach: no candidate reaches the run; searching all of them")
-            return self._ordered(widen, widen=widen)
-        everything = self._probe_suffix(candidates, 0)
-        if everything.verdict == "good" and len(candidates) < len(widen):
-            self._note(
-                f"reach: reverting the {len(candidates)} reaching candidates passes; "
-                f"searching all {len(widen)}"
+        wanted = [
+            name
+            for name in ("pytest", *command_imports(self.command, cwd=Path.cwd()))
+            if name.split(".", 1)[0] in tops
+        ]
+        base_env = {**env_without_revert(os.environ), TRACE_ENV: str(traces)}
+        worker = stack.enter_context(
+            WarmWorker(
+                preload=(*HEAVY_MODULES, *wanted), base_env=base_env, output_limit=TAIL_BYTES
             )
-            return self._ordered(widen, widen=widen)
-        if everything.verdict != "bad":
+        )
+        worker.start()
+        return worker.run
+
+    def _ordered(self, tiers: list[Tier]) -> HistoryAnswer:
+        """Binary search in the first tier whose commits, all reverted, make COMMAND fail."""
+        for number, tier in enumerate(tiers):
+            self._tier = tier
+            answer, everything = self._binary(tier.commits)
+            if answer is not None:
+                return answer
+            if number + 1 < len(tiers):
+                following = tiers[number + 1]
+                self._note(
+                    f"reach: with the {len(tier.commits)} {tier.name} reverted the command is "
+                    f"{everything.verdict}; searching the {len(following.commits)} "
+                    f"{following.name}"
+                )
+                continue
             why = everything.reason or _runs_summary(everything)
             return self._answer(
                 "ordered",
-                suspects=list(everything.stayed),
+                suspects=self._suspects([everything]),
                 conclusion=(
-                    f"with the {len(candidates)} commits searched reverted the command is "
-                    f"{everything.verdict} ({why}), "
-                    "expected bad: no commit of the range is shown to be needed"
+                    f"with the {len(tier.commits)} {tier.name} reverted the command is "
+                    f"{everything.verdict} ({why}), expected bad: no commit of the range is "
+                    "shown to be needed"
                 ),
             )
-        return self._binary(candidates, everything)
+        raise AssertionError("unreachable: the last tier answers")
 
-    def _binary(self, candidates: list[HistoryCommit], everything: Probe) -> HistoryAnswer:
+    def _binary(self, candidates: list[HistoryCommit]) -> tuple[HistoryAnswer | None, Probe]:
+        """Binary search over the suffixes of `candidates`; the suffix of all of them is
+        probed last, only when no shorter one fails (None and that probe when it does not
+        fail either)."""
         bad, good = 0, len(candidates)
-        verdicts: dict[int, Probe] = {0: everything, good: self.probes[0]}
+        verdicts: dict[int, Probe] = {good: self.probes[0]}
         skipped: set[int] = set()
         while good - bad > 1:
             index = _next_untested(bad, good, skipped)
             if index is None:
-                return self._undecided(candidates[bad:good], verdicts, bad, good)
+                break
             probe = self._probe_suffix(candidates, index)
             verdicts[index] = probe
             if probe.verdict == "skip":
@@ -244,13 +288,25 @@ class HistoryBisect:
                 bad = index
             else:
                 good = index
+        if bad == 0:
+            verdicts[0] = self._probe_suffix(candidates, 0)
+            if verdicts[0].verdict != "bad":
+                return None, verdicts[0]
+        if good - bad > 1:
+            return self._undecided(candidates[bad:good], verdicts, bad, good), verdicts[bad]
+        return self._found(candidates, bad, verdicts), verdicts[bad]
+
+    def _found(
+        self, candidates: list[HistoryCommit], bad: int, verdicts: dict[int, Probe]
+    ) -> HistoryAnswer:
         culprit = candidates[bad]
         newer = len(candidates) - bad - 1
         answer = self._answer(
             "ordered",
             culprits=[culprit],
+            suspects=[c for c in self._suspects(verdicts.values()) if c != culprit],
             conclusion=(
-                f"reverting {culprit.short} and the newer commits searched makes the command "
+                f"reverting {culprit.short} with the newer commits searched makes the command "
                 "fail; "
                 + (
                     f"reverting only the {newer} newer ones does not"
@@ -259,9 +315,16 @@ class HistoryBisect:
                 )
             ),
         )
-        answer.deciding = [self.probes.index(verdicts[bad]), self.probes.index(verdicts[good])]
-        self._confirm(answer, culprit, deciding=verdicts[bad])
+        good = self.probes.index(verdicts[bad + 1])
+        answer.deciding = [self.probes.index(verdicts[bad]), good]
+        self._confirm(answer, culprit, deciding=verdicts[bad], alone=newer == 0)
         return answer
+
+    def _suspects(self, probes: Iterable[Probe]) -> list[HistoryCommit]:
+        """The commits whose changes stayed in a partial probe that passed: they cannot be
+        ruled out."""
+        stayed = {commit.sha for probe in probes for commit in probe.stayed}
+        return [c for c in self.history.candidates if c.sha in stayed]
 
     def _attribute(self, candidates: list[HistoryCommit]) -> HistoryAnswer:
         culprits: list[HistoryCommit] = []
@@ -301,13 +364,24 @@ class HistoryBisect:
         answer.deciding = [self.probes.index(verdicts[bad]), self.probes.index(verdicts[good])]
         return answer
 
-    def _confirm(self, answer: HistoryAnswer, culprit: HistoryCommit, *, deciding: Probe) -> None:
+    def _confirm(
+        self, answer: HistoryAnswer, culprit: HistoryCommit, *, deciding: Probe, alone: bool
+    ) -> None:
         """Revert the culprit alone: the confirmation the answer reports, and the command
         that reproduces the verdict (the culprit alone where that fails as the search did,
-        else the deciding probe's set)."""
-        alone = self._probe_alone(culprit)
-        answer.confirmation = alone
-        reproducer = alone.recipe if alone.verdict == "bad" else deciding.recipe
+        else the deciding probe's set). The deciding probe is that confirmation already when
+        it reverted the culprit alone, whole, and no newer candidate changes its files (its
+        diff to the head is then the commit's own)."""
+        later = self.history.candidates[self.history.candidates.index(culprit) + 1 :]
+        touched = {file for commit in later for file in commit.files}
+        whole = deciding.recipe is not None and deciding.recipe.whole
+        if alone and whole and not touched & set(culprit.files):
+            answer.confirmation = deciding
+            answer.reproduce = _reproduce_line(deciding.recipe, self.command)
+            return
+        probe = self._probe_alone(culprit)
+        answer.confirmation = probe
+        reproducer = probe.recipe if probe.verdict == "bad" else deciding.recipe
         answer.reproduce = _reproduce_line(reproducer, self.command)
 
     def _probe_nothing(self, *, trace: Path) -> Probe:
@@ -324,6 +398,8 @@ class HistoryBisect:
         plural = "s" if len(newer) != 1 else ""
         label = f"reverting {len(newer)} commit{plural} from {oldest.describe()}"
         changed = {file for commit in newer for file in commit.files}
+        if self._tier.imported_only and self.reach is not None:
+            changed &= set(self.reach.located)  # a module the run never imported: no effect
         left_out = {f: why for f, why in self.not_landing.items() if f in changed}
         for _attempt in range(_MOST_RETRIES + 1):
             probe = self._suffix_once(oldest, newer, label, left_out, changed)
@@ -351,7 +427,7 @@ class HistoryBisect:
         if left_out:
             files = "file" if len(left_out) == 1 else "files"
             label = f"{label}, less {len(left_out)} {files} whose revert did not land"
-        key = f"suffix:{oldest.sha}:{len(newer)}:{','.join(sorted(left_out))}"
+        key = f"suffix:{self._tier.name}:{oldest.sha}:{','.join(sorted(left_out))}"
         try:
             recipe = suffix_recipe(
                 self.history, oldest, cache=self.cache, left_out=left_out, only=changed
@@ -400,13 +476,15 @@ class HistoryBisect:
         if recipe.not_reverted and verdict == "good":
             stayed = stayed_commits(self.history, recipe, among=among)
             named = ", ".join(c.short for c in stayed) or "some commits"
-            verdict, reason = (
-                "skip",
-                (
-                    f"partial: changes of {named} stay ({'; '.join(recipe.not_reverted)[:200]}); "
+            listed = "; ".join(recipe.not_reverted)[:200]
+            if stayed and len(stayed) < len(among):
+                reason = f"partial: changes of {named} stay ({listed}); they cannot be ruled out"
+            else:
+                verdict = "skip"
+                reason = (
+                    f"partial: changes of {named} stay ({listed}); "
                     "a passing run cannot rule them out"
-                ),
-            )
+                )
         probe = Probe(label, reverted, verdict, tuple(runs), reason, recipe, tuple(stayed))
         return self._keep(key, probe)
 
@@ -421,8 +499,9 @@ class HistoryBisect:
         self.on_note(line)
 
     def _run_once(self, recipe: HistoryRecipe | None, *, trace: Path | None = None) -> ProbeRun:
-        """One run of COMMAND with `recipe` reverted; traced into `trace` (a fresh process,
-        so that what the run does at import is traced too) when given."""
+        """One run of COMMAND with `recipe` reverted; traced into `trace` when given (a warm
+        run's trace and the server's preload trace together cover what a fresh process
+        would run)."""
         env = dict(os.environ)
         specs: list[str] = []
         if recipe is not None:
@@ -434,13 +513,8 @@ class HistoryBisect:
         env = child_env(specs, base=env)
         if trace is not None:
             env[TRACE_ENV] = str(trace)
-        with (
-            contextlib.ExitStack() as stack,
-            child_report.collecting_reports(env) as (run_env, directory),
-        ):
-            runner = self._runner
-            if trace is not None or runner is None:
-                runner = stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
+        with child_report.collecting_reports(env) as (run_env, directory):
+            runner = self._runner or run_child
             done = runner(list(self.command), env=run_env, timeout=self.timeout)
             reports = child_report.read_reports(directory)
         if recipe is not None:

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
@@ -57,17 +57,23 @@ class RunTrace:
         return self.functions.get(path, set())
 
 
-def start(directory: str) -> None:
-    """Record this process's run from now on; written to `directory` at exit."""
+def start(directory: str) -> Callable[[], None]:
+    """Record this process's run from now on; written to `directory` at exit, or when the
+    returned function is called (which also stops recording)."""
     seen: set[CodeType] = set()
     add = seen.add
 
     def record(frame: FrameType, event: str, arg: Any) -> None:
         add(frame.f_code)
 
+    def stop() -> None:
+        atexit.unregister(stop)
+        _write(directory, seen)
+
     sys.settrace(record)
     threading.settrace(record)
-    atexit.register(_write, directory, seen)
+    atexit.register(stop)
+    return stop
 
 
 def read_traces(directory: Path) -> RunTrace:

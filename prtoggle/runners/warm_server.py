@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,8 +104,10 @@ def main(argv: list[str] | None = None) -> None:
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
     record_preload_reads()
+    stop_trace = _maybe_start_trace()
     for name in args[1:]:
         _preload(name)
+    stop_trace()
     stop_recording(args[1:])
     _refuse_initialised_cuda()
     server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
@@ -337,14 +340,16 @@ def _maybe_apply_reverts() -> None:
     child.start()  # as the start-up hook of a fresh child does
 
 
-def _maybe_start_trace() -> None:
-    """Record the run's modules and functions when PRTOGGLE_TRACE_DIR asks, as the start-up
-    hook of a fresh child does (the preload's own imports are in sys.modules, so listed)."""
+def _maybe_start_trace() -> Callable[[], None]:
+    """Record what runs from now on when PRTOGGLE_TRACE_DIR asks (`bisect --git`): in the
+    server, its preload (the returned function writes it and stops); in a forked run, the
+    run (written at its exit), as the start-up hook of a fresh child does."""
     directory = os.environ.get(TRACE_ENV, "")
-    if directory:
-        from prtoggle.runners import run_trace
+    if not directory:
+        return lambda: None
+    from prtoggle.runners import run_trace
 
-        run_trace.start(directory)
+    return run_trace.start(directory)
 
 
 def _preload(name: str) -> None:

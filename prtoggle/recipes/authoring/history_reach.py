@@ -45,6 +45,8 @@ class CommitReach:
     commit: HistoryCommit
     reaches: bool
     why: str
+    ran_code: bool = False
+    """It changes a function the run ran (not only module-level code): searched first."""
 
 
 @dataclass
@@ -52,10 +54,17 @@ class Reach:
     """Every candidate's reach, oldest first."""
 
     commits: list[CommitReach] = field(default_factory=list)
+    located: dict[str, str] = field(default_factory=dict)
+    """The files (under the source folder) of the modules the run imported: their paths."""
 
     @property
     def reaching(self) -> list[HistoryCommit]:
         return [entry.commit for entry in self.commits if entry.reaches]
+
+    @property
+    def running(self) -> list[HistoryCommit]:
+        """The commits that change a function the run ran."""
+        return [entry.commit for entry in self.commits if entry.ran_code]
 
 
 def commits_reaching(history: HistoryRange, trace: RunTrace) -> Reach:
@@ -65,7 +74,7 @@ def commits_reaching(history: HistoryRange, trace: RunTrace) -> Reach:
     located = trace.located(files)
     hunks = _changed_lines(history, candidates, sorted(located))
     contents = _contents(history, {(sha, f) for sha, by_file in hunks.items() for f in by_file})
-    reach = Reach()
+    reach = Reach(located=located)
     for commit in candidates:
         reach.commits.append(_judged(commit, hunks.get(commit.sha, {}), contents, located, trace))
     return reach
@@ -102,19 +111,27 @@ def _judged(
     imported = [f for f in commit.files if f in located]
     if not imported:
         return CommitReach(commit, False, "changes no module the run imported")
+    module_level, any_code = "", False
     for file in imported:
         sources = contents.get((commit.sha, file))
         if sources is None:
-            return CommitReach(commit, True, f"adds or deletes {file}, which the run imported")
+            module_level = module_level or f"adds or deletes {file}, which the run imported"
+            continue
         before, after = sources
         hunks = by_file.get(file, [])
         units = units_of(before, [line for h in hunks for line in _lines(h.old)])
         units |= units_of(after, [line for h in hunks for line in _lines(h.new)])
-        if MODULE_LEVEL in units:
-            return CommitReach(commit, True, f"changes module-level code of {file}")
-        ran = sorted(units & trace.ran(located[file]))
+        any_code = any_code or bool(units)
+        ran = sorted((units - {MODULE_LEVEL}) & trace.ran(located[file]))
         if ran:
-            return CommitReach(commit, True, f"changes {file}: {ran[0]}, which the run ran")
+            why = f"changes {file}: {ran[0]}, which the run ran"
+            return CommitReach(commit, True, why, ran_code=True)
+        if MODULE_LEVEL in units:
+            module_level = module_level or f"changes module-level code of {file}"
+    if module_level:
+        return CommitReach(commit, True, module_level)
+    if not any_code:
+        return CommitReach(commit, False, "changes only comments and blank lines the run imported")
     return CommitReach(commit, False, "changes only functions the run did not run")
 
 

@@ -50,7 +50,9 @@ def test_the_commit_a_test_depends_on_is_named_confirmed_alone_and_drafted_once(
         "failure counted: any failure of the command (not a timeout, crash or skip; "
         "--fingerprint narrows it)"
     ) in lines
-    assert "reach: 1 of 17 candidates change code the run used (searched first)" in lines
+    assert (
+        "reach: 1 of 17 candidates change code the run used, 1 a function it ran (searched first)"
+    ) in lines
     probes = [line for line in lines if line.startswith("probe ")]
     # nothing, everything, at most ceil(log2 17) suffixes, then the culprit alone
     assert len(probes) <= 2 + math.ceil(math.log2(17)) + 1
@@ -113,7 +115,9 @@ def test_a_fix_whose_revert_is_partial_cannot_be_ruled_out_and_no_culprit_is_nam
     assert done.returncode == 1, done.stdout + done.stderr
     assert "culprit:" not in done.stdout
     # the chore reaches nothing the tests run: the fix alone is reverted
-    assert "reach: 1 of 2 candidates change code the run used (searched first)" in done.stdout
+    assert (
+        "reach: 1 of 2 candidates change code the run used, 1 a function it ran (searched first)"
+    ) in done.stdout
     assert re.search(
         rf"^probe 2: reverting 1 commit from {partial[:12]} .*\(partial\) -> skip",
         done.stdout,
