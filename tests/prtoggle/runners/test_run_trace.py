@@ -13,6 +13,8 @@ from pathlib import Path
 from prtoggle.protocol import TRACE_ENV
 from prtoggle.revert.toggle import child_env
 from prtoggle.runners.run_trace import RunTrace, outer_name, read_traces
+from prtoggle.runners.warm_client import WarmWorker
+from prtoggle.runners.warm_eligibility import env_without_revert
 
 PACKAGE = {
     "shop/__init__.py": "",
@@ -114,3 +116,31 @@ def test_a_nested_function_counts_as_the_def_around_it() -> None:
     assert outer_name("Cart.total.<locals>.add") == "Cart.total"
     assert outer_name("f.<locals>.g.<locals>.h") == "f"
     assert outer_name("Cart.total") == "Cart.total"
+
+
+def test_a_warm_worker_traces_its_preload_and_a_forked_run_that_asks(tmp_path: Path) -> None:
+    for relative, text in PACKAGE.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    base = {**env_without_revert(os.environ), "PYTHONPATH": str(tmp_path)}
+    worker = WarmWorker(preload=("shop.prices",), base_env={**base, TRACE_ENV: str(traces)})
+    with worker:
+        untraced = worker.run(
+            [sys.executable, "-c", "import shop.prices"], env=base, cwd=str(tmp_path)
+        )
+        assert untraced.returncode == 0, untraced.stderr
+        assert len(list(traces.iterdir())) == 1  # the preload's trace only
+        done = worker.run(
+            [sys.executable, "-c", "from shop.prices import Cart; Cart().total([1])"],
+            env={**base, TRACE_ENV: str(traces)},
+            cwd=str(tmp_path),
+        )
+    assert done.returncode == 0, done.stderr
+    assert worker.warm_runs == 2
+    trace = read_traces(traces)
+    assert trace.processes == 2
+    path = trace.located(["shop/prices.py"])["shop/prices.py"]
+    assert "Cart.total" in trace.ran(path)
+    assert "shop.prices" in trace.names
