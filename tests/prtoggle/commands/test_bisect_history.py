@@ -163,6 +163,51 @@ def test_a_culprit_whose_revert_conflicts_with_a_newer_commit_is_found_and_repro
     assert newer[:12] not in attribute.stdout.split("cannot be ruled out: ")[1].split("decided")[0]
 
 
+def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every_candidate(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit("python/calc/core.py", "return x * 2\n", "return 2 * x\n")
+    double = repo.commit("refactor: double (#800)")
+    repo.write(  # absval runs in a forked pool worker, which writes no trace
+        "test/test_forked.py",
+        "import multiprocessing\n"
+        "from calc.core import absval, double\n\n\n"
+        "def test_absval_in_a_forked_worker():\n"
+        "    with multiprocessing.get_context('fork').Pool(1) as pool:\n"
+        "        assert pool.apply(absval, (-3,)) == 3\n\n\n"
+        "def test_double():\n"
+        "    assert double(2) == 4\n",
+    )
+    repo.commit("test: forked (#801)")
+    command = (
+        "--",
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "test/test_forked.py",
+    )
+    done = repo.prtoggle(
+        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert (
+        "reach: 1 of 18 candidates change code the run used, 1 a function it ran "
+        + ("(searched first)")
+        in lines
+    )
+    assert (
+        "reach: with the 1 candidates that change a function the run ran reverted the command "
+        "is good; searching the 18 candidates"
+    ) in lines
+    assert f"culprit: {repo.shas[FIX][:12]} (#200) fix: absval of negatives, " in done.stdout
+    assert double[:12] not in done.stdout.split("culprit:")[1]
+
+
 def test_a_flaky_command_is_judged_by_the_majority_and_a_fingerprint_keeps_other_failures_out(
     repo: HistoryRepo, tmp_path: Path
 ) -> None:
