@@ -60,7 +60,7 @@ writes `<pid>.json` (write_run_report), so that the parent learns whether the re
 
 TRACE_ENV = "PRTOGGLE_TRACE_DIR"
 """Set by `bisect --git` on the run with nothing reverted: every Python process of the command
-writes `<pid>.trace.json` there at exit (prtoggle/runners/run_trace.py): the modules it
+writes `<pid>.trace.json` there at exit (prtoggle/revert/run_trace.py): the modules it
 imported and the functions it ran, so that commits changing neither are not searched."""
 
 BENCH_RESULT_KEYS = (

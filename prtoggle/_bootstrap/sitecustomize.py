@@ -7,7 +7,7 @@ empty, imports the prtoggle it belongs to and hands over to the child contract,
 patched as soon as their module has finished importing), or refuse with one `prtoggle:`
 line on stderr and status 78, now or at a later import; report to a `prtoggle run` parent.
 When PRTOGGLE_TRACE_DIR is set it also records what the run imports and runs
-(`prtoggle.runners.run_trace`). It reads prtoggle/protocol.py (a few constants) as a file
+(`prtoggle.revert.run_trace`). It reads prtoggle/protocol.py (a few constants) as a file
 and imports prtoggle only when a revert or a trace is asked for.
 """
 
@@ -93,7 +93,7 @@ def _start_trace() -> None:
     if not directory:
         return
     _import_own_prtoggle()
-    from prtoggle.runners import run_trace  # stdlib only
+    from prtoggle.revert import run_trace  # stdlib only
 
     run_trace.start(directory)
 

@@ -43,13 +43,13 @@ from prtoggle.recipes.authoring.history import (
     stayed_commits,
     suffix_recipe,
 )
-from prtoggle.recipes.authoring.history_reach import Reach, commits_reaching
+from prtoggle.commands.history_reach import Reach, commits_reaching
 from prtoggle.revert import child_report
 from prtoggle.revert.toggle import child_env
 from prtoggle.runners.child_process import run_child
 from prtoggle.runners.command_imports import command_imports
 from prtoggle.runners.output_tail import TAIL_BYTES
-from prtoggle.runners.run_trace import RunTrace, read_traces
+from prtoggle.revert.run_trace import RunTrace, read_traces
 from prtoggle.runners.warm_client import (
     HEAVY_MODULES,
     CommandRunner,

@@ -347,7 +347,7 @@ def _maybe_start_trace() -> Callable[[], None]:
     directory = os.environ.get(TRACE_ENV, "")
     if not directory:
         return lambda: None
-    from prtoggle.runners import run_trace
+    from prtoggle.revert import run_trace
 
     return run_trace.start(directory)
 

@@ -1,6 +1,6 @@
 """Which commits of a range change code a run used: the modules it imported, the functions it ran.
 
-`bisect --git` runs COMMAND once with nothing reverted and a trace (runners/run_trace.py).
+`bisect --git` runs COMMAND once with nothing reverted and a trace (revert/run_trace.py).
 A candidate commit *reaches* that run when one of its changed lines, in a module the run
 imported, is module-level code (statements outside any def: imports, constants, class
 bodies, decorators; a module the commit added or deleted) or lies in a function the run
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from prtoggle.errors import RegistryError
 from prtoggle.recipes.authoring.guards import is_test_path
 from prtoggle.recipes.authoring.history import HistoryCommit, HistoryRange
-from prtoggle.runners.run_trace import RunTrace
+from prtoggle.revert.run_trace import RunTrace
 
 MODULE_LEVEL = "<module>"
 """The unit a changed line outside any def belongs to."""
