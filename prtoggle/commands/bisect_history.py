@@ -16,19 +16,27 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import shlex
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from prtoggle.commands.history_probes import (
+    HistoryAnswer,
+    HistoryMode,
+    Probe,
+    Tier,
+    first_line,
+    next_untested,
+    not_landed_files,
+    reproduce_line,
+    runs_summary,
+)
+from prtoggle.commands.history_reach import Reach, commits_reaching
 from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
-    Verdict,
-    counts_text,
     judge_run,
     majority,
     settled,
@@ -43,13 +51,12 @@ from prtoggle.recipes.authoring.history import (
     stayed_commits,
     suffix_recipe,
 )
-from prtoggle.commands.history_reach import Reach, commits_reaching
 from prtoggle.revert import child_report
+from prtoggle.revert.run_trace import RunTrace, read_traces
 from prtoggle.revert.toggle import child_env
 from prtoggle.runners.child_process import run_child
 from prtoggle.runners.command_imports import command_imports
 from prtoggle.runners.output_tail import TAIL_BYTES
-from prtoggle.revert.run_trace import RunTrace, read_traces
 from prtoggle.runners.warm_client import (
     HEAVY_MODULES,
     CommandRunner,
@@ -63,81 +70,6 @@ __all__ = ["FailureRule", "HistoryAnswer", "HistoryBisect", "HistoryMode", "Prob
 _MOST_LEFT_OUT = 24
 """How many files a probe leaves as they are before it is called inconclusive."""
 _MOST_RETRIES = 4
-_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-HistoryMode = Literal["ordered", "attribute"]
-
-
-@dataclass(frozen=True)
-class Probe:
-    """A set of commits reverted, COMMAND's runs under it, and the majority's verdict."""
-
-    label: str
-    reverted: tuple[str, ...]
-    verdict: Verdict
-    runs: tuple[ProbeRun, ...]
-    reason: str = ""
-    recipe: HistoryRecipe | None = None
-    stayed: tuple[HistoryCommit, ...] = ()
-    """The commits whose changes this probe's partial revert left as they are."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "reverted": list(self.reverted),
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "whole": self.recipe.whole if self.recipe is not None else True,
-            "not_reverted": list(self.recipe.not_reverted) if self.recipe is not None else [],
-            "stayed": [commit.sha for commit in self.stayed],
-            "runs": [
-                {
-                    "outcome": run.outcome,
-                    "signature": run.signature,
-                    "exit_code": run.exit_code,
-                    "seconds": round(run.seconds, 3),
-                    "note": run.note,
-                }
-                for run in self.runs
-            ],
-        }
-
-
-@dataclass
-class HistoryAnswer:
-    """The search's answer: the culprit (or the suspects that cannot be ruled out), the
-    probes that decided it, the confirmation with the culprit alone reverted, and the
-    command that reproduces the verdict."""
-
-    mode: HistoryMode
-    culprits: list[HistoryCommit] = field(default_factory=list)
-    suspects: list[HistoryCommit] = field(default_factory=list)
-    conclusion: str = ""
-    probes: list[Probe] = field(default_factory=list)
-    deciding: list[int] = field(default_factory=list)
-    confirmation: Probe | None = None
-    reproduce: str = ""
-    rule: FailureRule = field(default_factory=FailureRule)
-    notes: list[str] = field(default_factory=list)
-    """What the search said on the way (the reach of the traced run, a widened search)."""
-    reach: Reach | None = None
-
-    @property
-    def found(self) -> bool:
-        return bool(self.culprits)
-
-    @property
-    def inconclusive(self) -> list[Probe]:
-        return [probe for probe in self.probes if probe.verdict == "skip"]
-
-
-@dataclass(frozen=True)
-class Tier:
-    """A set of candidates searched as one list: its name in the report, its commits
-    (oldest first), and whether probes revert only the files of modules the run imported."""
-
-    name: str
-    commits: list[HistoryCommit]
-    imported_only: bool = False
 
 
 @dataclass
@@ -186,7 +118,7 @@ class HistoryBisect:
                     mode,
                     conclusion=(
                         f"with nothing reverted the command is {baseline.verdict}, expected "
-                        f"good ({baseline.reason or _runs_summary(baseline)}): it does not "
+                        f"good ({baseline.reason or runs_summary(baseline)}): it does not "
                         "depend on a commit of the range"
                     ),
                 )
@@ -257,7 +189,7 @@ class HistoryBisect:
                     f"{following.name}"
                 )
                 continue
-            why = everything.reason or _runs_summary(everything)
+            why = everything.reason or runs_summary(everything)
             return self._answer(
                 "ordered",
                 suspects=self._suspects([everything]),
@@ -277,7 +209,7 @@ class HistoryBisect:
         verdicts: dict[int, Probe] = {good: self.probes[0]}
         skipped: set[int] = set()
         while good - bad > 1:
-            index = _next_untested(bad, good, skipped)
+            index = next_untested(bad, good, skipped)
             if index is None:
                 break
             probe = self._probe_suffix(candidates, index)
@@ -349,7 +281,7 @@ class HistoryBisect:
         if len(culprits) == 1:
             alone = self._memo[f"alone:{culprits[0].sha}"]
             answer.confirmation = alone
-            answer.reproduce = _reproduce_line(alone.recipe, self.command)
+            answer.reproduce = reproduce_line(alone.recipe, self.command)
         return answer
 
     def _undecided(
@@ -377,12 +309,12 @@ class HistoryBisect:
         whole = deciding.recipe is not None and deciding.recipe.whole
         if alone and whole and not touched & set(culprit.files):
             answer.confirmation = deciding
-            answer.reproduce = _reproduce_line(deciding.recipe, self.command)
+            answer.reproduce = reproduce_line(deciding.recipe, self.command)
             return
         probe = self._probe_alone(culprit)
         answer.confirmation = probe
         reproducer = probe.recipe if probe.verdict == "bad" else deciding.recipe
-        answer.reproduce = _reproduce_line(reproducer, self.command)
+        answer.reproduce = reproduce_line(reproducer, self.command)
 
     def _probe_nothing(self, *, trace: Path) -> Probe:
         runs = [self._run_once(None, trace=trace if n == 0 else None) for n in range(self.repeat)]
@@ -403,7 +335,7 @@ class HistoryBisect:
         left_out = {f: why for f, why in self.not_landing.items() if f in changed}
         for _attempt in range(_MOST_RETRIES + 1):
             probe = self._suffix_once(oldest, newer, label, left_out, changed)
-            failed = _not_landed_files(probe, newer) - set(left_out)
+            failed = not_landed_files(probe, newer) - set(left_out)
             if (
                 probe.verdict != "skip"
                 or not failed
@@ -433,7 +365,7 @@ class HistoryBisect:
                 self.history, oldest, cache=self.cache, left_out=left_out, only=changed
             )
         except PrToggleError as exc:
-            return self._refused(key, label, newer, f"cannot draft: {_first_line(exc)}")
+            return self._refused(key, label, newer, f"cannot draft: {first_line(exc)}")
         return self._probe(key, label, tuple(c.sha for c in newer), recipe, among=newer)
 
     def _probe_alone(self, commit: HistoryCommit) -> Probe:
@@ -442,7 +374,7 @@ class HistoryBisect:
             recipe = commit_recipe(self.history, commit, cache=self.cache)
         except PrToggleError as exc:
             return self._refused(
-                f"alone:{commit.sha}", label, [commit], f"cannot draft: {_first_line(exc)}"
+                f"alone:{commit.sha}", label, [commit], f"cannot draft: {first_line(exc)}"
             )
         return self._probe(f"alone:{commit.sha}", label, (commit.sha,), recipe, among=[commit])
 
@@ -528,51 +460,3 @@ class HistoryBisect:
         return HistoryAnswer(
             mode, probes=self.probes, rule=self.rule, notes=self.notes, reach=self.reach, **values
         )
-
-
-def _not_landed_files(probe: Probe, commits: Sequence[HistoryCommit]) -> set[str]:
-    """The files (under the source folder) of the modules whose revert the runs of `probe`
-    say did not land, among those the commits change."""
-    files = {file for commit in commits for file in commit.files}
-    found: set[str] = set()
-    for run in probe.runs:
-        if run.outcome != "other":
-            continue
-        for dotted in set(_DOTTED.findall(f"{run.note} {run.signature}")):
-            parts = dotted.split(".")
-            for end in range(len(parts), 0, -1):
-                stem = "/".join(parts[:end])
-                hit = next((f for f in (f"{stem}.py", f"{stem}/__init__.py") if f in files), None)
-                if hit is not None:
-                    found.add(hit)
-                    break
-    return found
-
-
-def _runs_summary(probe: Probe) -> str:
-    return counts_text(probe.runs) or "no run"
-
-
-def _reproduce_line(recipe: HistoryRecipe | None, command: Sequence[str]) -> str:
-    if recipe is None or not recipe.spec:
-        return ""
-    return (
-        f"{YAML_PATH_ENV}={_quoted(str(recipe.directory))} prtoggle run -r {recipe.spec} -- "
-        + " ".join(_quoted(part) for part in command)
-    )
-
-
-def _quoted(text: str) -> str:
-    return shlex.quote(text)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
-
-
-def _next_untested(bad: int, good: int, skipped: set[int]) -> int | None:
-    """The untested index strictly between the bounds nearest their midpoint."""
-    middle = (bad + good) // 2
-    inside = [i for i in range(bad + 1, good) if i not in skipped]
-    return min(inside, key=lambda i: (abs(i - middle), i)) if inside else None

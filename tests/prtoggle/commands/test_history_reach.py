@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from prtoggle.recipes.authoring.history import read_range
 from prtoggle.commands.history_reach import MODULE_LEVEL, commits_reaching, units_of
+from prtoggle.recipes.authoring.history import read_range
 from prtoggle.revert.run_trace import RunTrace
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
 
