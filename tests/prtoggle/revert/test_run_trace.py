@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 from prtoggle.protocol import TRACE_ENV
-from prtoggle.revert.toggle import child_env
 from prtoggle.revert.run_trace import RunTrace, outer_name, read_traces
+from prtoggle.revert.toggle import child_env
 from prtoggle.runners.warm_client import WarmWorker
 from prtoggle.runners.warm_eligibility import env_without_revert
 
