@@ -159,6 +159,7 @@ def _prtoggle(outcome: Outcome, args: argparse.Namespace, window: Window, case: 
     start = time.perf_counter()
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     outcome.prtoggle_seconds = round(time.perf_counter() - start, 1)
+    (args.work / f"prtoggle-{case.sha[:12]}.json").write_text(done.stdout)
     try:
         answer = json.loads(done.stdout)
     except ValueError:

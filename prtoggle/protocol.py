@@ -16,6 +16,10 @@ from collections.abc import Mapping
 REVERT_ENV = "SGLANG_DEBUG_REVERT_PR"
 """PRs whose fixes a process reverts at start-up: `26521`, `26521,24856` or `all`."""
 
+YAML_PATH_ENV = "PRTOGGLE_YAML_PATH"
+"""Folders of recipe collections, searched before the shipped ones (read when a revert is
+chosen, never at import)."""
+
 WHOLE_ONLY_ENV = "PRTOGGLE_WHOLE_ONLY"
 """`1`: refuse every revert that would use a partial recipe (one with `not_reverted`)."""
 
@@ -53,6 +57,11 @@ child's (EX_CONFIG), so a command that passes its child's refusal on reads alike
 RUN_REPORT_ENV = "PRTOGGLE_RUN_REPORT_DIR"
 """Set by `prtoggle run`: a directory where every Python process of the command that reverts
 writes `<pid>.json` (write_run_report), so that the parent learns whether the reverts landed."""
+
+TRACE_ENV = "PRTOGGLE_TRACE_DIR"
+"""Set by `bisect --git` on the run with nothing reverted: every Python process of the command
+writes `<pid>.trace.json` there at exit (prtoggle/revert/run_trace.py): the modules it
+imported and the functions it ran, so that commits changing neither are not searched."""
 
 BENCH_RESULT_KEYS = (
     "name",

@@ -6,12 +6,14 @@ empty, imports the prtoggle it belongs to and hands over to the child contract,
 `prtoggle.revert.child.start()`: revert the named fixes (targets not imported yet are
 patched as soon as their module has finished importing), or refuse with one `prtoggle:`
 line on stderr and status 78, now or at a later import; report to a `prtoggle run` parent.
-It reads prtoggle/protocol.py (a few constants) as a file and imports prtoggle only when a
-revert is asked for.
+When PRTOGGLE_TRACE_DIR is set it also records what the run imports and runs
+(`prtoggle.revert.run_trace`). It reads prtoggle/protocol.py (a few constants) as a file
+and imports prtoggle only when a revert or a trace is asked for.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import os
@@ -43,6 +45,7 @@ def _apply_reverts() -> None:
     child.start()  # reverts, or refuses and exits 78; never an unreverted run
 
 
+@functools.lru_cache(maxsize=1)
 def _load_protocol() -> ModuleType:
     """prtoggle/protocol.py of this copy, loaded as a file: no package import, no torch."""
     spec = importlib.util.spec_from_file_location(
@@ -84,7 +87,19 @@ def _resolved(entry: str) -> Path | None:
         return None
 
 
+def _start_trace() -> None:
+    """Record what this run imports and runs when PRTOGGLE_TRACE_DIR asks (bisect --git)."""
+    directory = os.environ.get(_load_protocol().TRACE_ENV, "")
+    if not directory:
+        return
+    _import_own_prtoggle()
+    from prtoggle.revert import run_trace  # stdlib only
+
+    run_trace.start(directory)
+
+
 try:
     _chain_to_shadowed_sitecustomize()
 finally:
+    _start_trace()
     _apply_reverts()

@@ -199,6 +199,7 @@ def bisect_command(
             fingerprint=fingerprint,
             cache=cache,
             timeout=timeout,
+            cold=cold,
             as_json=as_json,
             command=command,
         )

@@ -19,18 +19,24 @@ from prtoggle.commands.bisect_history import (
     Probe,
 )
 from prtoggle.recipes.authoring.history import HistoryRange, default_cache, read_range
+from prtoggle.runners.warm_client import warm_enabled
 
 HISTORY_EPILOG = """\b
 History (--git A..B): the candidates are the first-parent commits of A..B in
 --repo that change the package's Python source under --source-dir (test-only,
-docs-only and other commits are listed, not searched). Each probe reverts
+docs-only and other commits are listed, not searched). COMMAND runs first with
+nothing reverted, traced: the candidates that reach that run (change
+module-level code of a module it imported, or a function it ran) are searched
+first, every candidate only if reverting those passes. Each probe reverts
 commits in the installed code: the commits from one candidate up to B, as one
-recipe drafted from `git diff C^ B` (what reverting each commit newest first
-gives), cached by commit under --cache, so a second bisect drafts nothing.
-ordered (the default) binary-searches those suffixes; attribute reverts each
-candidate alone. --repeat N runs each probe N times and takes the majority; a
-failing run counts only when it fails like the run with every candidate
-reverted (its exception type) or matches --fingerprint REGEX. A probe that
+recipe drafted from `git diff C^ B` on the files they change (what reverting
+each commit newest first gives), cached by commit under --cache, so a second
+bisect drafts nothing. Runs after the first are forked from a warm worker that
+imported the run's modules once (--cold: fresh processes). ordered (the
+default) binary-searches those suffixes; attribute reverts each candidate
+alone. --repeat N runs each probe N times and takes the majority. Any failure
+of COMMAND counts (not a timeout, a crash or a revert that did not apply);
+--fingerprint REGEX counts only failures whose output matches. A probe that
 fails otherwise, times out, or whose revert is partial and passes, is
 inconclusive: the commits it leaves undecided are said as "cannot be ruled
 out", never dropped. The culprit is then reverted alone to confirm it, and the
@@ -52,6 +58,7 @@ def history_bisect(
     fingerprint: str | None,
     cache: Path | None,
     timeout: float | None,
+    cold: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -69,7 +76,9 @@ def history_bisect(
         repeat=repeat,
         timeout=timeout,
         rule=rule,
+        warm=warm_enabled(cold=cold),
         on_probe=lambda number, probe: echo(_probe_line(number, probe)),
+        on_note=echo,
     )
     chosen: HistoryMode = "attribute" if mode == "attribute" else "ordered"
     answer = search.run(chosen)
@@ -127,9 +136,8 @@ def _print_range(history: HistoryRange, echo: Callable[[str], None]) -> None:
 
 def _probe_line(number: int, probe: Probe) -> str:
     runs = len(probe.runs)
-    tail = probe.reason or (
-        probe.runs[0].signature if probe.verdict == "bad" and probe.runs else ""
-    )
+    bad = [run.signature for run in probe.runs if run.outcome == "bad"]
+    tail = probe.reason or (bad[0] if probe.verdict == "bad" and bad else "")
     seconds = sum(run.seconds for run in probe.runs)
     extra = f" [{runs} runs]" if runs > 1 else ""
     detail = f" - {tail}" if tail else ""
@@ -218,6 +226,15 @@ def _answer_record(history: HistoryRange, answer: HistoryAnswer) -> dict[str, An
         "confirmation": confirmation.to_dict() if confirmation is not None else None,
         "reproduce": answer.reproduce,
         "failure_counted": answer.rule.describe(),
+        "notes": answer.notes,
+        "reach": (
+            None
+            if answer.reach is None
+            else [
+                {"sha": entry.commit.sha, "reaches": entry.reaches, "why": entry.why}
+                for entry in answer.reach.commits
+            ]
+        ),
         "inconclusive": len(answer.inconclusive),
         "recipes": dict(zip(("drafted", "from_cache"), _recipe_counts(answer), strict=True)),
         "probes": [probe.to_dict() for probe in answer.probes],

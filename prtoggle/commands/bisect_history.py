@@ -1,26 +1,48 @@
 """`prtoggle bisect --git A..B`: which commit of a range a command depends on, found by
 reverting commits in the installed code (no checkout, no rebuild).
 
-Each probe runs COMMAND with a history recipe reverted (see recipes/authoring/history.py),
-`repeat` times, and takes the majority. A failing run counts as the regression only when
-its failure matches the fingerprint: `--fingerprint REGEX`, else the exception type of the
-run with every candidate reverted. Probes that fail otherwise, time out, crash, or whose
+The run with nothing reverted comes first, traced: the commits that reach it (change
+module-level code of a module it imported, or a function it ran: history_reach.py) are
+searched first, every candidate only when those do not explain the failure. Each probe
+runs COMMAND with a history recipe reverted (recipes/authoring/history.py), `repeat` times,
+and takes the majority (history_verdicts.py says what counts as the regression). Probes
+whose revert does not apply, time out, crash, fail otherwise than --fingerprint, or whose
 revert is partial and passes, are inconclusive (skips); the commits they leave undecided
-are said as "cannot be ruled out", never silently dropped.
+are said as "cannot be ruled out", never silently dropped. Runs after the traced one are
+forked from a warm worker that imported the run's modules once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
-import shlex
-from collections import Counter
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from prtoggle.commands.history_probes import (
+    HistoryAnswer,
+    HistoryMode,
+    Probe,
+    Tier,
+    first_line,
+    next_untested,
+    not_landed_files,
+    reproduce_line,
+    runs_summary,
+)
+from prtoggle.commands.history_reach import Reach, commits_reaching
+from prtoggle.commands.history_verdicts import (
+    FailureRule,
+    ProbeRun,
+    judge_run,
+    majority,
+    settled,
+)
 from prtoggle.errors import PrToggleError
+from prtoggle.protocol import TRACE_ENV, YAML_PATH_ENV
 from prtoggle.recipes.authoring.history import (
     HistoryCommit,
     HistoryRange,
@@ -29,123 +51,36 @@ from prtoggle.recipes.authoring.history import (
     stayed_commits,
     suffix_recipe,
 )
-from prtoggle.recipes.registry import YAML_PATH_ENV
 from prtoggle.revert import child_report
+from prtoggle.revert.run_trace import RunTrace, read_traces
 from prtoggle.revert.toggle import child_env
-from prtoggle.runners.child_outcome import classify_exit, last_exception
-from prtoggle.runners.child_process import CommandRun
+from prtoggle.runners.child_process import run_child
+from prtoggle.runners.command_imports import command_imports
 from prtoggle.runners.output_tail import TAIL_BYTES
-from prtoggle.runners.warm_client import command_runner
+from prtoggle.runners.warm_client import (
+    HEAVY_MODULES,
+    CommandRunner,
+    WarmWorker,
+    command_runner,
+)
+from prtoggle.runners.warm_eligibility import env_without_revert
 
-Verdict = Literal["good", "bad", "skip"]
+__all__ = ["FailureRule", "HistoryAnswer", "HistoryBisect", "HistoryMode", "Probe", "ProbeRun"]
+
 _MOST_LEFT_OUT = 24
 """How many files a probe leaves as they are before it is called inconclusive."""
 _MOST_RETRIES = 4
-_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-HistoryMode = Literal["ordered", "attribute"]
-
-_SUMMARY_LINE = re.compile(
-    r"^(?:FAILED|ERROR) \S+(?: - (?:(?P<assertion>assert .*)|"
-    r"(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failed|Interrupt|Warning))"
-    r"(?::\s?(?P<msg>.*))?|.*))?$"
-)
-_E_LINE = re.compile(
-    r"^E\s+(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failed|Interrupt)):?\s?(?P<msg>.*)$"
-)
-
-
-@dataclass(frozen=True)
-class FailureRule:
-    """What counts as the regression's failure: `pattern` over the run's output, else the
-    exception `type` learned from the run with every candidate reverted."""
-
-    pattern: re.Pattern[str] | None = None
-    type: str | None = None
-
-    def describe(self) -> str:
-        if self.pattern is not None:
-            return f"output matching {self.pattern.pattern!r}"
-        if self.type is None:
-            return "any failure"
-        if self.type.startswith("exit "):
-            return f"a failure with {self.type} and no exception named"
-        return f"a failure raising {self.type}"
-
-
-@dataclass(frozen=True)
-class ProbeRun:
-    """One run of a probe: its class (good, bad, other), failure signature, status, time."""
-
-    outcome: Literal["good", "bad", "other"]
-    signature: str
-    exit_code: int | None
-    seconds: float
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Probe:
-    """A set of commits reverted, COMMAND's runs under it, and the majority's verdict."""
-
-    label: str
-    reverted: tuple[str, ...]
-    verdict: Verdict
-    runs: tuple[ProbeRun, ...]
-    reason: str = ""
-    recipe: HistoryRecipe | None = None
-    stayed: tuple[HistoryCommit, ...] = ()
-    """The commits whose changes this probe's partial revert left as they are."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "reverted": list(self.reverted),
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "whole": self.recipe.whole if self.recipe is not None else True,
-            "not_reverted": list(self.recipe.not_reverted) if self.recipe is not None else [],
-            "stayed": [commit.sha for commit in self.stayed],
-            "runs": [
-                {
-                    "outcome": run.outcome,
-                    "signature": run.signature,
-                    "exit_code": run.exit_code,
-                    "seconds": round(run.seconds, 3),
-                    "note": run.note,
-                }
-                for run in self.runs
-            ],
-        }
-
-
-@dataclass
-class HistoryAnswer:
-    """The search's answer: the culprit (or the suspects that cannot be ruled out), the
-    probes that decided it, the confirmation with the culprit alone reverted, and the
-    command that reproduces the verdict."""
-
-    mode: HistoryMode
-    culprits: list[HistoryCommit] = field(default_factory=list)
-    suspects: list[HistoryCommit] = field(default_factory=list)
-    conclusion: str = ""
-    probes: list[Probe] = field(default_factory=list)
-    deciding: list[int] = field(default_factory=list)
-    confirmation: Probe | None = None
-    reproduce: str = ""
-    rule: FailureRule = field(default_factory=FailureRule)
-
-    @property
-    def found(self) -> bool:
-        return bool(self.culprits)
-
-    @property
-    def inconclusive(self) -> list[Probe]:
-        return [probe for probe in self.probes if probe.verdict == "skip"]
 
 
 @dataclass
 class HistoryBisect:
-    """One search over `history`: runs COMMAND per probe and keeps every probe in order."""
+    """One search over `history`: runs COMMAND per probe and keeps every probe in order.
+
+    The run with nothing reverted is traced (a fresh process); the candidates searched first
+    are those reaching it (history_reach.py), every candidate when no trace was written or
+    those do not explain the failure. Later runs are forked from a warm worker that imported
+    the modules the traced run imported, unless `warm` is False.
+    """
 
     history: HistoryRange
     command: tuple[str, ...]
@@ -153,11 +88,17 @@ class HistoryBisect:
     repeat: int = 1
     timeout: float | None = None
     rule: FailureRule = field(default_factory=FailureRule)
+    warm: bool = True
     on_probe: Callable[[int, Probe], None] = lambda number, probe: None
+    on_note: Callable[[str], None] = lambda line: None
     probes: list[Probe] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reach: Reach | None = None
     not_landing: dict[str, str] = field(default_factory=dict)
     """Files whose revert did not land in a probe: later probes leave them as they are."""
     _memo: dict[str, Probe] = field(default_factory=dict)
+    _runner: CommandRunner | None = None
+    _tier: Tier = field(default_factory=lambda: Tier("candidates", []))
 
     def run(self, mode: HistoryMode) -> HistoryAnswer:
         """Search with `mode` ('ordered': binary search over suffixes; 'attribute': each
@@ -167,39 +108,110 @@ class HistoryBisect:
             return self._answer(
                 mode, conclusion="no candidate commit in the range: nothing to revert"
             )
-        baseline = self._probe_nothing()
-        if baseline.verdict != "good":
-            return self._answer(
-                mode,
-                conclusion=(
-                    f"with nothing reverted the command is {baseline.verdict}, expected good "
-                    f"({baseline.reason or _runs_summary(baseline)}): it does not depend on a "
-                    "commit of the range"
-                ),
-            )
-        if mode == "attribute":
-            return self._attribute(candidates)
-        return self._ordered(candidates)
+        with contextlib.ExitStack() as stack:
+            traces = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prtoggle-")))
+            self._runner = self._start_runner(stack, traces)
+            baseline = self._probe_nothing(trace=traces)
+            trace = read_traces(traces)
+            if baseline.verdict != "good":
+                return self._answer(
+                    mode,
+                    conclusion=(
+                        f"with nothing reverted the command is {baseline.verdict}, expected "
+                        f"good ({baseline.reason or runs_summary(baseline)}): it does not "
+                        "depend on a commit of the range"
+                    ),
+                )
+            tiers = self._tiers(candidates, trace)
+            if mode == "attribute":
+                return self._attribute(tiers[-2].commits if len(tiers) > 1 else candidates)
+            return self._ordered(tiers)
 
-    def _ordered(self, candidates: list[HistoryCommit]) -> HistoryAnswer:
-        everything = self._probe_suffix(candidates, 0, learn=True)
-        if everything.verdict != "bad":
-            why = everything.reason or _runs_summary(everything)
+    def _tiers(self, candidates: list[HistoryCommit], trace: RunTrace) -> list[Tier]:
+        """The candidate sets searched in turn, each holding the last: the commits that
+        change a function the run ran, those that reach it at all, every candidate."""
+        if not trace.processes:
+            self._note("reach: the run wrote no trace; every candidate is searched")
+            return [Tier("every candidate", candidates)]
+        self.reach = commits_reaching(self.history, trace)
+        reaching, running = self.reach.reaching, self.reach.running
+        self._note(
+            f"reach: {len(reaching)} of {len(candidates)} candidates change code the run used, "
+            f"{len(running)} a function it ran (searched first)"
+        )
+        tiers: list[Tier] = []
+        for name, commits in (
+            ("candidates that change a function the run ran", running),
+            ("candidates that reach the run", reaching),
+            ("candidates", candidates),
+        ):
+            if commits and (not tiers or len(commits) > len(tiers[-1].commits)):
+                tiers.append(Tier(name, commits, imported_only=commits is not candidates))
+        return tiers
+
+    def _start_runner(
+        self, stack: contextlib.ExitStack[bool | None], traces: Path
+    ) -> CommandRunner:
+        """The runner of the probes: a warm worker whose server starts importing now, while
+        the range is read (plain children when not `warm`). It imports the heavy modules,
+        pytest, and the package's modules the command's own files import at their top
+        (runners/command_imports.py), traced into `traces` as the first run is."""
+        if not self.warm:
+            return stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
+        tops = {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
+        tops |= {"pytest", "_pytest"}
+        wanted = [
+            name
+            for name in ("pytest", *command_imports(self.command, cwd=Path.cwd()))
+            if name.split(".", 1)[0] in tops
+        ]
+        base_env = {**env_without_revert(os.environ), TRACE_ENV: str(traces)}
+        worker = stack.enter_context(
+            WarmWorker(
+                preload=(*HEAVY_MODULES, *wanted), base_env=base_env, output_limit=TAIL_BYTES
+            )
+        )
+        worker.start()
+        return worker.run
+
+    def _ordered(self, tiers: list[Tier]) -> HistoryAnswer:
+        """Binary search in the first tier whose commits, all reverted, make COMMAND fail."""
+        for number, tier in enumerate(tiers):
+            self._tier = tier
+            answer, everything = self._binary(tier.commits)
+            if answer is not None:
+                return answer
+            if number + 1 < len(tiers):
+                following = tiers[number + 1]
+                self._note(
+                    f"reach: with the {len(tier.commits)} {tier.name} reverted the command is "
+                    f"{everything.verdict}; searching the {len(following.commits)} "
+                    f"{following.name}"
+                )
+                continue
+            why = everything.reason or runs_summary(everything)
             return self._answer(
                 "ordered",
-                suspects=list(everything.stayed),
+                suspects=self._suspects([everything]),
                 conclusion=(
-                    f"with every candidate reverted the command is {everything.verdict} ({why}), "
-                    "expected bad: no commit of the range is shown to be needed"
+                    f"with the {len(tier.commits)} {tier.name} reverted the command is "
+                    f"{everything.verdict} ({why}), expected bad: no commit of the range is "
+                    "shown to be needed"
                 ),
             )
+        raise AssertionError("unreachable: the last tier answers")
+
+    def _binary(self, candidates: list[HistoryCommit]) -> tuple[HistoryAnswer | None, Probe]:
+        """Binary search over the suffixes of `candidates`; the suffix of all of them is
+        probed last, only when no shorter one fails (None and that probe when it does not
+        fail either)."""
         bad, good = 0, len(candidates)
-        verdicts: dict[int, Probe] = {0: everything, good: self.probes[0]}
+        verdicts: dict[int, Probe] = {good: self.probes[0]}
         skipped: set[int] = set()
         while good - bad > 1:
-            index = _next_untested(bad, good, skipped)
+            index = next_untested(bad, good, skipped)
             if index is None:
-                return self._undecided(candidates[bad:good], verdicts, bad, good)
+                break
             probe = self._probe_suffix(candidates, index)
             verdicts[index] = probe
             if probe.verdict == "skip":
@@ -208,28 +220,49 @@ class HistoryBisect:
                 bad = index
             else:
                 good = index
+        if bad == 0:
+            verdicts[0] = self._probe_suffix(candidates, 0)
+            if verdicts[0].verdict != "bad":
+                return None, verdicts[0]
+        if good - bad > 1:
+            return self._undecided(candidates[bad:good], verdicts, bad, good), verdicts[bad]
+        return self._found(candidates, bad, verdicts), verdicts[bad]
+
+    def _found(
+        self, candidates: list[HistoryCommit], bad: int, verdicts: dict[int, Probe]
+    ) -> HistoryAnswer:
         culprit = candidates[bad]
+        newer = len(candidates) - bad - 1
         answer = self._answer(
             "ordered",
             culprits=[culprit],
+            suspects=[c for c in self._suspects(verdicts.values()) if c != culprit],
             conclusion=(
-                f"reverting {culprit.short} and every newer commit makes the command fail; "
+                f"reverting {culprit.short} with the newer commits searched makes the command "
+                "fail; "
                 + (
-                    f"reverting only the {len(candidates) - bad - 1} newer ones does not"
-                    if bad + 1 < len(candidates)
+                    f"reverting only the {newer} newer ones does not"
+                    if newer
                     else "with nothing reverted it passes"
                 )
             ),
         )
-        answer.deciding = [self.probes.index(verdicts[bad]), self.probes.index(verdicts[good])]
-        self._confirm(answer, culprit, deciding=verdicts[bad])
+        good = self.probes.index(verdicts[bad + 1])
+        answer.deciding = [self.probes.index(verdicts[bad]), good]
+        self._confirm(answer, culprit, deciding=verdicts[bad], alone=newer == 0)
         return answer
+
+    def _suspects(self, probes: Iterable[Probe]) -> list[HistoryCommit]:
+        """The commits whose changes stayed in a partial probe that passed: they cannot be
+        ruled out."""
+        stayed = {commit.sha for probe in probes for commit in probe.stayed}
+        return [c for c in self.history.candidates if c.sha in stayed]
 
     def _attribute(self, candidates: list[HistoryCommit]) -> HistoryAnswer:
         culprits: list[HistoryCommit] = []
         suspects: list[HistoryCommit] = []
         for commit in candidates:
-            probe = self._probe_alone(commit, learn=self.rule.type is None)
+            probe = self._probe_alone(commit)
             if probe.verdict == "bad":
                 culprits.append(commit)
             elif probe.verdict == "skip":
@@ -248,7 +281,7 @@ class HistoryBisect:
         if len(culprits) == 1:
             alone = self._memo[f"alone:{culprits[0].sha}"]
             answer.confirmation = alone
-            answer.reproduce = _reproduce_line(alone.recipe, self.command)
+            answer.reproduce = reproduce_line(alone.recipe, self.command)
         return answer
 
     def _undecided(
@@ -263,32 +296,46 @@ class HistoryBisect:
         answer.deciding = [self.probes.index(verdicts[bad]), self.probes.index(verdicts[good])]
         return answer
 
-    def _confirm(self, answer: HistoryAnswer, culprit: HistoryCommit, *, deciding: Probe) -> None:
+    def _confirm(
+        self, answer: HistoryAnswer, culprit: HistoryCommit, *, deciding: Probe, alone: bool
+    ) -> None:
         """Revert the culprit alone: the confirmation the answer reports, and the command
         that reproduces the verdict (the culprit alone where that fails as the search did,
-        else the deciding probe's set)."""
-        alone = self._probe_alone(culprit)
-        answer.confirmation = alone
-        reproducer = alone.recipe if alone.verdict == "bad" else deciding.recipe
-        answer.reproduce = _reproduce_line(reproducer, self.command)
+        else the deciding probe's set). The deciding probe is that confirmation already when
+        it reverted the culprit alone, whole, and no newer candidate changes its files (its
+        diff to the head is then the commit's own)."""
+        later = self.history.candidates[self.history.candidates.index(culprit) + 1 :]
+        touched = {file for commit in later for file in commit.files}
+        whole = deciding.recipe is not None and deciding.recipe.whole
+        if alone and whole and not touched & set(culprit.files):
+            answer.confirmation = deciding
+            answer.reproduce = reproduce_line(deciding.recipe, self.command)
+            return
+        probe = self._probe_alone(culprit)
+        answer.confirmation = probe
+        reproducer = probe.recipe if probe.verdict == "bad" else deciding.recipe
+        answer.reproduce = reproduce_line(reproducer, self.command)
 
-    def _probe_nothing(self) -> Probe:
-        return self._probe("nothing", "nothing reverted", (), None)
+    def _probe_nothing(self, *, trace: Path) -> Probe:
+        runs = [self._run_once(None, trace=trace if n == 0 else None) for n in range(self.repeat)]
+        verdict, reason = majority(runs, self.repeat)
+        return self._keep("nothing", Probe("nothing reverted", (), verdict, tuple(runs), reason))
 
-    def _probe_suffix(
-        self, candidates: list[HistoryCommit], index: int, *, learn: bool = False
-    ) -> Probe:
-        """Revert candidates[index:]; a file whose revert does not land at run time is left
-        as it is (listed, so the probe is partial) and the probe run again without it."""
+    def _probe_suffix(self, candidates: list[HistoryCommit], index: int) -> Probe:
+        """Revert candidates[index:] (the files they change, as `git diff C^ B` has them); a
+        file whose revert does not land at run time is left as it is (listed, so the probe
+        is partial) and the probe run again without it."""
         oldest = candidates[index]
         newer = candidates[index:]
         plural = "s" if len(newer) != 1 else ""
         label = f"reverting {len(newer)} commit{plural} from {oldest.describe()}"
         changed = {file for commit in newer for file in commit.files}
+        if self._tier.imported_only and self.reach is not None:
+            changed &= set(self.reach.located)  # a module the run never imported: no effect
         left_out = {f: why for f, why in self.not_landing.items() if f in changed}
         for _attempt in range(_MOST_RETRIES + 1):
-            probe = self._suffix_once(oldest, newer, label, left_out, learn=learn)
-            failed = _not_landed_files(probe, newer) - set(left_out)
+            probe = self._suffix_once(oldest, newer, label, left_out, changed)
+            failed = not_landed_files(probe, newer) - set(left_out)
             if (
                 probe.verdict != "skip"
                 or not failed
@@ -307,37 +354,29 @@ class HistoryBisect:
         newer: list[HistoryCommit],
         label: str,
         left_out: dict[str, str],
-        *,
-        learn: bool,
+        changed: set[str],
     ) -> Probe:
         if left_out:
             files = "file" if len(left_out) == 1 else "files"
             label = f"{label}, less {len(left_out)} {files} whose revert did not land"
-        key = f"suffix:{oldest.sha}:{','.join(sorted(left_out))}"
+        key = f"suffix:{self._tier.name}:{oldest.sha}:{','.join(sorted(left_out))}"
         try:
-            recipe = suffix_recipe(self.history, oldest, cache=self.cache, left_out=left_out)
+            recipe = suffix_recipe(
+                self.history, oldest, cache=self.cache, left_out=left_out, only=changed
+            )
         except PrToggleError as exc:
-            return self._refused(key, label, newer, f"cannot draft: {_first_line(exc)}")
-        return self._probe(
-            key,
-            label,
-            tuple(c.sha for c in newer),
-            recipe,
-            learn=learn,
-            among=newer,
-        )
+            return self._refused(key, label, newer, f"cannot draft: {first_line(exc)}")
+        return self._probe(key, label, tuple(c.sha for c in newer), recipe, among=newer)
 
-    def _probe_alone(self, commit: HistoryCommit, *, learn: bool = False) -> Probe:
+    def _probe_alone(self, commit: HistoryCommit) -> Probe:
         label = f"reverting {commit.describe()} alone"
         try:
             recipe = commit_recipe(self.history, commit, cache=self.cache)
         except PrToggleError as exc:
             return self._refused(
-                f"alone:{commit.sha}", label, [commit], f"cannot draft: {_first_line(exc)}"
+                f"alone:{commit.sha}", label, [commit], f"cannot draft: {first_line(exc)}"
             )
-        return self._probe(
-            f"alone:{commit.sha}", label, (commit.sha,), recipe, learn=learn, among=[commit]
-        )
+        return self._probe(f"alone:{commit.sha}", label, (commit.sha,), recipe, among=[commit])
 
     def _refused(
         self, key: str, label: str, commits: Sequence[HistoryCommit], reason: str
@@ -350,36 +389,34 @@ class HistoryBisect:
         key: str,
         label: str,
         reverted: tuple[str, ...],
-        recipe: HistoryRecipe | None,
+        recipe: HistoryRecipe,
         *,
-        learn: bool = False,
-        among: Sequence[HistoryCommit] = (),
+        among: Sequence[HistoryCommit],
     ) -> Probe:
         if key in self._memo:
             return self._memo[key]
-        if recipe is not None and recipe.nothing:
+        if recipe.nothing:
             reason = f"nothing to revert: {recipe.nothing}"
             return self._keep(key, Probe(label, reverted, "skip", (), reason, recipe))
         runs: list[ProbeRun] = []
         for _ in range(self.repeat):
             runs.append(self._run_once(recipe))
-            if not learn and _settled(runs, self.repeat):
-                break  # the probe that learns the failure runs every time: its majority
-        if learn and self.rule.pattern is None:
-            self.rule = _learned(self.rule, runs)
-            runs = [_rejudged(run, self.rule) for run in runs]
-        verdict, reason = _majority(runs, self.repeat)
+            if settled(runs, self.repeat):
+                break
+        verdict, reason = majority(runs, self.repeat)
         stayed: list[HistoryCommit] = []
-        if recipe is not None and recipe.not_reverted and verdict == "good":
+        if recipe.not_reverted and verdict == "good":
             stayed = stayed_commits(self.history, recipe, among=among)
             named = ", ".join(c.short for c in stayed) or "some commits"
-            verdict, reason = (
-                "skip",
-                (
-                    f"partial: changes of {named} stay ({'; '.join(recipe.not_reverted)[:200]}); "
+            listed = "; ".join(recipe.not_reverted)[:200]
+            if stayed and len(stayed) < len(among):
+                reason = f"partial: changes of {named} stay ({listed}); they cannot be ruled out"
+            else:
+                verdict = "skip"
+                reason = (
+                    f"partial: changes of {named} stay ({listed}); "
                     "a passing run cannot rule them out"
-                ),
-            )
+                )
         probe = Probe(label, reverted, verdict, tuple(runs), reason, recipe, tuple(stayed))
         return self._keep(key, probe)
 
@@ -389,7 +426,14 @@ class HistoryBisect:
         self.on_probe(len(self.probes), probe)
         return probe
 
-    def _run_once(self, recipe: HistoryRecipe | None) -> ProbeRun:
+    def _note(self, line: str) -> None:
+        self.notes.append(line)
+        self.on_note(line)
+
+    def _run_once(self, recipe: HistoryRecipe | None, *, trace: Path | None = None) -> ProbeRun:
+        """One run of COMMAND with `recipe` reverted; traced into `trace` when given (a warm
+        run's trace and the server's preload trace together cover what a fresh process
+        would run)."""
         env = dict(os.environ)
         specs: list[str] = []
         if recipe is not None:
@@ -399,10 +443,10 @@ class HistoryBisect:
             )
             specs = [recipe.spec]
         env = child_env(specs, base=env)
-        with (
-            command_runner(warm=False, output_limit=TAIL_BYTES) as runner,
-            child_report.collecting_reports(env) as (run_env, directory),
-        ):
+        if trace is not None:
+            env[TRACE_ENV] = str(trace)
+        with child_report.collecting_reports(env) as (run_env, directory):
+            runner = self._runner or run_child
             done = runner(list(self.command), env=run_env, timeout=self.timeout)
             reports = child_report.read_reports(directory)
         if recipe is not None:
@@ -410,151 +454,9 @@ class HistoryBisect:
             note = child_report.not_landed([pr], reports, command=self.command)
             if note is not None:
                 return ProbeRun("other", "not reverted", done.returncode, done.seconds, note[:2000])
-        return _judge(done, self.rule)
+        return judge_run(done, self.rule)
 
     def _answer(self, mode: HistoryMode, **values: Any) -> HistoryAnswer:
-        return HistoryAnswer(mode, probes=self.probes, rule=self.rule, **values)
-
-
-def _not_landed_files(probe: Probe, commits: Sequence[HistoryCommit]) -> set[str]:
-    """The files (under the source folder) of the modules whose revert the runs of `probe`
-    say did not land, among those the commits change."""
-    files = {file for commit in commits for file in commit.files}
-    found: set[str] = set()
-    for run in probe.runs:
-        if run.outcome != "other":
-            continue
-        for dotted in set(_DOTTED.findall(f"{run.note} {run.signature}")):
-            parts = dotted.split(".")
-            for end in range(len(parts), 0, -1):
-                stem = "/".join(parts[:end])
-                hit = next((f for f in (f"{stem}.py", f"{stem}/__init__.py") if f in files), None)
-                if hit is not None:
-                    found.add(hit)
-                    break
-    return found
-
-
-def failure_signature(stdout: str, stderr: str) -> str:
-    """`Type: first message line` of a failing run: pytest's short summary or `E` lines,
-    else the last traceback line of stderr; '' when none is found."""
-    for line in stdout.splitlines():
-        found = _SUMMARY_LINE.match(line.strip())
-        if found and found.group("type"):
-            return _joined(found.group("type"), found.group("msg"))
-        if found and found.group("assertion"):
-            return _joined("AssertionError", found.group("assertion"))
-    for line in (stdout + "\n" + stderr).splitlines():
-        found = _E_LINE.match(line.strip())
-        if found:
-            return _joined(found.group("type"), found.group("msg"))
-    error_type, message = last_exception(stderr)
-    if error_type is None:
-        error_type, message = last_exception(stdout)
-    return _joined(error_type, message) if error_type else ""
-
-
-def _judge(done: CommandRun, rule: FailureRule) -> ProbeRun:
-    exit_class = classify_exit(done)
-    seconds, code = done.seconds, done.returncode
-    if exit_class == "good":
-        return ProbeRun("good", "", code, seconds)
-    if exit_class == "timeout":
-        return ProbeRun("other", "timeout", code, seconds, f"killed after {done.timeout:g} s")
-    if exit_class == "crash":
-        return ProbeRun(
-            "other", "crash", code, seconds, f"killed by {done.signal_name or 'a signal'}"
+        return HistoryAnswer(
+            mode, probes=self.probes, rule=self.rule, notes=self.notes, reach=self.reach, **values
         )
-    signature = failure_signature(done.stdout, done.stderr) or f"exit {code}"
-    if exit_class == "skip":
-        return ProbeRun("other", signature, code, seconds, f"skip: {signature}"[:300])
-    run = ProbeRun("bad", signature, code, seconds)
-    if rule.pattern is not None:
-        matched = rule.pattern.search(done.stdout + "\n" + done.stderr) is not None
-        return (
-            run
-            if matched
-            else ProbeRun(
-                "other", signature, code, seconds, f"fails differently: {signature}"[:300]
-            )
-        )
-    return _rejudged(run, rule)
-
-
-def _rejudged(run: ProbeRun, rule: FailureRule) -> ProbeRun:
-    if run.outcome != "bad" or rule.type is None or rule.pattern is not None:
-        return run
-    if run.signature.split(":", 1)[0] == rule.type:
-        return run
-    return ProbeRun(
-        "other",
-        run.signature,
-        run.exit_code,
-        run.seconds,
-        f"fails differently: {run.signature}"[:300],
-    )
-
-
-def _learned(rule: FailureRule, runs: Sequence[ProbeRun]) -> FailureRule:
-    """The most common exception type of the failing runs (None when none failed)."""
-    types = Counter(run.signature.split(":", 1)[0] for run in runs if run.outcome == "bad")
-    if not types:
-        return rule
-    return FailureRule(type=types.most_common(1)[0][0])
-
-
-def _settled(runs: Sequence[ProbeRun], repeat: int) -> bool:
-    counts = Counter(run.outcome for run in runs)
-    return counts.most_common(1)[0][1] * 2 > repeat
-
-
-def _majority(runs: Sequence[ProbeRun], repeat: int) -> tuple[Verdict, str]:
-    counts = Counter(run.outcome for run in runs)
-    outcome, count = counts.most_common(1)[0]
-    if count * 2 > repeat and outcome != "other":
-        return outcome, ""
-    others = sorted({run.note or run.signature for run in runs if run.outcome == "other"})
-    if count * 2 > repeat:
-        return "skip", "; ".join(others)[:300]
-    return "skip", f"no majority of {repeat}: {_counts(runs)}" + (
-        f" ({'; '.join(others)[:200]})" if others else ""
-    )
-
-
-def _runs_summary(probe: Probe) -> str:
-    return _counts(probe.runs) or "no run"
-
-
-def _counts(runs: Sequence[ProbeRun]) -> str:
-    counts = Counter(run.outcome for run in runs)
-    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-
-
-def _reproduce_line(recipe: HistoryRecipe | None, command: Sequence[str]) -> str:
-    if recipe is None or not recipe.spec:
-        return ""
-    return (
-        f"{YAML_PATH_ENV}={_quoted(str(recipe.directory))} prtoggle run -r {recipe.spec} -- "
-        + " ".join(_quoted(part) for part in command)
-    )
-
-
-def _quoted(text: str) -> str:
-    return shlex.quote(text)
-
-
-def _joined(error_type: str | None, message: str | None) -> str:
-    first = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
-    return f"{error_type}: {first}"[:200] if first else str(error_type)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
-
-
-def _next_untested(bad: int, good: int, skipped: set[int]) -> int | None:
-    """The untested index strictly between the bounds nearest their midpoint."""
-    middle = (bad + good) // 2
-    inside = [i for i in range(bad + 1, good) if i not in skipped]
-    return min(inside, key=lambda i: (abs(i - middle), i)) if inside else None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from prtoggle.errors import RegistryError, UnknownPRError
 from prtoggle.patching.types import Edit, Patch
+from prtoggle.protocol import YAML_PATH_ENV
 from prtoggle.recipes import parsed_recipes, recipe_cache
 from prtoggle.recipes.prs import join_prs
 from prtoggle.recipes.schema import (
@@ -59,7 +60,6 @@ __all__ = [
     "yaml_dirs_from_env",
 ]
 
-YAML_PATH_ENV = "PRTOGGLE_YAML_PATH"
 UPSTREAM_COLLECTION = "sglang-upstream"
 """The built-in collection: the installed sglang's own registered recipes."""
 UPSTREAM_ENV = "PRTOGGLE_SGLANG_UPSTREAM"

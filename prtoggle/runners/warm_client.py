@@ -149,6 +149,13 @@ class WarmWorker:
             self.cold_runs += 1
         return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
 
+    def start(self) -> None:
+        """Start the server now (it imports the preload while the caller does other work)
+        rather than at the first warm run."""
+        with self._lock:
+            if self.stepped_aside is None:
+                self._ensure_server()
+
     def server_env(self) -> dict[str, str]:
         """The environment the server starts with: base_env and the adopted variables."""
         env = dict(self.base_env)

@@ -17,6 +17,8 @@ from prtoggle.protocol import (
     POISON_ENV,
     REVERT_ENV,
     RUN_REPORT_ENV,
+    TRACE_ENV,
+    YAML_PATH_ENV,
 )
 from prtoggle.revert.processes import BOOTSTRAP_DIR
 
@@ -28,9 +30,13 @@ RUNTIME_VARIABLES = frozenset(
         OOB_DETECTION_ENV,
         POISON_ENV,
         DETECT_MODE_ENV,
+        YAML_PATH_ENV,
+        TRACE_ENV,
     }
 )
-"""Variables read when used, not at import: a warm run may differ from the server in them."""
+"""Variables read when used, not at import: a warm run may differ from the server in them
+(the recipe folders are read when the run's reverts are chosen, after the fork; a trace
+starts after the fork too)."""
 
 Form = Literal["module", "script", "code"]
 

@@ -31,10 +31,11 @@ import socket
 import sys
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prtoggle.protocol import REVERT_ENV
+from prtoggle.protocol import REVERT_ENV, TRACE_ENV
 from prtoggle.runners.warm_environ import (
     expect_run,
     record_preload_reads,
@@ -103,8 +104,10 @@ def main(argv: list[str] | None = None) -> None:
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
     record_preload_reads()
+    stop_trace = _maybe_start_trace()
     for name in args[1:]:
         _preload(name)
+    stop_trace()
     stop_recording(args[1:])
     _refuse_initialised_cuda()
     server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
@@ -264,6 +267,7 @@ def _become_fresh(
     python_path = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [first, *python_path, *server.base_path[1:]]
     _reset_detection_state()
+    _maybe_start_trace()
     _maybe_apply_reverts()
     os.set_inheritable(reply.fileno(), False)  # the run's notices; not its programs'
     _SERVED.reply = reply
@@ -334,6 +338,18 @@ def _maybe_apply_reverts() -> None:
 
     clear_registry_cache()
     child.start()  # as the start-up hook of a fresh child does
+
+
+def _maybe_start_trace() -> Callable[[], None]:
+    """Record what runs from now on when PRTOGGLE_TRACE_DIR asks (`bisect --git`): in the
+    server, its preload (the returned function writes it and stops); in a forked run, the
+    run (written at its exit), as the start-up hook of a fresh child does."""
+    directory = os.environ.get(TRACE_ENV, "")
+    if not directory:
+        return lambda: None
+    from prtoggle.revert import run_trace
+
+    return run_trace.start(directory)
 
 
 def _preload(name: str) -> None:

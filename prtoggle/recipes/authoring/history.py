@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -149,17 +149,24 @@ def suffix_recipe(
     *,
     cache: Path,
     left_out: Mapping[str, str] | None = None,
+    only: Collection[str] | None = None,
 ) -> HistoryRecipe:
     """The recipe reverting `oldest` and every commit after it up to the range's head: the
     diff from `oldest`'s first parent to the head, drafted on the head's tree (cached).
 
     `left_out`: files (under the source folder) whose changes stay, each with the reason
-    listed in `not_reverted` (a file whose revert did not land at run time)."""
+    listed in `not_reverted` (a file whose revert did not land at run time). `only`: the
+    files the probe reverts (those its commits change); the diff's other files are not
+    part of this recipe, by choice, so they are not listed."""
+    key = f"{history.head[:12]}-from-{oldest.short}"
+    if only is not None:
+        key += "-only-" + hashlib.sha256("\n".join(sorted(only)).encode()).hexdigest()[:8]
     return _cached_recipe(
         history,
         cache=cache,
         left_out=left_out or {},
-        key=f"{history.head[:12]}-from-{oldest.short}",
+        only=only,
+        key=key,
         diff_from=f"{oldest.sha}^",
         diff_to=history.head,
         pr=oldest.pr,
@@ -180,6 +187,7 @@ def commit_recipe(
         history,
         cache=cache,
         left_out=left_out or {},
+        only=None,
         key=f"commit-{commit.short}",
         diff_from=f"{commit.sha}^",
         diff_to=commit.sha,
@@ -237,6 +245,7 @@ def _cached_recipe(
     *,
     cache: Path,
     left_out: Mapping[str, str],
+    only: Collection[str] | None,
     key: str,
     diff_from: str,
     diff_to: str,
@@ -255,7 +264,9 @@ def _cached_recipe(
             return replace(cached, cached=True)
     number = pr if pr is not None and MIN_PR <= pr <= MAX_PR else HISTORY_PR_FALLBACK
     out = directory / collection
-    made = _draft(history, (diff_from, diff_to), left_out, out=out, pr=number, title=title)
+    made = _draft(
+        history, (diff_from, diff_to), left_out, only=only, out=out, pr=number, title=title
+    )
     directory.mkdir(parents=True, exist_ok=True)
     _write_record(record, made)
     return made
@@ -266,17 +277,19 @@ def _draft(
     between: tuple[str, str],
     left_out: Mapping[str, str],
     *,
+    only: Collection[str] | None,
     out: Path,
     pr: int,
     title: str,
 ) -> HistoryRecipe:
-    """Draft the diff `between` (from, to) of the package's non-test Python files, less
-    `left_out`, on the tree at `to`, check it there and write it as OUT/<pr>.yaml."""
+    """Draft the diff `between` (from, to) of the package's non-test Python files (of
+    `only`, when given), less `left_out`, on the tree at `to`, check it there and write it
+    as OUT/<pr>.yaml."""
     diff_from, diff_to = between
     changed = [
         path
         for path in _changed(history, diff_from, diff_to)
-        if path.endswith(".py") and not is_test_path(path)
+        if path.endswith(".py") and not is_test_path(path) and (only is None or path in only)
     ]
     files = [path for path in changed if path not in left_out]
     kept_as_is = [(path, 0, left_out[path]) for path in changed if path in left_out]

@@ -46,7 +46,13 @@ def test_the_commit_a_test_depends_on_is_named_confirmed_alone_and_drafted_once(
     assert f"  sha: {fix}" in lines
     assert "reverted alone: fails as the search did" in lines
     assert "whole revert of the culprit alone: yes" in lines
-    assert "failure counted: a failure raising AssertionError" in lines
+    assert (
+        "failure counted: any failure of the command (not a timeout, crash or skip; "
+        "--fingerprint narrows it)"
+    ) in lines
+    assert (
+        "reach: 1 of 17 candidates change code the run used, 1 a function it ran (searched first)"
+    ) in lines
     probes = [line for line in lines if line.startswith("probe ")]
     # nothing, everything, at most ceil(log2 17) suffixes, then the culprit alone
     assert len(probes) <= 2 + math.ceil(math.log2(17)) + 1
@@ -109,7 +115,15 @@ def test_a_fix_whose_revert_is_partial_cannot_be_ruled_out_and_no_culprit_is_nam
     done = repo.prtoggle("bisect", "--git", f"{start}..HEAD", *PYTEST, cache=tmp_path / "c")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "culprit:" not in done.stdout
-    assert re.search(r"^probe 2: reverting 2 commits .*\(partial\) -> skip", done.stdout, re.M)
+    # the chore reaches nothing the tests run: the fix alone is reverted
+    assert (
+        "reach: 1 of 2 candidates change code the run used, 1 a function it ran (searched first)"
+    ) in done.stdout
+    assert re.search(
+        rf"^probe 2: reverting 1 commit from {partial[:12]} .*\(partial\) -> skip",
+        done.stdout,
+        re.M,
+    )
     assert f"partial: changes of {partial[:12]} stay (calc/core.py:11: a field of Config" in (
         done.stdout
     )
@@ -150,7 +164,52 @@ def test_a_culprit_whose_revert_conflicts_with_a_newer_commit_is_found_and_repro
     assert newer[:12] not in attribute.stdout.split("cannot be ruled out: ")[1].split("decided")[0]
 
 
-def test_a_flaky_command_is_judged_by_the_majority_and_other_failures_never_count(
+def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every_candidate(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit("python/calc/core.py", "return x * 2\n", "return 2 * x\n")
+    double = repo.commit("refactor: double (#800)")
+    repo.write(  # absval runs in a forked pool worker, which writes no trace
+        "test/test_forked.py",
+        "import multiprocessing\n"
+        "from calc.core import absval, double\n\n\n"
+        "def test_absval_in_a_forked_worker():\n"
+        "    with multiprocessing.get_context('fork').Pool(1) as pool:\n"
+        "        assert pool.apply(absval, (-3,)) == 3\n\n\n"
+        "def test_double():\n"
+        "    assert double(2) == 4\n",
+    )
+    repo.commit("test: forked (#801)")
+    command = (
+        "--",
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "test/test_forked.py",
+    )
+    done = repo.prtoggle(
+        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert (
+        "reach: 1 of 18 candidates change code the run used, 1 a function it ran "
+        + ("(searched first)")
+        in lines
+    )
+    assert (
+        "reach: with the 1 candidates that change a function the run ran reverted the command "
+        "is good; searching the 18 candidates"
+    ) in lines
+    assert f"culprit: {repo.shas[FIX][:12]} (#200) fix: absval of negatives, " in done.stdout
+    assert double[:12] not in done.stdout.split("culprit:")[1]
+
+
+def test_a_flaky_command_is_judged_by_the_majority_and_a_fingerprint_keeps_other_failures_out(
     repo: HistoryRepo, tmp_path: Path
 ) -> None:
     counter = tmp_path / "runs"
@@ -171,6 +230,9 @@ def test_a_flaky_command_is_judged_by_the_majority_and_other_failures_never_coun
             f"{repo.shas['start']}..HEAD",
             "--repeat",
             "3",
+            "--fingerprint",
+            r"assert -3 == 3",
+            "--json",
             *PYTEST,
             cache=tmp_path / "c",
             env={"FLAKY_COUNTER": str(counter)},
@@ -178,9 +240,17 @@ def test_a_flaky_command_is_judged_by_the_majority_and_other_failures_never_coun
     finally:
         conftest.unlink()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"culprit: {repo.shas[FIX][:12]} (#200)" in done.stdout
-    assert "fails differently: " in done.stdout or "[3 runs]" in done.stdout
-    assert int(counter.read_text()) > 8
+    answer = json.loads(done.stdout)
+    assert [c["sha"] for c in answer["culprits"]] == [repo.shas[FIX]]
+    runs = [run for probe in answer["probes"] for run in probe["runs"]]
+    flaky = [run for run in runs if run["signature"].startswith("ConnectionResetError")]
+    assert flaky, runs  # every third run fails for another reason: never counted as bad
+    assert {run["outcome"] for run in flaky} <= {"good", "other"}
+    assert {run["note"] for run in flaky if run["outcome"] == "other"} == {
+        "fails differently: ConnectionResetError: the flaky service hung up"
+    }
+    assert answer["failure_counted"] == "a failure whose output matches 'assert -3 == 3'"
+    assert int(counter.read_text()) == len(runs)
 
 
 def _env(repo: HistoryRepo) -> dict[str, str]:

@@ -253,6 +253,14 @@ def test_an_environment_that_differs_at_import_time_runs_cold(worker: WarmWorker
     assert worker.cold_reason(argv, stable_env(SGLANG_DEBUG_POISON="1")) is None
 
 
+def test_recipe_folders_and_a_trace_folder_are_read_after_the_fork_so_runs_stay_warm(
+    worker: WarmWorker, tmp_path: Path
+) -> None:
+    env = stable_env(PRTOGGLE_YAML_PATH=str(tmp_path), PRTOGGLE_TRACE_DIR=str(tmp_path))
+    argv = [sys.executable, "-c", "print(1)"]
+    assert worker.cold_reason(argv, env) is None
+
+
 def test_python_invocation_accepts_only_option_free_forms() -> None:
     python = sys.executable
     assert python_invocation([python, "-m", "pytest", "-q"]) is not None
