@@ -15,7 +15,10 @@ one after the other:
   H's tree with sglang imported from H's `python/` (nothing checked out or reinstalled);
 - git: `git bisect run` in a checkout of H (a shared clone), each step checking the commit
   out and running the same tests (H's, as prtoggle does) with sglang imported from the
-  checkout's `python/`.
+  checkout's `python/`, a step judged as prtoggle judges a run (0 good; a timeout or a
+  signal skips; any other failure, an ImportError at collection too, is the regression).
+
+prtoggle starts each case with an empty recipe cache: what is timed drafts everything.
 
 Per case: the answer of each (right: names C; wrong: names another commit; unsure: names
 none), probes/steps and wall time, and the ratio git/prtoggle. Usable windows only: the
@@ -147,7 +150,7 @@ def _prtoggle(outcome: Outcome, args: argparse.Namespace, window: Window, case: 
         "--source-dir",
         "python",
         "--cache",
-        str(args.work / "prtoggle-cache"),
+        str(_fresh(args.work / "prtoggle-cache" / case.sha[:12])),  # nothing drafted before
         "--timeout",
         str(args.timeout),
         "--repeat",
@@ -192,7 +195,10 @@ def _git_bisect(outcome: Outcome, args: argparse.Namespace, window: Window, case
         "#!/bin/sh\n"
         f"cd {shlex.quote(str(window.tree))} && PYTHONPATH={pythonpath} "
         f"timeout {int(args.timeout)} {' '.join(tests)} >/dev/null 2>&1\n"
-        "rc=$?\nif [ $rc -eq 0 ]; then exit 1; fi\nif [ $rc -eq 1 ]; then exit 0; fi\nexit 125\n"
+        # judged as prtoggle judges a run: 0 good; a timeout (124) or a signal skips; any
+        # other failure (a failed test, an ImportError at collection) is the regression
+        "rc=$?\nif [ $rc -eq 0 ]; then exit 1; fi\n"
+        "if [ $rc -eq 124 ] || [ $rc -ge 126 ]; then exit 125; fi\nexit 0\n"
     )
     script.chmod(0o755)
     _git(
@@ -218,6 +224,12 @@ def _git_bisect(outcome: Outcome, args: argparse.Namespace, window: Window, case
     outcome.git_steps = len(re.findall(r"^running ", done.stdout, re.M))
     outcome.git_culprit = found.group(1) if found else ""
     outcome.git_answer = _judged([found.group(1)] if found else [], case.sha)
+
+
+def _fresh(folder: Path) -> Path:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
 
 
 def _judged(culprits: list[str], truth: str) -> str:
