@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from prtoggle.commands.history_probes import (
+    Bounds,
     HistoryAnswer,
     HistoryMode,
     Probe,
@@ -37,6 +38,7 @@ from prtoggle.commands.history_reach import Reach, commits_reaching
 from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
+    failed_import,
     judge_run,
     majority,
     settled,
@@ -175,12 +177,13 @@ class HistoryBisect:
         return worker.run
 
     def _ordered(self, tiers: list[Tier]) -> HistoryAnswer:
-        """Binary search in the first tier whose commits, all reverted, make COMMAND fail."""
+        """Binary search in the first tier whose commits, all reverted, make COMMAND fail;
+        then the wider tiers' newer commits are checked, so the answer is the newest."""
         for number, tier in enumerate(tiers):
             self._tier = tier
-            answer, everything = self._binary(tier.commits)
-            if answer is not None:
-                return answer
+            bounds, everything = self._binary(tier.commits)
+            if bounds is not None:
+                return self._settle(bounds, tiers[number + 1 :])
             if number + 1 < len(tiers):
                 following = tiers[number + 1]
                 self._note(
@@ -201,7 +204,7 @@ class HistoryBisect:
             )
         raise AssertionError("unreachable: the last tier answers")
 
-    def _binary(self, candidates: list[HistoryCommit]) -> tuple[HistoryAnswer | None, Probe]:
+    def _binary(self, candidates: list[HistoryCommit]) -> tuple[Bounds | None, Probe]:
         """Binary search over the suffixes of `candidates`; the suffix of all of them is
         probed last, only when no shorter one fails (None and that probe when it does not
         fail either)."""
@@ -224,33 +227,76 @@ class HistoryBisect:
             verdicts[0] = self._probe_suffix(candidates, 0)
             if verdicts[0].verdict != "bad":
                 return None, verdicts[0]
-        if good - bad > 1:
-            return self._undecided(candidates[bad:good], verdicts, bad, good), verdicts[bad]
-        return self._found(candidates, bad, verdicts), verdicts[bad]
+        return Bounds(candidates, bad, good, verdicts), verdicts[bad]
 
-    def _found(
-        self, candidates: list[HistoryCommit], bad: int, verdicts: dict[int, Probe]
-    ) -> HistoryAnswer:
-        culprit = candidates[bad]
-        newer = len(candidates) - bad - 1
+    def _settle(self, bounds: Bounds, wider: list[Tier]) -> HistoryAnswer:
+        """The wider tiers' commits newer than the culprit, all reverted: when that fails
+        too, the culprit is among them (searched there); when it cannot be judged, they
+        cannot be ruled out. Then the answer (a culprit confirmed alone, or the commits that
+        cannot be ruled out)."""
+        culprit = bounds.culprit
+        suspects = [*bounds.undecided, *self._suspects(bounds.verdicts.values())]
+        for number, tier in enumerate(wider):
+            if not tier.imported_only:
+                break  # every candidate: searched only when no reaching commit explains it
+            later = [c for c in tier.commits if self._newer(c, culprit)]
+            if not set(later) - set(bounds.candidates):
+                continue
+            self._tier = tier
+            probe = self._probe_suffix(tier.commits, tier.commits.index(later[0]))
+            if probe.verdict == "bad":
+                deeper, _ = self._binary(later)
+                if deeper is not None:
+                    return self._settle(deeper, wider[number + 1 :])
+            elif probe.verdict == "skip":
+                suspects += later
+            else:
+                suspects += self._suspects([probe])
+        named = list(dict.fromkeys(c for c in suspects if c != culprit))
+        if not bounds.decided:
+            alone = self._probe_alone(culprit)
+            if alone.verdict != "bad":
+                return self._undecided(bounds, named)
+        return self._found(bounds, named)
+
+    def _newer(self, commit: HistoryCommit, than: HistoryCommit) -> bool:
+        order = self.history.commits
+        return order.index(commit) > order.index(than)
+
+    def _found(self, bounds: Bounds, suspects: list[HistoryCommit]) -> HistoryAnswer:
+        """The culprit, confirmed alone. One whose deciding probe was partial is named only
+        when reverting it alone fails too; else it cannot be ruled out, with the others."""
+        culprit, verdicts, bad = bounds.culprit, bounds.verdicts, bounds.bad
+        newer = len(bounds.candidates) - bad - 1
+        if bounds.decided:
+            tail = (
+                f"reverting only the {newer} newer ones does not"
+                if newer
+                else "with nothing reverted it passes"
+            )
+        else:
+            tail = (
+                f"the {len(bounds.undecided)} newer ones could not be judged; reverted alone "
+                "it fails"
+            )
         answer = self._answer(
             "ordered",
             culprits=[culprit],
-            suspects=[c for c in self._suspects(verdicts.values()) if c != culprit],
+            suspects=suspects,
             conclusion=(
                 f"reverting {culprit.short} with the newer commits searched makes the command "
-                "fail; "
-                + (
-                    f"reverting only the {newer} newer ones does not"
-                    if newer
-                    else "with nothing reverted it passes"
-                )
+                f"fail; {tail}"
             ),
         )
-        good = self.probes.index(verdicts[bad + 1])
-        answer.deciding = [self.probes.index(verdicts[bad]), good]
-        self._confirm(answer, culprit, deciding=verdicts[bad], alone=newer == 0)
-        return answer
+        deciding = verdicts[bad]
+        answer.deciding = [self.probes.index(deciding), self.probes.index(verdicts[bounds.good])]
+        self._confirm(answer, culprit, deciding=deciding, alone=newer == 0)
+        confirmed = answer.confirmation is not None and answer.confirmation.verdict == "bad"
+        if confirmed or (deciding.recipe is not None and deciding.recipe.whole):
+            return answer
+        return self._undecided(
+            bounds, suspects, why="its revert was partial and, alone, does not fail"
+        )
 
     def _suspects(self, probes: Iterable[Probe]) -> list[HistoryCommit]:
         """The commits whose changes stayed in a partial probe that passed: they cannot be
@@ -285,14 +331,20 @@ class HistoryBisect:
         return answer
 
     def _undecided(
-        self, suspects: list[HistoryCommit], verdicts: dict[int, Probe], bad: int, good: int
+        self, bounds: Bounds, suspects: list[HistoryCommit], *, why: str = ""
     ) -> HistoryAnswer:
+        bad, good, verdicts = bounds.bad, bounds.good, bounds.verdicts
         reasons = sorted({p.reason for i, p in verdicts.items() if bad < i < good and p.reason})
-        conclusion = (
-            f"the culprit is one of {len(suspects)} commits that cannot be ruled out: the probes "
-            f"between them were inconclusive ({'; '.join(reasons) or 'skipped'})"
+        named = list(dict.fromkeys([bounds.culprit, *suspects]))
+        because = (
+            f"{bounds.culprit.short} would be the culprit, but {why}"
+            if why
+            else f"the probes between them were inconclusive ({'; '.join(reasons) or 'skipped'})"
         )
-        answer = self._answer("ordered", suspects=suspects, conclusion=conclusion)
+        conclusion = (
+            f"the culprit is one of {len(named)} commits that cannot be ruled out: {because}"
+        )
+        answer = self._answer("ordered", suspects=named, conclusion=conclusion)
         answer.deciding = [self.probes.index(verdicts[bad]), self.probes.index(verdicts[good])]
         return answer
 
@@ -357,8 +409,8 @@ class HistoryBisect:
         changed: set[str],
     ) -> Probe:
         if left_out:
-            files = "file" if len(left_out) == 1 else "files"
-            label = f"{label}, less {len(left_out)} {files} whose revert did not land"
+            noun = "file" if len(left_out) == 1 else "files"
+            label = f"{label}, less {len(left_out)} {noun} whose revert did not land"
         key = f"suffix:{self._tier.name}:{oldest.sha}:{','.join(sorted(left_out))}"
         try:
             recipe = suffix_recipe(
@@ -366,7 +418,10 @@ class HistoryBisect:
             )
         except PrToggleError as exc:
             return self._refused(key, label, newer, f"cannot draft: {first_line(exc)}")
-        return self._probe(key, label, tuple(c.sha for c in newer), recipe, among=newer)
+        reverted = changed - set(left_out)
+        return self._probe(
+            key, label, tuple(c.sha for c in newer), recipe, among=newer, files=reverted
+        )
 
     def _probe_alone(self, commit: HistoryCommit) -> Probe:
         label = f"reverting {commit.describe()} alone"
@@ -376,7 +431,14 @@ class HistoryBisect:
             return self._refused(
                 f"alone:{commit.sha}", label, [commit], f"cannot draft: {first_line(exc)}"
             )
-        return self._probe(f"alone:{commit.sha}", label, (commit.sha,), recipe, among=[commit])
+        return self._probe(
+            f"alone:{commit.sha}",
+            label,
+            (commit.sha,),
+            recipe,
+            among=[commit],
+            files=set(commit.files),
+        )
 
     def _refused(
         self, key: str, label: str, commits: Sequence[HistoryCommit], reason: str
@@ -392,6 +454,7 @@ class HistoryBisect:
         recipe: HistoryRecipe,
         *,
         among: Sequence[HistoryCommit],
+        files: set[str],
     ) -> Probe:
         if key in self._memo:
             return self._memo[key]
@@ -400,7 +463,7 @@ class HistoryBisect:
             return self._keep(key, Probe(label, reverted, "skip", (), reason, recipe))
         runs: list[ProbeRun] = []
         for _ in range(self.repeat):
-            runs.append(self._run_once(recipe))
+            runs.append(self._run_once(recipe, files=files))
             if settled(runs, self.repeat):
                 break
         verdict, reason = majority(runs, self.repeat)
@@ -430,7 +493,13 @@ class HistoryBisect:
         self.notes.append(line)
         self.on_note(line)
 
-    def _run_once(self, recipe: HistoryRecipe | None, *, trace: Path | None = None) -> ProbeRun:
+    def _run_once(
+        self,
+        recipe: HistoryRecipe | None,
+        *,
+        trace: Path | None = None,
+        files: set[str] | None = None,
+    ) -> ProbeRun:
         """One run of COMMAND with `recipe` reverted; traced into `trace` when given (a warm
         run's trace and the server's preload trace together cover what a fresh process
         would run)."""
@@ -454,9 +523,33 @@ class HistoryBisect:
             note = child_report.not_landed([pr], reports, command=self.command)
             if note is not None:
                 return ProbeRun("other", "not reverted", done.returncode, done.seconds, note[:2000])
-        return judge_run(done, self.rule)
+        run = judge_run(done, self.rule)
+        return self._coherent(run, done.stdout + "\n" + done.stderr, files or set())
+
+    def _coherent(self, run: ProbeRun, output: str, files: set[str]) -> ProbeRun:
+        """A failing run whose failure is a package module, left as it is by the probe,
+        importing a name the probe's revert took away (a newer commit outside the probe
+        added that import): not the regression but a revert that does not hold together."""
+        site = failed_import(output) if run.outcome == "bad" else None
+        if site is None:
+            return run
+        changed = {file for commit in self.history.commits for file in commit.files}
+        importers = [_package_file(frame, changed) for frame in site.frames]
+        importer = next((file for file in reversed(importers) if file), None)
+        if importer is None or importer in files:
+            return run
+        note = (
+            f"incoherent: the revert takes {site.name} from {site.module}, which {importer} "
+            "(not reverted by this probe) imports"
+        )
+        return ProbeRun("other", run.signature, run.exit_code, run.seconds, note[:300])
 
     def _answer(self, mode: HistoryMode, **values: Any) -> HistoryAnswer:
         return HistoryAnswer(
             mode, probes=self.probes, rule=self.rule, notes=self.notes, reach=self.reach, **values
         )
+
+
+def _package_file(path: str, files: set[str]) -> str | None:
+    """The file of `files` (relative to the source folder) that `path` is, if any."""
+    return next((f for f in files if path == f or path.endswith(f"/{f}")), None)

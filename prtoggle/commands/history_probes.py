@@ -92,13 +92,37 @@ class Tier:
     imported_only: bool = False
 
 
+@dataclass
+class Bounds:
+    """Where a binary search over `candidates` stopped: the newest index shown bad, the
+    oldest index above it shown good (len(candidates): nothing reverted), the probes by
+    index; the commits between them could not be judged."""
+
+    candidates: list[HistoryCommit]
+    bad: int
+    good: int
+    verdicts: dict[int, Probe]
+
+    @property
+    def culprit(self) -> HistoryCommit:
+        return self.candidates[self.bad]
+
+    @property
+    def undecided(self) -> list[HistoryCommit]:
+        return self.candidates[self.bad + 1 : self.good]
+
+    @property
+    def decided(self) -> bool:
+        return self.good - self.bad == 1
+
+
 def not_landed_files(probe: Probe, commits: Sequence[HistoryCommit]) -> set[str]:
     """The files (under the source folder) of the modules whose revert the runs of `probe`
     say did not land, among those the commits change."""
     files = {file for commit in commits for file in commit.files}
     found: set[str] = set()
     for run in probe.runs:
-        if run.outcome != "other":
+        if run.outcome != "other" or run.signature != "not reverted":
             continue
         for dotted in set(_DOTTED.findall(f"{run.note} {run.signature}")):
             parts = dotted.split(".")

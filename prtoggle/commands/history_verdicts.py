@@ -31,6 +31,25 @@ _E_LINE = re.compile(
 )
 
 
+_CANNOT_IMPORT = re.compile(
+    r"ImportError: cannot import name '(?P<name>[\w.]+)' from '(?P<module>[\w.]+)'"
+    r"|ModuleNotFoundError: No module named '(?P<missing>[\w.]+)'"
+)
+_PYTEST_FRAME = re.compile(r"^(?P<file>\S+\.py):\d+: in ")
+_PYTEST_LOCATION = re.compile(r"^(?P<file>\S+\.py):\d+: (?:ImportError|ModuleNotFoundError)$")
+_PYTHON_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+\.py)", line \d+')
+
+
+@dataclass(frozen=True)
+class ImportSite:
+    """A failed `from module import name` (or `import module`: name and module are the
+    missing module), and the files of the traceback's frames down to it, outermost first."""
+
+    name: str
+    module: str
+    frames: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class FailureRule:
     """What counts as the regression's failure: any failure of the command's own, or with
@@ -92,6 +111,32 @@ def failure_signature(stdout: str, stderr: str) -> str:
     if error_type is None:
         error_type, message = last_exception(stdout)
     return _joined(error_type, message) if error_type else ""
+
+
+def failed_import(output: str) -> ImportSite | None:
+    """The first `ImportError: cannot import name N from M` (or `ModuleNotFoundError: No
+    module named M`) of a run's output, with the files of the traceback's frames before it
+    (pytest's `file:line: in` lines, Python's `File "...", line` lines) and pytest's location
+    line after it (`file:line: ImportError`); None when there is none."""
+    lines = output.splitlines()
+    for number, line in enumerate(lines):
+        found = _CANNOT_IMPORT.search(line)
+        if found is None:
+            continue
+        frames = [
+            frame["file"]
+            for earlier in lines[:number]
+            if (frame := _PYTEST_FRAME.match(earlier) or _PYTHON_FRAME.match(earlier))
+        ]
+        frames += [
+            location["file"]
+            for later in lines[number + 1 : number + 4]
+            if (location := _PYTEST_LOCATION.match(later))
+        ]
+        if found["missing"]:
+            return ImportSite(found["missing"], found["missing"], tuple(frames))
+        return ImportSite(found["name"], found["module"], tuple(frames))
+    return None
 
 
 def settled(runs: Sequence[ProbeRun], repeat: int) -> bool:

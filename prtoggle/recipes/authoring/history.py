@@ -326,7 +326,7 @@ def _draft(
             for file, line, reason in left
         )
         places = tuple((file, line) for file, line, _ in left)
-        if not checked.targets and not checked.names:
+        if not checked.targets and not checked.names and not draft.added_modules:
             why = "; ".join(listed) or "nothing revertible"
             return HistoryRecipe(out, "", listed, nothing=why, places=places, drafted_at=diff_to)
         write_recipe(checked.text, out=out, pr=pr)

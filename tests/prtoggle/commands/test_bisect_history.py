@@ -209,6 +209,72 @@ def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every
     assert double[:12] not in done.stdout.split("culprit:")[1]
 
 
+def test_the_newest_commit_the_test_depends_on_is_named_even_when_it_only_adds_a_constant(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit("python/calc/core.py", "def double(x):", "OFFSET = 0\n\n\ndef double(x):")
+    newest = repo.commit("feat: an offset constant (#902)")
+    repo.write(
+        "test/test_offset.py",
+        "from calc.core import OFFSET, absval\n\n\n"
+        "def test_absval():\n    assert absval(-3) + OFFSET == 3\n",
+    )
+    repo.commit("test: offset (#903)")
+    command = (
+        "--",
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "test/test_offset.py",
+    )
+    done = repo.prtoggle(
+        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the fix is found first (it changes absval, which ran); the constant is newer and
+    # reaches the run too: the suffix of the commits newer than the fix fails, so it wins
+    assert f"culprit: {newest[:12]} (#902) feat: an offset constant, " in done.stdout
+    assert "reverted alone: fails as the search did" in done.stdout
+
+
+def test_a_failure_from_a_revert_that_does_not_hold_together_is_not_the_regression(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.edit(
+        "python/calc/core.py",
+        "def double(x):\n    return x * 2\n",
+        "def scale():\n    return 2\n\n\ndef double(x):\n    return x * scale()\n",
+    )
+    repo.commit("refactor: double by scale (#900)")
+    repo.write("python/calc/extra.py", "from calc.core import scale\n\nFACTOR = scale()\n")
+    extra = repo.commit("feat: extra factor (#901)")
+    repo.write(
+        "test/test_extra.py",
+        "from calc.core import double\n\n\n"
+        "def test_double():\n"
+        "    import calc.extra  # imported late: after the revert\n\n"
+        "    assert double(2) == 4 == 2 * calc.extra.FACTOR\n",
+    )
+    repo.commit("test: extra (#902)")
+    command = ("--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_extra.py")
+    done = repo.prtoggle(
+        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # reverting the refactor alone takes `scale` away from calc/extra.py, which the tier of
+    # commits changing a function the run ran does not revert: not the regression
+    assert (
+        "incoherent: the revert takes scale from calc.core, which calc/extra.py (not reverted "
+        "by this probe) imports"
+    ) in done.stdout
+    assert f"culprit: {extra[:12]} (#901) feat: extra factor, " in done.stdout
+
+
 def test_a_flaky_command_is_judged_by_the_majority_and_a_fingerprint_keeps_other_failures_out(
     repo: HistoryRepo, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
     counts_text,
+    failed_import,
     failure_signature,
     judge_run,
     majority,
@@ -65,6 +66,41 @@ def test_a_pytest_assertion_summary_names_the_assertion() -> None:
     summary = "FAILED t.py::test_x - assert -3 == 3\n"
     assert failure_signature(summary, "") == "AssertionError: assert -3 == 3"
     assert failure_signature("", "") == ""
+
+
+PYTEST_IMPORT = """\
+test/unit/test_x.py:3: in <module>
+    import pkg.extra
+>   from pkg.core import scale
+E   ImportError: cannot import name 'scale' from 'pkg.core' (/src/pkg/core.py)
+
+python/pkg/extra.py:1: ImportError
+"""
+PYTHON_IMPORT = """\
+Traceback (most recent call last):
+  File "/src/run.py", line 1, in <module>
+    import pkg.extra
+  File "/src/python/pkg/extra.py", line 1, in <module>
+    import pkg.kernels.new
+ModuleNotFoundError: No module named 'pkg.kernels.new'
+"""
+
+
+def test_a_failed_import_names_the_frames_down_to_the_file_whose_import_failed() -> None:
+    site = failed_import(PYTEST_IMPORT)
+    assert site is not None
+    assert (site.name, site.module, site.frames) == (
+        "scale",
+        "pkg.core",
+        ("test/unit/test_x.py", "python/pkg/extra.py"),
+    )
+    missing = failed_import(PYTHON_IMPORT)
+    assert missing is not None
+    assert (missing.name, missing.frames) == (
+        "pkg.kernels.new",
+        ("/src/run.py", "/src/python/pkg/extra.py"),
+    )
+    assert failed_import(PYTEST_FAILED) is None
 
 
 def _runs(*outcomes: str) -> list[ProbeRun]:
