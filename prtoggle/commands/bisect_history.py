@@ -143,8 +143,8 @@ class HistoryBisect:
         )
         tiers: list[Tier] = []
         for name, commits in (
-            ("candidates that change a function the run ran", running),
-            ("candidates that reach the run", reaching),
+            ("commits changing what ran", running),
+            ("commits reaching the run", reaching),
             ("candidates", candidates),
         ):
             if commits and (not tiers or len(commits) > len(tiers[-1].commits)):
@@ -187,9 +187,8 @@ class HistoryBisect:
             if number + 1 < len(tiers):
                 following = tiers[number + 1]
                 self._note(
-                    f"reach: with the {len(tier.commits)} {tier.name} reverted the command is "
-                    f"{everything.verdict}; searching the {len(following.commits)} "
-                    f"{following.name}"
+                    f"reach: {len(tier.commits)} {tier.name} reverted: {everything.verdict}; "
+                    f"next the {len(following.commits)} {following.name}"
                 )
                 continue
             why = everything.reason or runs_summary(everything)

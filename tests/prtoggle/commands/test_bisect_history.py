@@ -201,10 +201,7 @@ def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every
         + ("(searched first)")
         in lines
     )
-    assert (
-        "reach: with the 1 candidates that change a function the run ran reverted the command "
-        "is good; searching the 18 candidates"
-    ) in lines
+    assert "reach: 1 commits changing what ran reverted: good; next the 18 candidates" in lines
     assert f"culprit: {repo.shas[FIX][:12]} (#200) fix: absval of negatives, " in done.stdout
     assert double[:12] not in done.stdout.split("culprit:")[1]
 
