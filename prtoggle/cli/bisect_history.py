@@ -25,22 +25,25 @@ HISTORY_EPILOG = """\b
 History (--git A..B): the candidates are the first-parent commits of A..B in
 --repo that change the package's Python source under --source-dir (test-only,
 docs-only and other commits are listed, not searched). COMMAND runs first with
-nothing reverted, traced: the candidates that reach that run (change
-module-level code of a module it imported, or a function it ran) are searched
-first, every candidate only if reverting those passes. Each probe reverts
-commits in the installed code: the commits from one candidate up to B, as one
-recipe drafted from `git diff C^ B` on the files they change (what reverting
-each commit newest first gives), cached by commit under --cache, so a second
-bisect drafts nothing. Runs after the first are forked from a warm worker that
-imported the run's modules once (--cold: fresh processes). ordered (the
-default) binary-searches those suffixes; attribute reverts each candidate
-alone. --repeat N runs each probe N times and takes the majority. Any failure
-of COMMAND counts (not a timeout, a crash or a revert that did not apply);
---fingerprint REGEX counts only failures whose output matches. A probe that
-fails otherwise, times out, or whose revert is partial and passes, is
-inconclusive: the commits it leaves undecided are said as "cannot be ruled
-out", never dropped. The culprit is then reverted alone to confirm it, and the
-one command that reproduces the verdict is printed. Exit status as below.
+nothing reverted, traced: the candidates that reach that run (change module-
+level code of a module it imported, or a function it ran) are searched first,
+every candidate only if reverting those passes; after a culprit, the newer
+commits that reach the run are checked, so the answer is the newest one. Each
+probe reverts commits in the installed code: the commits from one candidate up
+to B, as one recipe drafted from `git diff C^ B` on the files they change
+(what reverting each commit newest first gives), cached by commit under
+--cache, so a second bisect drafts nothing. Runs after the first are forked
+from a warm worker that imported the run's modules once (--cold: fresh
+processes). ordered (the default) binary-searches those suffixes; attribute
+reverts each candidate that reaches the run alone. --repeat N runs each probe
+N times and takes the majority. Any failure of COMMAND counts (not a timeout,
+a crash, a revert that did not apply, or an ImportError in a module the probe
+left as it is, for a name it took away); --fingerprint REGEX counts only
+failures whose output matches. A probe that fails otherwise or times out is
+inconclusive; a partial probe that passes rules out only the commits it
+reverted whole: the others are said as "cannot be ruled out", never dropped.
+The culprit is then reverted alone to confirm it, and the one command that
+reproduces the verdict is printed. Exit status as below.
 """
 
 HISTORY_EXAMPLE = (
