@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from prtoggle.errors import RegistryError
 from prtoggle.recipes.authoring.guards import is_test_path
-from prtoggle.recipes.authoring.history import HistoryCommit, HistoryRange
+from prtoggle.recipes.authoring.history import HistoryCommit, HistoryRange, git_bytes
 from prtoggle.revert.run_trace import RunTrace
 
 MODULE_LEVEL = "<module>"
@@ -218,13 +216,12 @@ def _relative(history: HistoryRange, path: str) -> str:
 
 
 def _git(history: HistoryRange, *args: str) -> str:
-    done = _run(history, args, stdin=None)
-    return done.decode("utf-8", errors="replace")
+    return git_bytes(history.repo, *args).decode("utf-8", errors="replace")
 
 
 def _git_batch(history: HistoryRange, requests: str) -> list[str | None]:
     """`git cat-file --batch` over the requests: each object's text, None when missing."""
-    raw = _run(history, ("cat-file", "--batch"), stdin=requests.encode())
+    raw = git_bytes(history.repo, "cat-file", "--batch", stdin=requests.encode())
     texts: list[str | None] = []
     at = 0
     while at < len(raw):
@@ -238,23 +235,3 @@ def _git_batch(history: HistoryRange, requests: str) -> list[str | None]:
         texts.append(raw[at : at + size].decode("utf-8", errors="replace"))
         at += size + 1
     return texts
-
-
-def _run(history: HistoryRange, args: Sequence[str], *, stdin: bytes | None) -> bytes:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(history.repo), *args],
-            input=stdin,
-            capture_output=True,
-            check=False,
-            timeout=300,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RegistryError(f"git {args[0]} in {history.repo}: {exc}") from exc
-    if done.returncode != 0:
-        said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise RegistryError(
-            f"git {args[0]} in {history.repo} failed: {said[-1] if said else done.returncode}"
-            "; expected a git repository holding the range (--repo)"
-        )
-    return done.stdout

@@ -240,6 +240,12 @@ def stayed_commits(
     return [commit for commit in among if commit.sha in found]
 
 
+def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """What `git -C REPO ARGS` prints (with `stdin` fed to it); a failing git is a
+    RegistryError naming the command and the repository."""
+    return _run_git(repo, args, check=True, stdin=stdin) or b""
+
+
 def _cached_recipe(
     history: HistoryRange,
     *,
@@ -355,7 +361,7 @@ def _extract(history: HistoryRange, rev: str, files: Sequence[str], *, into: Pat
         or (name.endswith("/__init__.py") and str(PurePosixPath(name).parent) in folders)
     )
     if wanted:
-        archive = _git_bytes(history.repo, "archive", "--format=tar", tree, "--", *wanted)
+        archive = git_bytes(history.repo, "archive", "--format=tar", tree, "--", *wanted)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(into, filter="data")
     return into
@@ -467,15 +473,16 @@ def _git(repo: Path, *args: str, check: bool = True) -> str | None:
     return None if done is None else done.decode("utf-8", errors="replace")
 
 
-def _git_bytes(repo: Path, *args: str) -> bytes:
-    done = _run_git(repo, args, check=True)
-    return done or b""
-
-
-def _run_git(repo: Path, args: Sequence[str], *, check: bool) -> bytes | None:
+def _run_git(
+    repo: Path, args: Sequence[str], *, check: bool, stdin: bytes | None = None
+) -> bytes | None:
     try:
         done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=300
+            ["git", "-C", str(repo), *args],
+            input=stdin,
+            capture_output=True,
+            check=False,
+            timeout=300,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RegistryError(f"git {' '.join(args[:2])} in {repo}: {exc}") from exc
