@@ -15,7 +15,13 @@ import pytest
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
 
 FIX = "fix: absval of negatives (#200)"
-PYTEST = ("--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_calc.py")
+
+
+def _pytest(test_file: str) -> tuple[str, ...]:
+    return ("--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file)
+
+
+PYTEST = _pytest("test/test_calc.py")
 
 pytestmark = pytest.mark.slow
 
@@ -137,9 +143,7 @@ def test_a_culprit_whose_revert_conflicts_with_a_newer_commit_is_found_and_repro
     repo = history_repo(tmp_path / "repo")
     repo.edit("python/calc/core.py", "        return -x\n", "        return -1 * x\n")
     newer = repo.commit("refactor: negate by multiplying (#600)")
-    done = repo.prtoggle(
-        "bisect", "--git", f"{repo.shas['start']}..HEAD", *PYTEST, cache=tmp_path / "c"
-    )
+    done = bisect(repo, tmp_path / "c", *PYTEST)
     assert done.returncode == 0, done.stdout + done.stderr
     fix = repo.shas[FIX]
     assert f"culprit: {fix[:12]} (#200)" in done.stdout
@@ -181,19 +185,7 @@ def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every
         "    assert double(2) == 4\n",
     )
     repo.commit("test: forked (#801)")
-    command = (
-        "--",
-        "python",
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "test/test_forked.py",
-    )
-    done = repo.prtoggle(
-        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
-    )
+    done = bisect(repo, tmp_path / "c", *_pytest("test/test_forked.py"))
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert (
@@ -218,19 +210,7 @@ def test_the_newest_commit_the_test_depends_on_is_named_even_when_it_only_adds_a
         "def test_absval():\n    assert absval(-3) + OFFSET == 3\n",
     )
     repo.commit("test: offset (#903)")
-    command = (
-        "--",
-        "python",
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "test/test_offset.py",
-    )
-    done = repo.prtoggle(
-        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
-    )
+    done = bisect(repo, tmp_path / "c", *_pytest("test/test_offset.py"))
     assert done.returncode == 0, done.stdout + done.stderr
     # the fix is found first (it changes absval, which ran); the constant is newer and
     # reaches the run too: the suffix of the commits newer than the fix fails, so it wins
@@ -258,10 +238,7 @@ def test_a_failure_from_a_revert_that_does_not_hold_together_is_not_the_regressi
         "    assert double(2) == 4 == 2 * calc.extra.FACTOR\n",
     )
     repo.commit("test: extra (#902)")
-    command = ("--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_extra.py")
-    done = repo.prtoggle(
-        "bisect", "--git", f"{repo.shas['start']}..HEAD", *command, cache=tmp_path / "c"
-    )
+    done = bisect(repo, tmp_path / "c", *_pytest("test/test_extra.py"))
     assert done.returncode == 0, done.stdout + done.stderr
     # reverting the refactor alone takes `scale` away from calc/extra.py, which the tier of
     # commits changing a function the run ran does not revert: not the regression
