@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prtoggle.commands.history_ahead import Ahead
 from prtoggle.commands.history_probes import (
     Bounds,
     HistoryAnswer,
@@ -34,7 +35,7 @@ from prtoggle.commands.history_probes import (
     reproduce_line,
     runs_summary,
 )
-from prtoggle.commands.history_reach import Reach, commits_reaching
+from prtoggle.commands.history_reach import Reach, changed_units, commits_reaching
 from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
@@ -101,6 +102,8 @@ class HistoryBisect:
     _memo: dict[str, Probe] = field(default_factory=dict)
     _runner: CommandRunner | None = None
     _tier: Tier = field(default_factory=lambda: Tier("candidates", []))
+    _ahead: Ahead = field(default_factory=Ahead)
+    _wider: list[Tier] = field(default_factory=list)
 
     def run(self, mode: HistoryMode) -> HistoryAnswer:
         """Search with `mode` ('ordered': binary search over suffixes; 'attribute': each
@@ -113,6 +116,7 @@ class HistoryBisect:
         with contextlib.ExitStack() as stack:
             traces = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prtoggle-")))
             self._runner = self._start_runner(stack, traces)
+            self._ahead.plan([("units", lambda: changed_units(self.history))])
             baseline = self._probe_nothing(trace=traces)
             trace = read_traces(traces)
             if baseline.verdict != "good":
@@ -135,7 +139,8 @@ class HistoryBisect:
         if not trace.processes:
             self._note("reach: the run wrote no trace; every candidate is searched")
             return [Tier("every candidate", candidates)]
-        self.reach = commits_reaching(self.history, trace)
+        units = self._ahead.take("units", lambda: None)
+        self.reach = commits_reaching(self.history, trace, units=units)
         reaching, running = self.reach.reaching, self.reach.running
         self._note(
             f"reach: {len(reaching)} of {len(candidates)} candidates change code the run used, "
@@ -180,7 +185,7 @@ class HistoryBisect:
         """Binary search in the first tier whose commits, all reverted, make COMMAND fail;
         then the wider tiers' newer commits are checked, so the answer is the newest."""
         for number, tier in enumerate(tiers):
-            self._tier = tier
+            self._tier, self._wider = tier, tiers[number + 1 :]
             bounds, everything = self._binary(tier.commits)
             if bounds is not None:
                 return self._settle(bounds, tiers[number + 1 :])
@@ -214,6 +219,7 @@ class HistoryBisect:
             index = next_untested(bad, good, skipped)
             if index is None:
                 break
+            self._plan_after(candidates, index, bad=bad, good=good, skipped=skipped)
             probe = self._probe_suffix(candidates, index)
             verdicts[index] = probe
             if probe.verdict == "skip":
@@ -223,10 +229,38 @@ class HistoryBisect:
             else:
                 good = index
         if bad == 0:
+            self._ahead.plan(self._found_jobs(candidates, candidates[0]))
             verdicts[0] = self._probe_suffix(candidates, 0)
             if verdicts[0].verdict != "bad":
                 return None, verdicts[0]
         return Bounds(candidates, bad, good, verdicts), verdicts[bad]
+
+    def _plan_after(
+        self, candidates: list[HistoryCommit], index: int, *, bad: int, good: int, skipped: set[int]
+    ) -> None:
+        """Draft, while the probe of `index` runs, what the search asks next: either next
+        suffix, or (when this probe, failing, closes the bounds) what settles its commit."""
+        following = [next_untested(index, good, skipped), next_untested(bad, index, skipped)]
+        jobs = [self._suffix_job(candidates, i) for i in following if i is not None]
+        if following[0] is None:
+            jobs += self._found_jobs(candidates, candidates[index])
+        self._ahead.plan(jobs)
+
+    def _found_jobs(
+        self, candidates: list[HistoryCommit], culprit: HistoryCommit
+    ) -> list[tuple[str, Callable[[], HistoryRecipe]]]:
+        """The drafts `_settle` asks for when `culprit` is found among `candidates`: the
+        wider tier's newer commits, then the culprit alone."""
+        jobs = []
+        for tier in self._wider:
+            if not tier.imported_only:
+                break
+            later = [c for c in tier.commits if self._newer(c, culprit)]
+            if set(later) - set(candidates):
+                index = tier.commits.index(later[0])
+                jobs.append(self._suffix_job(tier.commits, index, imported_only=True))
+                break
+        return [*jobs, self._alone_job(culprit)]
 
     def _settle(self, bounds: Bounds, wider: list[Tier]) -> HistoryAnswer:
         """The wider tiers' commits newer than the culprit, all reverted: when that fails
@@ -241,7 +275,8 @@ class HistoryBisect:
             later = [c for c in tier.commits if self._newer(c, culprit)]
             if not set(later) - set(bounds.candidates):
                 continue
-            self._tier = tier
+            self._tier, self._wider = tier, wider[number + 1 :]
+            self._ahead.plan([self._alone_job(culprit)])
             probe = self._probe_suffix(tier.commits, tier.commits.index(later[0]))
             if probe.verdict == "bad":
                 deeper, _ = self._binary(later)
@@ -376,13 +411,10 @@ class HistoryBisect:
         """Revert candidates[index:] (the files they change, as `git diff C^ B` has them); a
         file whose revert does not land at run time is left as it is (listed, so the probe
         is partial) and the probe run again without it."""
-        oldest = candidates[index]
-        newer = candidates[index:]
+        oldest, newer = candidates[index], candidates[index:]
         plural = "s" if len(newer) != 1 else ""
         label = f"reverting {len(newer)} commit{plural} from {oldest.describe()}"
-        changed = {file for commit in newer for file in commit.files}
-        if self._tier.imported_only and self.reach is not None:
-            changed &= set(self.reach.located)  # a module the run never imported: no effect
+        changed = self._suffix_files(newer)
         left_out = {f: why for f, why in self.not_landing.items() if f in changed}
         for _attempt in range(_MOST_RETRIES + 1):
             probe = self._suffix_once(oldest, newer, label, left_out, changed)
@@ -399,6 +431,36 @@ class HistoryBisect:
                 )
         return probe
 
+    def _suffix_files(
+        self, newer: list[HistoryCommit], *, imported_only: bool | None = None
+    ) -> set[str]:
+        """The files a probe reverting `newer` reverts: those they change (within a tier of
+        reaching commits, the current one unless `imported_only` says, those of modules the
+        run imported only)."""
+        changed = {file for commit in newer for file in commit.files}
+        if imported_only is None:
+            imported_only = self._tier.imported_only
+        if imported_only and self.reach is not None:
+            changed &= set(self.reach.located)  # a module the run never imported: no effect
+        return changed
+
+    def _suffix_job(
+        self, candidates: list[HistoryCommit], index: int, *, imported_only: bool | None = None
+    ) -> tuple[str, Callable[[], HistoryRecipe]]:
+        oldest = candidates[index]
+        changed = self._suffix_files(candidates[index:], imported_only=imported_only)
+        left_out = {f: why for f, why in self.not_landing.items() if f in changed}
+        return self._suffix_key(oldest, left_out, changed), lambda: suffix_recipe(
+            self.history, oldest, cache=self.cache, left_out=left_out, only=changed
+        )
+
+    def _alone_job(self, commit: HistoryCommit) -> tuple[str, Callable[[], HistoryRecipe]]:
+        return f"alone:{commit.sha}", lambda: commit_recipe(self.history, commit, cache=self.cache)
+
+    @staticmethod
+    def _suffix_key(oldest: HistoryCommit, left_out: dict[str, str], changed: set[str]) -> str:
+        return f"suffix:{oldest.sha}:{sorted(left_out)}:{sorted(changed)}"
+
     def _suffix_once(
         self,
         oldest: HistoryCommit,
@@ -412,8 +474,11 @@ class HistoryBisect:
             label = f"{label}, less {len(left_out)} {noun} whose revert did not land"
         key = f"suffix:{self._tier.name}:{oldest.sha}:{','.join(sorted(left_out))}"
         try:
-            recipe = suffix_recipe(
-                self.history, oldest, cache=self.cache, left_out=left_out, only=changed
+            recipe = self._ahead.take(
+                self._suffix_key(oldest, left_out, changed),
+                lambda: suffix_recipe(
+                    self.history, oldest, cache=self.cache, left_out=left_out, only=changed
+                ),
             )
         except PrToggleError as exc:
             return self._refused(key, label, newer, f"cannot draft: {first_line(exc)}")
@@ -424,19 +489,13 @@ class HistoryBisect:
 
     def _probe_alone(self, commit: HistoryCommit) -> Probe:
         label = f"reverting {commit.describe()} alone"
+        key, work = self._alone_job(commit)
         try:
-            recipe = commit_recipe(self.history, commit, cache=self.cache)
+            recipe = self._ahead.take(key, work)
         except PrToggleError as exc:
-            return self._refused(
-                f"alone:{commit.sha}", label, [commit], f"cannot draft: {first_line(exc)}"
-            )
+            return self._refused(key, label, [commit], f"cannot draft: {first_line(exc)}")
         return self._probe(
-            f"alone:{commit.sha}",
-            label,
-            (commit.sha,),
-            recipe,
-            among=[commit],
-            files=set(commit.files),
+            key, label, (commit.sha,), recipe, among=[commit], files=set(commit.files)
         )
 
     def _refused(
@@ -515,7 +574,9 @@ class HistoryBisect:
             env[TRACE_ENV] = str(trace)
         with child_report.collecting_reports(env) as (run_env, directory):
             runner = self._runner or run_child
-            done = runner(list(self.command), env=run_env, timeout=self.timeout)
+            done = self._ahead.alongside(
+                lambda: runner(list(self.command), env=run_env, timeout=self.timeout)
+            )
             reports = child_report.read_reports(directory)
         if recipe is not None:
             pr = int(recipe.spec.rsplit(":", 1)[1])

@@ -65,17 +65,48 @@ class Reach:
         return [entry.commit for entry in self.commits if entry.ran_code]
 
 
-def commits_reaching(history: HistoryRange, trace: RunTrace) -> Reach:
-    """Each candidate of `history`, judged against `trace` (see the module's docstring)."""
-    candidates = list(history.candidates)
-    files = {f for c in candidates for f in c.files if f.endswith(".py") and not is_test_path(f)}
+def commits_reaching(
+    history: HistoryRange, trace: RunTrace, *, units: ChangedUnits | None = None
+) -> Reach:
+    """Each candidate of `history`, judged against `trace` (see the module's docstring).
+
+    `units`: changed_units(history), read before the trace was (a bisect reads it while
+    the first run goes on); when None, read now for the files of the modules the run
+    imported only."""
+    files = _candidate_files(history)
     located = trace.located(files)
-    hunks = _changed_lines(history, candidates, sorted(located))
-    contents = _contents(history, {(sha, f) for sha, by_file in hunks.items() for f in by_file})
+    if units is None:
+        units = changed_units(history, files=sorted(located))
     reach = Reach(located=located)
-    for commit in candidates:
-        reach.commits.append(_judged(commit, hunks.get(commit.sha, {}), contents, located, trace))
+    for commit in history.candidates:
+        reach.commits.append(_judged(commit, units, located, trace))
     return reach
+
+
+ChangedUnits = dict[tuple[str, str], frozenset[str] | None]
+"""(commit sha, file under the source folder) -> the units (MODULE_LEVEL or a def's
+qualified name) its changed lines fall in, on either side; None where the commit adds or
+deletes the file. A pair missing counts as None (a change with no hunk: the whole file)."""
+
+
+def changed_units(history: HistoryRange, *, files: Sequence[str] | None = None) -> ChangedUnits:
+    """What each candidate changes, unit by unit, in `files` (every Python file of the
+    package a candidate changes, when None): one `git log -p`, one `git cat-file --batch`."""
+    candidates = list(history.candidates)
+    wanted = sorted(_candidate_files(history)) if files is None else list(files)
+    hunks = _changed_lines(history, candidates, wanted)
+    contents = _contents(history, {(sha, f) for sha, by_file in hunks.items() for f in by_file})
+    units: ChangedUnits = {}
+    for (sha, file), sources in contents.items():
+        if sources is None:
+            units[(sha, file)] = None
+            continue
+        before, after = sources
+        changed = hunks[sha][file]
+        found = units_of(before, [line for h in changed for line in _lines(h.old)])
+        found |= units_of(after, [line for h in changed for line in _lines(h.new)])
+        units[(sha, file)] = frozenset(found)
+    return units
 
 
 def units_of(source: str, lines: Sequence[int]) -> set[str]:
@@ -100,37 +131,36 @@ def units_of(source: str, lines: Sequence[int]) -> set[str]:
 
 
 def _judged(
-    commit: HistoryCommit,
-    by_file: dict[str, list[Hunk]],
-    contents: dict[tuple[str, str], tuple[str, str] | None],
-    located: dict[str, str],
-    trace: RunTrace,
+    commit: HistoryCommit, units: ChangedUnits, located: dict[str, str], trace: RunTrace
 ) -> CommitReach:
     imported = [f for f in commit.files if f in located]
     if not imported:
         return CommitReach(commit, False, "changes no module the run imported")
     module_level, any_code = "", False
     for file in imported:
-        sources = contents.get((commit.sha, file))
-        if sources is None:
+        changed = units.get((commit.sha, file))
+        if changed is None:
             module_level = module_level or f"adds or deletes {file}, which the run imported"
             continue
-        before, after = sources
-        hunks = by_file.get(file, [])
-        units = units_of(before, [line for h in hunks for line in _lines(h.old)])
-        units |= units_of(after, [line for h in hunks for line in _lines(h.new)])
-        any_code = any_code or bool(units)
-        ran = sorted((units - {MODULE_LEVEL}) & trace.ran(located[file]))
+        any_code = any_code or bool(changed)
+        ran = sorted((changed - {MODULE_LEVEL}) & trace.ran(located[file]))
         if ran:
             why = f"changes {file}: {ran[0]}, which the run ran"
             return CommitReach(commit, True, why, ran_code=True)
-        if MODULE_LEVEL in units:
+        if MODULE_LEVEL in changed:
             module_level = module_level or f"changes module-level code of {file}"
     if module_level:
         return CommitReach(commit, True, module_level)
     if not any_code:
         return CommitReach(commit, False, "changes only comments and blank lines the run imported")
     return CommitReach(commit, False, "changes only functions the run did not run")
+
+
+def _candidate_files(history: HistoryRange) -> set[str]:
+    """The package's Python files (test files aside) some candidate changes."""
+    return {
+        f for c in history.candidates for f in c.files if f.endswith(".py") and not is_test_path(f)
+    }
 
 
 def _lines(side: tuple[int, int]) -> range:

@@ -4,12 +4,13 @@ from __future__ import annotations
 import __future__
 
 import ast
+import functools
 import itertools
 from collections.abc import Collection
 from dataclasses import dataclass
 from types import CodeType
 
-from prtoggle.patching.module_scope import imports_declaration
+from prtoggle.patching.module_scope import imported_names, imports_declaration
 
 ALLOWED_STATEMENTS = (
     "import",
@@ -33,6 +34,7 @@ class DefineProblem:
     message: str
 
 
+@functools.lru_cache(maxsize=4096)
 def define_problem(text: str) -> DefineProblem | None:
     """The first reason `text` is not a valid `define` (None: it is).
 
@@ -51,6 +53,7 @@ def define_problem(text: str) -> DefineProblem | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def define_bindings(text: str) -> tuple[str, ...]:
     """The names a valid `define` text binds at its top level, in order, each once."""
     names: list[str] = []
@@ -59,6 +62,11 @@ def define_bindings(text: str) -> tuple[str, ...]:
             if name not in names:
                 names.append(name)
     return tuple(names)
+
+
+def define_imports(text: str) -> frozenset[str]:
+    """The names a valid `define` text's top-level imports bind (module_scope's rule)."""
+    return _define_imports(text)
 
 
 def parse_define(text: str) -> ast.Module:
@@ -187,3 +195,8 @@ def _without_annotation(node: ast.stmt) -> ast.stmt:
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@functools.lru_cache(maxsize=4096)
+def _define_imports(text: str) -> frozenset[str]:
+    return imported_names(parse_define(text))

@@ -1,18 +1,19 @@
 """The warm worker's server: imports heavy modules once, then forks one child per run.
 
-Started by `prtoggle.runners.warm_client.WarmWorker` as `python -m prtoggle.runners.warm_server FD
-[MODULE...]` with FD one end of a SOCK_SEQPACKET socket pair. The server is
-single-threaded: it imports MODULE... (a module that fails to import is left for the child
-to import), records the signal dispositions a fresh interpreter has, then waits. Each
-request carries a JSON description of the run and four descriptors (the reply socket,
-stdin, stdout, stderr). The server forks; the child becomes a fresh-looking process (see
-`_become_fresh`) and runs the program; the server replies `{"pid": N}`, then
-`{"status": S}` (a wait status) when the child ends; before it, the child itself may send
-`{"stale_env": NAME, "value": VALUE}` and kill its group when its program changes a
-variable the preload may have read (`warm_environ`), or `{"stale_env": NAME, "value":
-VALUE, "unset": true}` at its end when it did not set a variable of the request's
-`expect` (the values the worker was built with) that way. A reply socket that closes early,
-or the request socket closing, kills the run's process group. The server never
+Started by `prtoggle.runners.warm_client.WarmWorker` as `python -m
+prtoggle.runners.warm_server FD [MODULE...]` with FD one end of a SOCK_SEQPACKET socket
+pair. The server is single-threaded: it imports MODULE... (a module that fails to import is
+left for the child to import), freezes what the imports made (gc.freeze: a run's collections
+skip it), records the signal dispositions a fresh interpreter has, then waits. Each request
+carries a JSON description of the run and four descriptors (the reply socket, stdin, stdout,
+stderr). The server forks; the child becomes a fresh-looking process (see `_become_fresh`)
+and runs the program; the server replies `{"pid": N}`, then `{"status": S}` (a wait status)
+when the child ends; before it, the child itself may send `{"stale_env": NAME, "value":
+VALUE}` and kill its group when its program changes a variable the preload may have read
+(`warm_environ`), or `{"stale_env": NAME, "value": VALUE, "unset": true}` at its end when it
+did not set a variable of the request's `expect` (the values the worker was built with) that
+way. A reply socket that closes early, or the request socket closing, kills the run's
+process group (the server then ends at once, its modules not torn down). The server never
 initialises CUDA and never reverts a fix itself.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -33,7 +35,7 @@ import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from prtoggle.protocol import REVERT_ENV, TRACE_ENV
 from prtoggle.runners.warm_environ import (
@@ -110,12 +112,13 @@ def main(argv: list[str] | None = None) -> None:
     stop_trace()
     stop_recording(args[1:])
     _refuse_initialised_cuda()
+    _freeze_preloaded_heap()
     server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda _number, _frame: _stop(server))
     request = _serve(server)
     if request is None:
-        return
+        _end_server()
     status = _run_as_main(request)
     _report_unset_expected(request)
     _exit_like_python(status)
@@ -358,6 +361,26 @@ def _preload(name: str) -> None:
         importlib.import_module(name)
     except Exception:  # the child imports it again and reports the error itself
         sys.modules.pop(name, None)
+
+
+def _freeze_preloaded_heap() -> None:
+    """Move every object the preload made into the collector's permanent generation
+    (CPython's advice for a process that forks without exec): a child's collections then
+    skip them (pytest collects twice as it ends; over sglang's heap that is about a second
+    per run) and the pages the children share stay shared. Objects a run makes are
+    collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
+def _end_server() -> NoReturn:
+    """The request socket closed: every run is reaped. The server owes no output, so it
+    ends without tearing the preloaded modules down (a second or more with torch loaded,
+    which the client would wait for)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 def _refuse_initialised_cuda() -> None:

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from prtoggle.patching.define_code import define_bindings, parse_define
+from prtoggle.patching.define_code import define_bindings, define_imports
 from prtoggle.patching.lines import split_lines
 from prtoggle.patching.module_scope import imported_names as names_imported_by
 from prtoggle.patching.source_files import SourceTree
@@ -208,7 +208,7 @@ def _lands_before(entry: DraftNames, other: DraftNames) -> bool:
         return True
     if not (entry.define.strip() and other.define.strip()):
         return False
-    theirs = names_imported_by(parse_define(other.define))
+    theirs = define_imports(other.define)
     return bool(theirs and theirs & (set(define_bindings(entry.define)) - entry.imported))
 
 

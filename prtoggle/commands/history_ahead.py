@@ -1,0 +1,73 @@
+"""Work `bisect --git` does while a probe runs: the recipes the next probes may need.
+
+A probe's run is mostly waiting on a child process. `Ahead` runs that wait in a helper
+thread and meanwhile, in the calling thread, does queued work whose result a later step
+may ask for: the reach of each candidate during the first run, the recipes of the two
+probes the binary search may take next during each probe. A result is kept by key; a step
+that finds none does the work itself. Queued work starts only while the run is still going
+(a run that ends first costs at most the job already started), and work left queued when
+the run ends is dropped at the next plan. Queued work runs in the caller's thread, so
+Ctrl-C interrupts it at once; the helper thread only waits on the run, whose children the
+signal ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class Ahead:
+    """Queued jobs (key, work) and the results of those that ran, by key."""
+
+    queued: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    failures: dict[str, Exception] = field(default_factory=dict)
+
+    def plan(self, jobs: list[tuple[str, Callable[[], Any]]]) -> None:
+        """Replace the queue with `jobs` (those already done are left out)."""
+        self.queued = [(key, work) for key, work in jobs if not self.known(key)]
+
+    def known(self, key: str) -> bool:
+        return key in self.results or key in self.failures
+
+    def take(self, key: str, work: Callable[[], T]) -> T:
+        """The result of `key`: done ahead, else done now. An error met ahead is raised
+        here, where the step asks for it (never where it was met)."""
+        if key in self.failures:
+            raise self.failures.pop(key)
+        if key in self.results:
+            return self.results.pop(key)
+        return work()
+
+    def alongside(self, run: Callable[[], T]) -> T:
+        """`run()` in a helper thread while the queued jobs run here; its result (or its
+        exception, raised here)."""
+        outcome: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                outcome["value"] = run()
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+
+        helper = threading.Thread(target=target, name="prtoggle-probe-run", daemon=True)
+        helper.start()
+        while self.queued and helper.is_alive():
+            key, work = self.queued.pop(0)
+            self._do(key, work)
+        helper.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    def _do(self, key: str, work: Callable[[], Any]) -> None:
+        try:
+            self.results[key] = work()
+        except Exception as exc:  # raised by `take`, should a step ask for it
+            self.failures[key] = exc
