@@ -115,6 +115,7 @@ class HistoryBisect:
             )
         with contextlib.ExitStack() as stack:
             traces = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prtoggle-")))
+            stack.callback(self._ahead.close)  # after the runner closes: its runs have ended
             self._runner = self._start_runner(stack, traces)
             self._ahead.plan([("units", lambda: changed_units(self.history))])
             baseline = self._probe_nothing(trace=traces)

@@ -1,20 +1,20 @@
 """Work `bisect --git` does while a probe runs: the recipes the next probes may need.
 
-A probe's run is mostly waiting on a child process. `Ahead` runs that wait in a helper
-thread and meanwhile, in the calling thread, does queued work whose result a later step
-may ask for: the reach of each candidate during the first run, the recipes of the two
-probes the binary search may take next during each probe. A result is kept by key; a step
-that finds none does the work itself. Queued work starts only while the run is still going
-(a run that ends first costs at most the job already started), and work left queued when
-the run ends is dropped at the next plan. Queued work runs in the caller's thread, so
-Ctrl-C interrupts it at once; the helper thread only waits on the run, whose children the
-signal ends.
+A probe's run is mostly waiting on a child process. `Ahead` runs that wait in one helper
+thread (the same for every run) and meanwhile, in the calling thread, does queued work whose
+result a later step may ask for: the reach of each candidate during the first run, the
+recipes of the two probes the binary search may take next during each probe. A result is
+kept by key; a step that finds none does the work itself. Queued work starts only while the
+run is still going (a run that ends first costs at most the job already started), and work
+left queued when the run ends is dropped at the next plan. Queued work runs in the caller's
+thread, so Ctrl-C interrupts it at once; the helper thread only waits on the run, whose
+children the signal ends.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,6 +28,10 @@ class Ahead:
     queued: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, Exception] = field(default_factory=dict)
+    _helper: ThreadPoolExecutor | None = field(default=None, repr=False)
+    """One thread for every run: a warm worker's server started from it (a rebuilt one)
+    is told to end when the thread that started it ends (Linux's parent-death signal
+    follows the thread), so the thread lives as long as the search."""
 
     def plan(self, jobs: list[tuple[str, Callable[[], Any]]]) -> None:
         """Replace the queue with `jobs` (those already done are left out)."""
@@ -46,25 +50,21 @@ class Ahead:
         return work()
 
     def alongside(self, run: Callable[[], T]) -> T:
-        """`run()` in a helper thread while the queued jobs run here; its result (or its
+        """`run()` in the helper thread while the queued jobs run here; its result (or its
         exception, raised here)."""
-        outcome: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                outcome["value"] = run()
-            except BaseException as exc:  # handed to the caller's thread
-                outcome["error"] = exc
-
-        helper = threading.Thread(target=target, name="prtoggle-probe-run", daemon=True)
-        helper.start()
-        while self.queued and helper.is_alive():
+        if self._helper is None:
+            self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prtoggle-run")
+        pending = self._helper.submit(run)
+        while self.queued and not pending.done():
             key, work = self.queued.pop(0)
             self._do(key, work)
-        helper.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
+        return pending.result()
+
+    def close(self) -> None:
+        """Wait for the helper thread to end (after its run: close the runner first)."""
+        if self._helper is not None:
+            self._helper.shutdown(wait=True)
+            self._helper = None
 
     def _do(self, key: str, work: Callable[[], Any]) -> None:
         try:

@@ -10,10 +10,12 @@ runs as a plain child (`run_child`). A warm run whose program sets a variable th
 may have read at import (a conftest.py's TRITON_INTERPRET=1: `warm_environ`) is killed;
 the worker is built again with that value in its environment, so that its preload sees
 what the program's own imports would, and the run is made again there; later runs of
-the command that set it the same way stay warm. Where that cannot hold (a run sets it to
-another value, ends without setting it, or MAX_REBUILDS is spent) the run is made again
-as a plain child and the worker steps aside: one short line, and every later run is a
-plain child. Either way the answer is a CommandRun with the child's output and exit
+the command that set it the same way stay warm. A run that ends without setting it is
+made again as a plain child, the worker kept for the runs after it (a probe whose revert
+breaks an import fails before it sets anything). Where that cannot hold (a run sets it to
+another value, MAX_UNSET runs end without setting it, or MAX_REBUILDS is spent) the run is
+made again as a plain child and the worker steps aside: one short line, and every later
+run is a plain child. Either way the answer is a CommandRun with the child's output and exit
 status, as a fresh process would give it.
 """
 
@@ -50,7 +52,7 @@ from prtoggle.runners.warm_eligibility import (
     env_without_revert,
     python_invocation,
 )
-from prtoggle.runners.warm_environ import StaleNotice, no_rebuild_reason
+from prtoggle.runners.warm_environ import MAX_UNSET, StaleNotice, no_rebuild_reason
 from prtoggle.runners.warm_server import CUDA_INITIALISED_EXIT_CODE
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,8 @@ class WarmWorker:
     adopted: dict[str, str | None] = field(default_factory=dict, init=False)
     """Variables the worker was built again with, as a run set them (None: deleted)."""
     rebuilds: int = field(default=0, init=False)
+    unset_runs: int = field(default=0, init=False)
+    """Runs made again as plain children because they did not set an adopted variable."""
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _retired: list[tuple[subprocess.Popen[bytes], socket.socket]] = field(
         default_factory=list, init=False, repr=False
@@ -323,6 +327,10 @@ class WarmWorker:
             raced = adopted and not notice.unset
             if raced and self.stepped_aside is None:
                 return True  # a run on the worker before this value: again, on the new one
+            if notice.unset and self.stepped_aside is None and self.unset_runs + 1 < MAX_UNSET:
+                self.unset_runs += 1  # this run again as a plain child; the worker stays
+                logger.debug("a run did not set %s: made again as a plain child", notice.name)
+                return False
             reason = no_rebuild_reason(notice, self.adopted, self.rebuilds)
             if reason is None and self.stepped_aside is None:
                 self.adopted[notice.name] = notice.value

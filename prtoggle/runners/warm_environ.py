@@ -68,6 +68,9 @@ WATCH = EnvironWatch()
 
 MAX_REBUILDS = 3
 """How many times a worker is built again for variables its runs set (then: plain runs)."""
+MAX_UNSET = 3
+"""How many runs that end without setting an adopted variable are made again as plain
+children before the worker steps aside (then: plain runs)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def no_rebuild_reason(
 ) -> str | None:
     """Why a worker built again for `notice` could not serve the command; None: it can."""
     if notice.unset:
-        return f"a run did not set {notice.name} as the first did"
+        return f"{MAX_UNSET} runs did not set {notice.name} as the first did"
     if notice.name in adopted:
         return f"runs set {notice.name} to different values"
     if rebuilds >= MAX_REBUILDS:

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from prtoggle.commands.history_reach import MODULE_LEVEL, commits_reaching, units_of
+from prtoggle.commands.history_reach import (
+    MODULE_LEVEL,
+    changed_units,
+    commits_reaching,
+    units_of,
+)
 from prtoggle.recipes.authoring.history import read_range
 from prtoggle.revert.run_trace import RunTrace
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
@@ -133,3 +138,19 @@ def test_a_run_that_imported_nothing_of_the_package_is_reached_by_no_commit(
     history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
     trace = RunTrace(modules={str(tmp_path / "elsewhere.py")}, processes=1)
     assert commits_reaching(history, trace).reaching == []
+
+
+def test_units_read_before_the_trace_judge_every_commit_as_units_read_after_it(
+    repo: HistoryRepo,
+) -> None:
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    units = changed_units(history)  # every file any candidate changes, no trace needed
+    assert units[(repo.shas["feat: an extra module (#701)"], "calc/extra.py")] is None
+    for modules in (("__init__.py", "core.py"), ("core.py", "extra.py")):
+        trace = _trace(repo, ran={"absval"}, modules=modules)
+        early = commits_reaching(history, trace, units=units)
+        late = commits_reaching(history, trace)
+        assert [(e.reaches, e.why, e.ran_code) for e in early.commits] == [
+            (e.reaches, e.why, e.ran_code) for e in late.commits
+        ]
+        assert early.located == late.located

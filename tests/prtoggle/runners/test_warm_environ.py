@@ -93,7 +93,22 @@ def test_a_run_that_leaves_out_the_variable_the_worker_was_built_with_is_run_fre
     leaves_it = f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
     run = worker.run([sys.executable, "-c", leaves_it], env=worker.base_env)
     assert (run.returncode, run.stdout) == (0, "unset\n")  # a fresh process's answer
-    assert worker.stepped_aside == "a run did not set READER_MODE as the first did"
+    assert (worker.unset_runs, worker.stepped_aside) == (1, None)
+    # the runs after it that set it stay warm
+    again = worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
+    assert (again.returncode, again.stdout) == (0, "interpret\n")
+    assert (worker.warm_runs, worker.cold_runs) == (3, 1)
+
+
+def test_the_worker_steps_aside_once_several_runs_leave_out_its_variable(
+    worker: WarmWorker,
+) -> None:
+    worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
+    leaves_it = f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
+    runs = [worker.run([sys.executable, "-c", leaves_it], env=worker.base_env) for _ in "abcd"]
+    assert [(run.returncode, run.stdout) for run in runs] == [(0, "unset\n")] * 4
+    assert worker.stepped_aside == "3 runs did not set READER_MODE as the first did"
+    assert (worker.warm_runs, worker.cold_runs) == (4, 4)  # the fourth: plain from the start
 
 
 def test_a_run_that_sets_other_variables_or_the_same_value_stays_warm(worker: WarmWorker) -> None:

@@ -413,3 +413,34 @@ def test_a_signal_to_the_cli_ends_the_warm_runs_and_the_server(
     while (_alive(run_pid) or _alive(server_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [pid for pid in (run_pid, server_pid) if _alive(pid)] == []
+
+
+def test_a_warm_run_finds_the_preloaded_objects_frozen_out_of_its_collections(
+    worker: WarmWorker,
+) -> None:
+    code = "import gc; print(gc.get_freeze_count() > 0, gc.isenabled())"
+    run = worker.run([sys.executable, "-c", code], env=stable_env())
+    assert (run.returncode, run.stdout) == (0, "True True\n")
+
+
+def test_closing_the_worker_runs_no_exit_handler_of_the_preloaded_modules(
+    project: FakeProject, tmp_path: Path
+) -> None:
+    # the server ends without tearing its modules down; its runs still run theirs
+    marker = tmp_path / "exit-handlers.txt"
+    (project.source_dir / "prtoggle_exit_preload.py").write_text(
+        "import atexit, os\n"
+        "def _note():\n"
+        f"    with open({str(marker)!r}, 'a') as out:\n"
+        "        out.write(str(os.getpid()) + '\\n')\n"
+        "atexit.register(_note)\n"
+    )
+    preload = ("prtoggle_exit_preload",)
+    with WarmWorker(preload=preload, base_env=stable_env()) as worker:
+        code = "import os; print(os.getpid())"
+        run = worker.run([sys.executable, "-c", code], env=stable_env())
+        server = worker.server_pid
+        assert worker.warm_runs == 1
+    assert run.returncode == 0
+    assert server is not None and not _alive(server)
+    assert marker.read_text().split() == [run.stdout.strip()]
