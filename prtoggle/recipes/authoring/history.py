@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import functools
 import hashlib
 import io
 import json
@@ -321,7 +322,13 @@ def _draft(
         roots = [open_source_tree(root)]
         draft = draft_from_diff(diff or "", source=f"{diff_from}..{diff_to}", roots=roots)
         header = RecipeHeader(pr, title)
-        checked = checked_recipe(header, draft, path=out / f"{pr}.yaml", roots=roots)
+        checked = checked_recipe(
+            header,
+            draft,
+            path=out / f"{pr}.yaml",
+            roots=roots,
+            has_module=_head_modules(history.repo, history.head, history.source_dir).has,
+        )
         left: list[tuple[str, int, str]] = [
             (c.file, c.line, c.reason) for c in checked.not_reverted
         ]
@@ -337,6 +344,36 @@ def _draft(
             return HistoryRecipe(out, "", listed, nothing=why, places=places, drafted_at=diff_to)
         write_recipe(checked.text, out=out, pr=pr)
     return HistoryRecipe(out, f"{out.name}:{pr}", listed, places=places, drafted_at=diff_to)
+
+
+@dataclass(frozen=True)
+class _HeadModules:
+    """The modules of the packages under the source folder at the range's head (the code
+    a probe reverts): `has(name)` is None for a module of another package."""
+
+    modules: frozenset[str]
+    tops: frozenset[str]
+
+    def has(self, name: str) -> bool | None:
+        if name.split(".", 1)[0] not in self.tops:
+            return None
+        return name in self.modules
+
+
+@functools.lru_cache(maxsize=8)
+def _head_modules(repo: Path, head: str, source_dir: str) -> _HeadModules:
+    where = [source_dir] if source_dir else []
+    listed = _git(repo, "ls-tree", "-r", "--name-only", head, "--", *where) or ""
+    modules: set[str] = set()
+    for path in listed.splitlines():
+        relative = _relative(source_dir, path)
+        if not relative.endswith(".py"):
+            continue
+        parts = relative[: -len(".py")].split("/")
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return _HeadModules(frozenset(modules), frozenset(m.split(".", 1)[0] for m in modules))
 
 
 def _changed(history: HistoryRange, diff_from: str, diff_to: str) -> list[str]:

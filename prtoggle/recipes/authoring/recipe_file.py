@@ -24,6 +24,7 @@ from prtoggle.recipes.authoring.from_diff import (
     add_define,
     in_landing_order,
 )
+from prtoggle.recipes.authoring.missing_imports import ModuleKnown, without_missing_imports
 from prtoggle.recipes.check import TargetCheck, check_recipe
 from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
 from prtoggle.recipes.names_check import WholeFixCheck, check_whole_fix, unresolved_patch_reads
@@ -94,12 +95,19 @@ def render_patches(document: dict[str, Any]) -> str:
 
 
 def checked_recipe(
-    header: RecipeHeader, draft: Draft, *, path: Path, roots: Sequence[SourceTree]
+    header: RecipeHeader,
+    draft: Draft,
+    *,
+    path: Path,
+    roots: Sequence[SourceTree],
+    has_module: ModuleKnown | None = None,
 ) -> CheckedRecipe:
     """The recipe of a draft, its targets checked first (as `check` does, on the tree each
     is in). A target that does not check is defined whole instead when its pre-fix def
     can be (`fallback`), else listed as not reverted; then each `names` entry is checked
     on the trees of `roots`, and one that does not check is listed as not reverted.
+    `has_module`: whether the installed package has a module; a define's import of one it
+    lacks is left out and listed (missing_imports.py).
 
     The text is checked as the file `path` it is going to be (messages name that file).
     """
@@ -112,6 +120,8 @@ def checked_recipe(
         else:
             not_reverted.append(NotRevertedChange(target.file, target.line, reason))
     names = in_landing_order(names)
+    if has_module is not None:
+        names = without_missing_imports(names, not_reverted, has_module=has_module)
     names, not_reverted = _checked_names(
         header, names, not_reverted, path=path, roots=[*roots, *draft.trees, *_trees(kept)]
     )

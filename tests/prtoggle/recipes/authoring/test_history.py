@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,36 @@ def test_the_cache_follows_prtoggle_cache_dir_and_keeps_nothing_when_it_is_off(
     monkeypatch.delenv("PRTOGGLE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert default_cache() == tmp_path / "x" / "prtoggle" / "history"
+
+
+def test_a_define_importing_a_module_a_newer_commit_deleted_is_left_out_and_the_rest_lands(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.write("python/calc/legacy.py", "OLD = 10\n")
+    core = "python/calc/core.py"
+    repo.edit(core, "def double(x):", "from calc.legacy import OLD\n\n\ndef double(x):")
+    repo.edit(core, "def triple(x):", "def scaled(x):\n    return x * OLD\n\n\ndef triple(x):")
+    repo.commit("feat: legacy scale (#700)")
+    repo.edit(core, "from calc.legacy import OLD\n", "NEW = 20\n")
+    repo.edit(core, "return x * OLD", "return x * NEW")
+    repo.edit(core, "return x * 3  # v9", "return x * 3 + 1")
+    repo.commit("fix: new scale (#701)")
+    (repo.root / "python/calc/legacy.py").unlink()
+    repo.commit("chore: drop legacy (#702)")
+    history = read_range(repo.root, "HEAD~2..HEAD", source_dir="python")
+    made = suffix_recipe(history, history.commits[0], cache=tmp_path / "c")
+    assert made.not_reverted == (
+        "calc/legacy.py:1: a module the fix removed (calc.legacy cannot be imported reverted)",
+        "calc/core.py:7: `calc.core.OLD` not defined back: its pre-fix code imports "
+        "`calc.legacy`, which the installed package does not have",
+        "calc/core.py:15: the revert does not check (error: reads `OLD`, not defined in "
+        "module calc.core after the revert)",
+    )
+    # the rest lands in a real process (before: ModuleNotFoundError, nothing landed)
+    code = "from calc.core import triple; print(triple(1))"
+    env = {"PRTOGGLE_YAML_PATH": str(made.directory)}
+    done = repo.prtoggle(
+        "run", "-r", made.spec, "--", sys.executable, "-c", code, cache=tmp_path / "c", env=env
+    )
+    assert (done.returncode, done.stdout) == (0, "3\n")  # 4 with the fix
