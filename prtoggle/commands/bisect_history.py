@@ -73,6 +73,9 @@ __all__ = ["FailureRule", "HistoryAnswer", "HistoryBisect", "HistoryMode", "Prob
 _MOST_LEFT_OUT = 24
 """How many files a probe leaves as they are before it is called inconclusive."""
 _MOST_RETRIES = 4
+_WIDEN_AFTER_SECONDS = 3.0
+"""A first run this long imported much that the warm worker did not preload: later runs
+fork from a worker that preloads what it imported (of the range's packages)."""
 
 
 @dataclass
@@ -101,6 +104,7 @@ class HistoryBisect:
     """Files whose revert did not land in a probe: later probes leave them as they are."""
     _memo: dict[str, Probe] = field(default_factory=dict)
     _runner: CommandRunner | None = None
+    _worker: WarmWorker | None = None
     _tier: Tier = field(default_factory=lambda: Tier("candidates", []))
     _ahead: Ahead = field(default_factory=Ahead)
     _wider: list[Tier] = field(default_factory=list)
@@ -120,6 +124,7 @@ class HistoryBisect:
             self._ahead.plan([("units", lambda: changed_units(self.history))])
             baseline = self._probe_nothing(trace=traces)
             trace = read_traces(traces)
+            self._widen_preload(baseline, trace)
             if baseline.verdict != "good":
                 return self._answer(
                     mode,
@@ -166,8 +171,7 @@ class HistoryBisect:
         (runners/command_imports.py), traced into `traces` as the first run is."""
         if not self.warm:
             return stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
-        tops = {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
-        tops |= {"pytest", "_pytest"}
+        tops = self._package_tops() | {"pytest", "_pytest"}
         wanted = [
             name
             for name in ("pytest", *command_imports(self.command, cwd=Path.cwd()))
@@ -180,7 +184,28 @@ class HistoryBisect:
             )
         )
         worker.start()
+        self._worker = worker
         return worker.run
+
+    def _package_tops(self) -> set[str]:
+        """The top-level packages (or modules) the candidates change."""
+        return {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
+
+    def _widen_preload(self, baseline: Probe, trace: RunTrace) -> None:
+        """After a slow first run: later runs fork from a worker that also imported the
+        modules of the range's packages the run imported (in the run's order)."""
+        seconds = max((run.seconds for run in baseline.runs), default=0.0)
+        if self._worker is None or baseline.verdict != "good" or seconds < _WIDEN_AFTER_SECONDS:
+            return
+        tops = self._package_tops()
+        names = [name for name in trace.names if name.split(".", 1)[0] in tops]
+        env = {k: v for k, v in self._worker.base_env.items() if k != TRACE_ENV}
+        added = self._worker.widen(names, base_env=env)
+        if added:
+            self._note(
+                f"warm worker: the first run took {seconds:.1f} s importing what the worker "
+                f"had not; {added} more modules preloaded for the probes"
+            )
 
     def _ordered(self, tiers: list[Tier]) -> HistoryAnswer:
         """Binary search in the first tier whose commits, all reverted, make COMMAND fail;

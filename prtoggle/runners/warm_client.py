@@ -115,6 +115,10 @@ class WarmWorker:
         default_factory=list, init=False, repr=False
     )
     _requests: socket.socket | None = field(default=None, init=False, repr=False)
+    _narrower: tuple[tuple[str, ...], dict[str, str]] | None = field(
+        default=None, init=False, repr=False
+    )
+    """The preload and environment before widen(), until a run on the wider one answers."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _live: set[int] = field(default_factory=set, init=False, repr=False)
 
@@ -144,7 +148,13 @@ class WarmWorker:
         if invocation is None or reason is not None:
             logger.debug("plain child for %s: %s", argv[:3], reason)
             return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
-        done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+        try:
+            done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+        except RunnerError:
+            if not self._narrow_back():
+                raise
+            done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
+        self._narrower = None  # the server answered: its preload holds
         while isinstance(done, StaleNotice) and self._rebuild_for(done):
             done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
         if isinstance(done, CommandRun):
@@ -159,6 +169,24 @@ class WarmWorker:
         with self._lock:
             if self.stepped_aside is None:
                 self._ensure_server()
+
+    def widen(self, names: Sequence[str], *, base_env: Mapping[str, str] | None = None) -> int:
+        """Preload `names` too (how many were not yet preloaded): a new server starts
+        importing them now and later runs fork from it; the current one is stopped.
+        `base_env`: the new server's environment (default: as it is). Should the new server
+        stop because a module it preloads initialised CUDA, the next run goes back to the
+        preload before (a server started again) and says so in one line."""
+        with self._lock:
+            new = tuple(dict.fromkeys(n for n in names if n not in self.preload))
+            if self.stepped_aside is not None or not new:
+                return 0
+            self._narrower = (self.preload, dict(self.base_env))
+            self.preload = (*self.preload, *new)
+            if base_env is not None:
+                self.base_env = dict(base_env)
+            self._retire_server()
+            self._ensure_server()
+        return len(new)
 
     def server_env(self) -> dict[str, str]:
         """The environment the server starts with: base_env and the adopted variables."""
@@ -318,6 +346,30 @@ class WarmWorker:
                 os.close(fd)
             theirs.close()
         return reply, out_read, err_read
+
+    def _retire_server(self) -> None:
+        """Stop the current server (runs fork from the next one); reaped at close()."""
+        if self._server is not None and self._requests is not None:
+            self._requests.close()
+            self._retired.append((self._server, self._requests))
+        self._server, self._requests = None, None
+
+    def _narrow_back(self) -> bool:
+        """After widen(): when the widened server stopped for CUDA, the preload before."""
+        with self._lock:
+            server = self._server
+            if self._narrower is None or server is None:
+                return False
+            if server.poll() != CUDA_INITIALISED_EXIT_CODE:
+                return False
+            self.preload, self.base_env = self._narrower
+            self._narrower = None
+            self._retire_server()
+        logger.warning(
+            "prtoggle: a module the warm worker was asked to preload too initialised CUDA; "
+            "runs fork from the narrower preload"
+        )
+        return True
 
     def _rebuild_for(self, notice: StaleNotice) -> bool:
         """Build the worker again with `notice`'s variable as the run set it; False (and the

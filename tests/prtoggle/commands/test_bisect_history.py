@@ -198,6 +198,35 @@ def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every
     assert double[:12] not in done.stdout.split("culprit:")[1]
 
 
+def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_imported(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.write("python/calc/slow.py", "import time\n\ntime.sleep(3.5)\n")
+    slow = repo.commit("feat: a slow module (#810)")
+    repo.write(  # imported lazily: the worker's static preload cannot know it
+        "test/test_lazy.py",
+        "def test_absval_after_a_lazy_import():\n"
+        "    import calc.slow  # noqa: F401\n"
+        "    from calc.core import absval\n\n"
+        "    assert absval(-3) == 3\n",
+    )
+    repo.commit("test: lazy (#811)")
+    done = bisect(repo, tmp_path / "c", "--json", *_pytest("test/test_lazy.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(done.stdout)
+    assert [c["sha"] for c in answer["culprits"]] == [slow]  # newest: without it, no import
+    widened = [note for note in answer["notes"] if note.startswith("warm worker:")]
+    assert len(widened) == 1
+    assert re.fullmatch(
+        r"warm worker: the first run took \d+\.\d s importing what the worker had not; "
+        r"[1-9]\d* more modules preloaded for the probes",
+        widened[0],
+    )
+    later = [run["seconds"] for probe in answer["probes"][1:] for run in probe["runs"]]
+    assert later and max(later) < 3.5  # no probe imports the slow module again
+
+
 def test_the_newest_commit_the_test_depends_on_is_named_even_when_it_only_adds_a_constant(
     tmp_path: Path,
 ) -> None:

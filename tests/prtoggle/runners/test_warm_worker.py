@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -444,3 +445,43 @@ def test_closing_the_worker_runs_no_exit_handler_of_the_preloaded_modules(
     assert run.returncode == 0
     assert server is not None and not _alive(server)
     assert marker.read_text().split() == [run.stdout.strip()]
+
+
+LAZY_MODULE = "prtoggle_lazy_import"
+WHERE_IMPORTED = "import os, sys; import prtoggle_lazy_import as m; print(m.PID == os.getpid())"
+
+
+def test_a_widened_worker_forks_runs_that_find_the_new_modules_imported(
+    project: FakeProject,
+) -> None:
+    (project.source_dir / f"{LAZY_MODULE}.py").write_text("import os\nPID = os.getpid()\n")
+    argv = [sys.executable, "-c", WHERE_IMPORTED]
+    with WarmWorker(preload=("json",), base_env=stable_env()) as worker:
+        before = worker.run(argv, env=stable_env())
+        first_server = worker.server_pid
+        added = worker.widen(["json", LAZY_MODULE, LAZY_MODULE])
+        after = worker.run(argv, env=stable_env())
+        assert worker.widen([LAZY_MODULE]) == 0  # nothing new: the server stays
+        server = worker.server_pid
+    assert (before.returncode, before.stdout) == (0, "True\n")  # imported by the run
+    assert (added, worker.preload) == (1, ("json", LAZY_MODULE))
+    assert (after.returncode, after.stdout) == (0, "False\n")  # imported before the fork
+    assert server != first_server and worker.warm_runs == 2
+
+
+def test_a_widened_preload_that_initialises_cuda_goes_back_to_the_narrower_one(
+    project: FakeProject, caplog: pytest.LogCaptureFixture
+) -> None:
+    (project.source_dir / "cuda_initialising.py").write_text(
+        "import torch\ntorch.cuda.is_initialized = lambda: True\n"
+    )
+    with WarmWorker(preload=("json",), base_env=stable_env()) as worker:
+        worker.widen(["cuda_initialising"])
+        with caplog.at_level(logging.WARNING, logger="prtoggle.runners.warm_client"):
+            run = worker.run([sys.executable, "-c", "print('ran')"], env=stable_env())
+    assert (run.returncode, run.stdout) == (0, "ran\n")
+    assert worker.preload == ("json",)
+    assert [record.getMessage() for record in caplog.records] == [
+        "prtoggle: a module the warm worker was asked to preload too initialised CUDA; runs "
+        "fork from the narrower preload"
+    ]
