@@ -16,7 +16,9 @@ breaks an import fails before it sets anything). Where that cannot hold (a run s
 another value, MAX_UNSET runs end without setting it, or MAX_REBUILDS is spent) the run is
 made again as a plain child and the worker steps aside: one short line, and every later
 run is a plain child. Either way the answer is a CommandRun with the child's output and exit
-status, as a fresh process would give it.
+status, as a fresh process would give it. `widen(names)` starts the server again with more
+modules preloaded (`bisect --git` after a first run that imported much the preload had
+not); a wider preload that initialises CUDA gives way to the narrower one.
 """
 
 from __future__ import annotations
