@@ -51,6 +51,7 @@ from prtoggle.recipes.authoring.history import (
     HistoryRange,
     HistoryRecipe,
     commit_recipe,
+    installed_module,
     stayed_commits,
     suffix_recipe,
 )
@@ -610,23 +611,35 @@ class HistoryBisect:
             if note is not None:
                 return ProbeRun("other", "not reverted", done.returncode, done.seconds, note[:2000])
         run = judge_run(done, self.rule)
-        return self._coherent(run, done.stdout + "\n" + done.stderr, files or set())
+        partly = {file for file, _line in recipe.places} if recipe is not None else set()
+        output = done.stdout + "\n" + done.stderr
+        return self._coherent(run, output, (files or set()) - partly, partly)
 
-    def _coherent(self, run: ProbeRun, output: str, files: set[str]) -> ProbeRun:
-        """A failing run whose failure is a package module, left as it is by the probe,
-        importing a name the probe's revert took away (a newer commit outside the probe
-        added that import): not the regression but a revert that does not hold together."""
+    def _coherent(self, run: ProbeRun, output: str, files: set[str], partly: set[str]) -> ProbeRun:
+        """A failing run whose failure is a package module, left as it is by the probe or
+        reverted only in part (`partly`: a change of it stays), importing a name the probe's
+        revert took away (a newer commit outside the probe added that import, or the
+        statement that imported it the old way could not be reverted): not the regression
+        but a revert that does not hold together. `files`: the files reverted whole."""
         site = failed_import(output) if run.outcome == "bad" else None
         if site is None:
             return run
+        if site.name == site.module and installed_module(self.history, site.module) is False:
+            note = (
+                f"incoherent: the reverted code imports {site.module}, which the package at "
+                "the range's head does not have (a commit of the range deleted or moved it; "
+                "a revert cannot bring a module back)"
+            )
+            return ProbeRun("other", run.signature, run.exit_code, run.seconds, note[:300])
         changed = {file for commit in self.history.commits for file in commit.files}
         importers = [_package_file(frame, changed) for frame in site.frames]
         importer = next((file for file in reversed(importers) if file), None)
         if importer is None or importer in files:
             return run
+        how = "reverted only in part" if importer in partly else "not reverted"
         note = (
             f"incoherent: the revert takes {site.name} from {site.module}, which {importer} "
-            "(not reverted by this probe) imports"
+            f"({how} by this probe) imports"
         )
         return ProbeRun("other", run.signature, run.exit_code, run.seconds, note[:300])
 

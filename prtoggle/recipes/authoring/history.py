@@ -197,6 +197,12 @@ def commit_recipe(
     )
 
 
+def installed_module(history: HistoryRange, name: str) -> bool | None:
+    """Whether the package at the range's head (the code a probe reverts) has module
+    `name`; None for a module of another package."""
+    return _head_modules(history.repo, history.head, history.source_dir).has(name)
+
+
 def default_cache() -> Path:
     """Where drafted history recipes are kept: $PRTOGGLE_CACHE_DIR/history, else
     $XDG_CACHE_HOME/prtoggle/history, else ~/.cache/prtoggle/history. PRTOGGLE_CACHE_DIR=0
@@ -327,7 +333,7 @@ def _draft(
             draft,
             path=out / f"{pr}.yaml",
             roots=roots,
-            has_module=_head_modules(history.repo, history.head, history.source_dir).has,
+            has_module=lambda name: installed_module(history, name),
         )
         left: list[tuple[str, int, str]] = [
             (c.file, c.line, c.reason) for c in checked.not_reverted

@@ -278,6 +278,32 @@ def test_a_failure_from_a_revert_that_does_not_hold_together_is_not_the_regressi
     assert f"culprit: {extra[:12]} (#901) feat: extra factor, " in done.stdout
 
 
+def test_a_failure_importing_a_module_the_head_no_longer_has_is_not_the_regression(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.write("python/calc/old_ops.py", "def helper():\n    return 1\n")
+    helped = "def helped():\n    from calc.old_ops import helper\n\n    return helper()\n\n\n"
+    repo.edit("python/calc/core.py", "def double(x):", helped + "def double(x):")
+    added = repo.commit("feat: helped (#819)")
+    (repo.root / "python/calc/old_ops.py").rename(repo.root / "python/calc/ops.py")
+    repo.edit("python/calc/core.py", "from calc.old_ops import", "from calc.ops import")
+    moved = repo.commit("refactor: move old_ops to ops (#820)")
+    repo.write(
+        "test/test_helped.py",
+        "from calc.core import helped\n\n\ndef test_helped():\n    assert helped() == 1\n",
+    )
+    repo.commit("test: helped (#821)")
+    done = bisect(repo, tmp_path / "c", *_pytest("test/test_helped.py"))
+    # reverting the move alone cannot bring old_ops back: that failure is not the
+    # regression; the test depends on the commit that added helped
+    assert "incoherent: the reverted code imports calc.old_ops, which the package at the " in (
+        done.stdout
+    )
+    assert f"culprit: {added[:12]} (#819) feat: helped, " in done.stdout, done.stdout
+    assert moved[:12] in done.stdout.split("cannot be ruled out:")[1]
+
+
 def test_a_flaky_command_is_judged_by_the_majority_and_a_fingerprint_keeps_other_failures_out(
     repo: HistoryRepo, tmp_path: Path
 ) -> None:

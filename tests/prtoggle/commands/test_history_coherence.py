@@ -1,0 +1,79 @@
+"""Which import failures of a probe's run are the regression, and which only show that the
+probe's revert does not hold together (judged against a real repository's history)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prtoggle.commands.bisect_history import HistoryBisect
+from prtoggle.commands.history_verdicts import ProbeRun
+from prtoggle.recipes.authoring.history import read_range
+from tests.prtoggle.history_fakes import HistoryRepo, history_repo
+
+BAD = ProbeRun("bad", "ModuleNotFoundError: No module named 'calc.core'", 1, 0.5)
+
+
+def _output(missing: str) -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/site/test/test_calc.py", line 4, in test_absval\n'
+        '  File "/site/python/calc/core.py", line 9, in absval\n'
+        f"ModuleNotFoundError: No module named '{missing}'\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> HistoryRepo:
+    return history_repo(tmp_path_factory.mktemp("coherence") / "repo")
+
+
+@pytest.mark.parametrize(
+    ("missing", "reverted", "expected"),
+    [
+        ("calc.core", ({"calc/core.py"}, set()), ("bad", "")),
+        (
+            "calc.core",
+            (set(), {"calc/core.py"}),
+            (
+                "other",
+                "incoherent: the revert takes calc.core from calc.core, which calc/core.py "
+                "(reverted only in part by this probe) imports",
+            ),
+        ),
+        (
+            "calc.core",
+            (set(), set()),
+            (
+                "other",
+                "incoherent: the revert takes calc.core from calc.core, which calc/core.py "
+                "(not reverted by this probe) imports",
+            ),
+        ),
+        (
+            "calc.gone",
+            ({"calc/core.py"}, set()),
+            (
+                "other",
+                "incoherent: the reverted code imports calc.gone, which the package at the "
+                "range's head does not have (a commit of the range deleted or moved it; a "
+                "revert cannot bring a module back)",
+            ),
+        ),
+        ("numpy.gone", ({"calc/core.py"}, set()), ("bad", "")),  # not the package's module
+    ],
+    ids=["reverted-whole", "reverted-in-part", "not-reverted", "gone-at-head", "other-package"],
+)
+def test_an_import_failure_counts_only_where_the_probe_reverted_the_importer_whole(
+    repo: HistoryRepo,
+    tmp_path: Path,
+    missing: str,
+    reverted: tuple[set[str], set[str]],
+    expected: tuple[str, str],
+) -> None:
+    whole, partly = reverted  # the files the probe reverted whole, and in part
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    search = HistoryBisect(history, ("python", "-m", "pytest"), cache=tmp_path)
+    judged = search._coherent(BAD, _output(missing), whole, partly)
+    assert (judged.outcome, judged.note) == expected
