@@ -12,6 +12,7 @@ compiled, never run.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import sys
@@ -151,18 +152,28 @@ def _static_scope(scope: str, tree: SourceTree) -> _Scope:
         found = tree.read(f"{base}.py") or tree.read(f"{base}/__init__.py")
         if found is None or not module:
             continue
-        parsed = ast.parse(found.text)
-        top = module_level_names(parsed)
-        flags = _static_future_flags(parsed)
+        top, classes, flags = _module_facts(found.text)
         if class_name is None:
             return _Scope(module, top, top, None, found.name, flags)
-        node = next(
-            (n for n in parsed.body if isinstance(n, ast.ClassDef) and n.name == class_name), None
-        )
-        if node is None:
+        if class_name not in classes:
             raise _Stale(f"{found.name} has no class {class_name!r} at its top level")
-        return _Scope(module, top, _class_names(node), class_name, found.name, flags)
+        return _Scope(module, top, classes[class_name], class_name, found.name, flags)
     raise _Stale(f"no module file for it under {tree.label}")
+
+
+@functools.lru_cache(maxsize=256)
+def _module_facts(
+    text: str,
+) -> tuple[frozenset[str] | None, dict[str, frozenset[str]], int]:
+    """A module text's top-level names, its top-level classes' names (the first class of
+    each name), its future flags: parsed once per text (drafting checks the same files
+    entry after entry, draft after draft). Callers do not change what it returns."""
+    parsed = ast.parse(text)
+    classes: dict[str, frozenset[str]] = {}
+    for node in parsed.body:
+        if isinstance(node, ast.ClassDef) and node.name not in classes:
+            classes[node.name] = _class_names(node)
+    return module_level_names(parsed), classes, _static_future_flags(parsed)
 
 
 def _live_scope(change: NameChange) -> _Scope:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -308,7 +309,7 @@ def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: st
 def _add_changes(
     changes: ModuleChanges, found: ModuleFile, draft: Draft, *, diff: FileDiff
 ) -> None:
-    imported = names_imported_by(ast.parse(found.file.text))
+    imported = _imported_by_text(found.file.text)
     for entry in changes.names.values():
         define = entry.define_text()
         remove = tuple(entry.remove)
@@ -350,3 +351,9 @@ def _add_target(candidate: PatchCandidate, found: ModuleFile, draft: Draft) -> N
             fallback=candidate.fallback,
         )
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _imported_by_text(text: str) -> frozenset[str]:
+    """The names a module text's imports bind in its scope (parsed once per text)."""
+    return names_imported_by(ast.parse(text))
