@@ -10,9 +10,10 @@ runs as a plain child (`run_child`). A warm run whose program sets a variable th
 may have read at import (a conftest.py's TRITON_INTERPRET=1: `warm_environ`) is killed;
 the worker is built again with that value in its environment, so that its preload sees
 what the program's own imports would, and the run is made again there; later runs of
-the command that set it the same way stay warm. A run that ends without setting it is
-made again as a plain child, the worker kept for the runs after it (a probe whose revert
-breaks an import fails before it sets anything). Where that cannot hold (a run sets it to
+the command that set it the same way stay warm. A run that ends without setting it (a
+probe whose revert breaks an import fails before it sets anything) is made again on the
+server built before the first adoption, kept for that (with more variables adopted: as a
+plain child), the worker kept for the runs after it. Where that cannot hold (a run sets it to
 another value, MAX_UNSET runs end without setting it, or MAX_REBUILDS is spent) the run is
 made again as a plain child and the worker steps aside: one short line, and every later
 run is a plain child. Either way the answer is a CommandRun with the child's output and exit
@@ -111,12 +112,19 @@ class WarmWorker:
     """Variables the worker was built again with, as a run set them (None: deleted)."""
     rebuilds: int = field(default=0, init=False)
     unset_runs: int = field(default=0, init=False)
+    base_runs: int = field(default=0, init=False)
+    """Runs made again, warm, on the server built before the first adopted variable."""
     """Runs made again as plain children because they did not set an adopted variable."""
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _retired: list[tuple[subprocess.Popen[bytes], socket.socket]] = field(
         default_factory=list, init=False, repr=False
     )
     _requests: socket.socket | None = field(default=None, init=False, repr=False)
+    _base: tuple[subprocess.Popen[bytes], socket.socket] | None = field(
+        default=None, init=False, repr=False
+    )
+    """The server built with nothing adopted, kept (in `_retired` too) after the first
+    rebuild: a run that does not set the adopted variable runs there again."""
     _narrower: tuple[tuple[str, ...], dict[str, str]] | None = field(
         default=None, init=False, repr=False
     )
@@ -157,7 +165,14 @@ class WarmWorker:
                 raise
             done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
         self._narrower = None  # the server answered: its preload holds
-        while isinstance(done, StaleNotice) and self._rebuild_for(done):
+        while isinstance(done, StaleNotice):
+            if self._base_serves(done):  # as a fresh process would: nothing adopted
+                done = self._run_warm(
+                    argv, invocation, run_env, timeout, cwd or os.getcwd(), on_base=True
+                )
+                break
+            if not self._rebuild_for(done):
+                break
             done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
         if isinstance(done, CommandRun):
             return done
@@ -268,11 +283,14 @@ class WarmWorker:
         env: dict[str, str],
         timeout: float | None,
         cwd: str,
+        *,
+        on_base: bool = False,
     ) -> CommandRun | StaleNotice:
-        """The run forked warm; or, when it changed a variable the preload may have read
-        (it is then killed) or did not set one the worker was built with, that notice."""
+        """The run forked warm (`on_base`: from the server built with nothing adopted); or,
+        when it changed a variable the preload may have read (it is then killed) or did not
+        set one the worker was built with, that notice."""
         raise_if_interrupted()
-        reply, out_read, err_read = self._send_request(invocation, env, cwd)
+        reply, out_read, err_read = self._send_request(invocation, env, cwd, on_base=on_base)
         pid: int | None = None
         notices: list[StaleNotice] = []
         try:
@@ -315,7 +333,7 @@ class WarmWorker:
         )
 
     def _send_request(
-        self, invocation: PythonInvocation, env: dict[str, str], cwd: str
+        self, invocation: PythonInvocation, env: dict[str, str], cwd: str, *, on_base: bool
     ) -> tuple[socket.socket, int, int]:
         """Hand the server the run and its descriptors; ours: reply socket, stdout, stderr."""
         reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -328,11 +346,11 @@ class WarmWorker:
             "args": list(invocation.args),
             "env": env,
             "cwd": cwd,
-            "expect": dict(self.adopted),
+            "expect": {} if on_base else dict(self.adopted),
         }
         try:
             with self._lock:
-                requests = self._ensure_server()
+                requests = self._base[1] if on_base and self._base else self._ensure_server()
                 descriptors = [theirs.fileno(), stdin, out_write, err_write]
                 socket.send_fds(requests, [json.dumps(request).encode()], descriptors)
         except OSError as exc:
@@ -373,6 +391,21 @@ class WarmWorker:
         )
         return True
 
+    def _base_serves(self, notice: StaleNotice) -> bool:
+        """A run that did not set the one variable the worker was built with runs again on
+        the server built before it (kept for that), warm."""
+        with self._lock:
+            serves = (
+                notice.unset
+                and self._base is not None
+                and self._base[0].poll() is None
+                and self.stepped_aside is None
+                and set(self.adopted) == {notice.name}
+            )
+            if serves:
+                self.base_runs += 1
+        return serves
+
     def _rebuild_for(self, notice: StaleNotice) -> bool:
         """Build the worker again with `notice`'s variable as the run set it; False (and the
         worker steps aside) where a rebuilt worker could not give a fresh process's answer."""
@@ -387,6 +420,8 @@ class WarmWorker:
                 return False
             reason = no_rebuild_reason(notice, self.adopted, self.rebuilds)
             if reason is None and self.stepped_aside is None:
+                if not self.adopted and self._server is not None and self._requests is not None:
+                    self._base = (self._server, self._requests)
                 self.adopted[notice.name] = notice.value
                 self.rebuilds += 1
                 if self._server is not None and self._requests is not None:

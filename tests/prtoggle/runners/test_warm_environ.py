@@ -24,6 +24,7 @@ READER_SOURCE = """\
 import os
 
 MODE = os.environ.get("READER_MODE", "unset")  # read once, at import, like triton's knobs
+LEVEL = os.environ.get("READER_LEVEL", "0")
 """
 SETS_THEN_IMPORTS = (
     "import os; os.environ['READER_MODE'] = 'interpret'; "
@@ -34,7 +35,7 @@ SETS_THEN_IMPORTS = (
 @pytest.fixture
 def worker(fake_project: FakeProject) -> Iterator[WarmWorker]:
     (fake_project.source_dir / f"{READER_MODULE}.py").write_text(READER_SOURCE)
-    env = {k: v for k, v in stable_env().items() if k != "READER_MODE"}
+    env = {k: v for k, v in stable_env().items() if k not in ("READER_MODE", "READER_LEVEL")}
     with WarmWorker(preload=(READER_MODULE,), base_env=env) as warm:
         yield warm
 
@@ -86,29 +87,34 @@ def test_runs_that_set_a_preloaded_variable_to_different_values_run_fresh_after_
     assert len(messages[0]) < 100
 
 
-def test_a_run_that_leaves_out_the_variable_the_worker_was_built_with_is_run_fresh(
-    worker: WarmWorker,
-) -> None:
-    worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
-    leaves_it = f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
-    run = worker.run([sys.executable, "-c", leaves_it], env=worker.base_env)
-    assert (run.returncode, run.stdout) == (0, "unset\n")  # a fresh process's answer
-    assert (worker.unset_runs, worker.stepped_aside) == (1, None)
-    # the runs after it that set it stay warm
-    again = worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
-    assert (again.returncode, again.stdout) == (0, "interpret\n")
-    assert (worker.warm_runs, worker.cold_runs) == (3, 1)
-
-
-def test_the_worker_steps_aside_once_several_runs_leave_out_its_variable(
+def test_a_run_that_leaves_out_the_variable_the_worker_was_built_with_runs_on_the_one_before(
     worker: WarmWorker,
 ) -> None:
     worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
     leaves_it = f"import {READER_MODULE}; print({READER_MODULE}.MODE)"
     runs = [worker.run([sys.executable, "-c", leaves_it], env=worker.base_env) for _ in "abcd"]
-    assert [(run.returncode, run.stdout) for run in runs] == [(0, "unset\n")] * 4
-    assert worker.stepped_aside == "3 runs did not set READER_MODE as the first did"
-    assert (worker.warm_runs, worker.cold_runs) == (4, 4)  # the fourth: plain from the start
+    assert [(run.returncode, run.stdout) for run in runs] == [(0, "unset\n")] * 4  # as fresh
+    # each made again, warm, on the server built before READER_MODE was adopted
+    assert (worker.base_runs, worker.unset_runs, worker.stepped_aside) == (4, 0, None)
+    again = worker.run([sys.executable, "-c", SETS_THEN_IMPORTS], env=worker.base_env)
+    assert (again.returncode, again.stdout) == (0, "interpret\n")
+    assert (worker.warm_runs, worker.cold_runs) == (6, 0)
+
+
+def test_with_two_variables_adopted_a_run_leaving_them_out_is_fresh_and_three_step_aside(
+    worker: WarmWorker,
+) -> None:
+    sets_both = (
+        "import os; os.environ['READER_MODE'] = 'interpret'; os.environ['READER_LEVEL'] = '2'; "
+        f"import {READER_MODULE} as r; print(r.MODE, r.LEVEL)"
+    )
+    first = worker.run([sys.executable, "-c", sets_both], env=worker.base_env)
+    assert (first.stdout, worker.rebuilds) == ("interpret 2\n", 2)
+    leaves_them = f"import {READER_MODULE} as r; print(r.MODE, r.LEVEL)"
+    runs = [worker.run([sys.executable, "-c", leaves_them], env=worker.base_env) for _ in "abcd"]
+    assert [(run.returncode, run.stdout) for run in runs] == [(0, "unset 0\n")] * 4
+    assert worker.stepped_aside == "3 runs did not set READER_LEVEL as the first did"
+    assert (worker.warm_runs, worker.cold_runs, worker.base_runs) == (4, 4, 0)
 
 
 def test_a_run_that_sets_other_variables_or_the_same_value_stays_warm(worker: WarmWorker) -> None:
