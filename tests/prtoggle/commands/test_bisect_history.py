@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -354,3 +358,54 @@ def _env(repo: HistoryRepo) -> dict[str, str]:
     environ = dict(os.environ)
     environ.pop("SGLANG_DEBUG_REVERT_PR", None)
     return environ
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_search_its_runs_and_the_warm_worker_at_once(
+    tmp_path: Path, signum: int
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    marker = tmp_path / "run.pid"
+    repo.write(
+        "test/test_slow.py",
+        "import os, time\n\n\ndef test_slow():\n"
+        f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n",
+    )
+    repo.commit("test: slow (#830)")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo.root / "python"),
+        "PRTOGGLE_CACHE_DIR": str(tmp_path / "c"),
+    }
+    command = [sys.executable, "-m", "prtoggle", "bisect", "--git", f"{repo.shas['start']}..HEAD"]
+    process = subprocess.Popen(
+        [*command, *_pytest("test/test_slow.py")],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run_pid = int(marker.read_text())  # the first run, waited on by the helper thread
+    with open(f"/proc/{run_pid}/stat") as stat:
+        server_pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    sent = time.monotonic()
+    process.send_signal(signum)
+    assert process.wait(timeout=10) == 128 + signum
+    assert time.monotonic() - sent < 3
+    deadline = time.monotonic() + 3
+    while (_alive(run_pid) or _alive(server_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in (run_pid, server_pid) if _alive(pid)] == []
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
