@@ -1,5 +1,5 @@
-"""Which import failures of a probe's run are the regression, and which only show that the
-probe's revert does not hold together (judged against a real repository's history)."""
+"""history_probing: which import failures of a probe's run are the regression, and which
+only show that the probe's revert does not hold together (on a real repository's history)."""
 
 from __future__ import annotations
 
