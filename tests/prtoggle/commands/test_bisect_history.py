@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
+from tests.prtoggle.process_checks import assert_signal_ends_all, parent_of
 
 FIX = "fix: absval of negatives (#200)"
 
@@ -390,22 +391,4 @@ def test_a_signal_ends_the_search_its_runs_and_the_warm_worker_at_once(
     while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     run_pid = int(marker.read_text())  # the first run, waited on by the helper thread
-    with open(f"/proc/{run_pid}/stat") as stat:
-        server_pid = int(stat.read().rsplit(")", 1)[1].split()[1])
-    sent = time.monotonic()
-    process.send_signal(signum)
-    assert process.wait(timeout=10) == 128 + signum
-    assert time.monotonic() - sent < 3
-    deadline = time.monotonic() + 3
-    while (_alive(run_pid) or _alive(server_pid)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [pid for pid in (run_pid, server_pid) if _alive(pid)] == []
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert_signal_ends_all(process, signum, [run_pid, parent_of(run_pid)])

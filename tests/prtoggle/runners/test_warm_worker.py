@@ -24,6 +24,7 @@ from cli_fakes import (
     fake_project,
     without_in_force_lines,
 )
+from process_checks import alive, assert_signal_ends_all, parent_of
 
 from prtoggle.errors import RunnerError
 from prtoggle.protocol import BOOTSTRAP_FAILURE_EXIT_CODE
@@ -300,8 +301,8 @@ def test_close_kills_a_running_child_and_stops_the_server(worker: WarmWorker) ->
     worker.close()
     thread.join(timeout=10)
     assert runs and runs[0].returncode == -signal.SIGKILL
-    assert not _alive(pid)
-    assert server is not None and not _alive(server)
+    assert not alive(pid)
+    assert server is not None and not alive(server)
 
 
 def test_the_server_and_its_runs_die_with_the_process_that_started_them(
@@ -326,25 +327,10 @@ def test_the_server_and_its_runs_die_with_the_process_that_started_them(
     process.kill()
     process.wait()
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(pids) == 2
-    assert [pid for pid in pids if _alive(pid)] == []
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie of ours is reaped and counts as gone)."""
-    try:
-        finished, _status = os.waitpid(pid, os.WNOHANG)
-        if finished:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert [pid for pid in pids if alive(pid)] == []
 
 
 def test_a_preload_that_initialises_cuda_stops_the_server_with_a_clear_error(
@@ -403,17 +389,9 @@ def test_a_signal_to_the_cli_ends_the_warm_runs_and_the_server(
     while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     run_pid = int(marker.read_text())
-    with open(f"/proc/{run_pid}/stat") as stat:
-        server_pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    server_pid = parent_of(run_pid)
     assert server_pid != process.pid  # the run is the server's child, not the CLI's
-    sent = time.monotonic()
-    process.send_signal(signum)
-    assert process.wait(timeout=10) == 128 + signum
-    assert time.monotonic() - sent < 3
-    deadline = time.monotonic() + 3
-    while (_alive(run_pid) or _alive(server_pid)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [pid for pid in (run_pid, server_pid) if _alive(pid)] == []
+    assert_signal_ends_all(process, signum, [run_pid, server_pid])
 
 
 def test_a_warm_run_finds_the_preloaded_objects_frozen_out_of_its_collections(
@@ -443,7 +421,7 @@ def test_closing_the_worker_runs_no_exit_handler_of_the_preloaded_modules(
         server = worker.server_pid
         assert worker.warm_runs == 1
     assert run.returncode == 0
-    assert server is not None and not _alive(server)
+    assert server is not None and not alive(server)
     assert marker.read_text().split() == [run.stdout.strip()]
 
 
