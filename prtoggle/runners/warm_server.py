@@ -95,6 +95,9 @@ class _Server:
     fresh_signals: dict[int, Any]
     base_path: list[str]
     children: dict[int, tuple[int, socket.socket]] = field(default_factory=dict)
+    pid: int = field(default_factory=os.getpid)
+    """The server's own pid: a child forked a moment ago shares this state (and, until it
+    resets its signals, the SIGTERM handler) but is not the server."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -239,8 +242,11 @@ def _kill_all(server: _Server) -> None:
 
 
 def _stop(server: _Server) -> None:
-    """SIGTERM (or the client's death): kill every run's group, then exit."""
-    _kill_all(server)
+    """SIGTERM (or the client's death): kill every run's group, then exit. A child forked
+    a moment ago that gets it before it has reset its signals only exits (the runs are
+    the server's children, not its)."""
+    if os.getpid() == server.pid:
+        _kill_all(server)
     os._exit(128 + signal.SIGTERM)
 
 

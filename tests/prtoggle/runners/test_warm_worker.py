@@ -463,3 +463,31 @@ def test_a_widened_preload_that_initialises_cuda_goes_back_to_the_narrower_one(
         "prtoggle: a module the warm worker was asked to preload too initialised CUDA; runs "
         "fork from the narrower preload"
     ]
+
+
+def test_a_child_that_gets_sigterm_before_it_resets_its_signals_only_exits() -> None:
+    # the server's SIGTERM handler is inherited by a fork until the child resets it: in
+    # the child it must not try to reap the server's runs (a traceback, status 1)
+    code = textwrap.dedent(
+        """
+        import os, socket
+        from prtoggle.runners.warm_server import _Server, _stop
+        mine, theirs = socket.socketpair()
+        server = _Server(requests=mine, fresh_signals={}, base_path=[])
+        sleeper = os.fork()
+        if sleeper == 0:  # a run: the leader of its own session, as the server makes it
+            os.setsid()
+            os.execv("/bin/sleep", ["sleep", "30"])
+        server.children[sleeper] = (os.pidfd_open(sleeper), theirs)
+        child = os.fork()
+        if child == 0:
+            _stop(server)  # as the inherited handler would run it
+        _, status = os.waitpid(child, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+        _stop(server)  # the server itself: kills and reaps its run, then exits
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (143, "143\n", "")
