@@ -277,9 +277,13 @@ class ProbeMaking:
         if importer is None or importer in files:
             return run
         how = "reverted only in part" if importer in partly else "not reverted"
+        taken = (
+            f"module {site.module}"
+            if site.name == site.module
+            else f"{site.name} from {site.module}"
+        )
         note = (
-            f"incoherent: the revert takes {site.name} from {site.module}, which {importer} "
-            f"({how} by this probe) imports"
+            f"incoherent: the revert takes {taken}, which {importer} ({how} by this probe) imports"
         )
         return ProbeRun("other", run.signature, run.exit_code, run.seconds, note[:300])
 

@@ -38,7 +38,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> HistoryRepo:
             (set(), {"calc/core.py"}),
             (
                 "other",
-                "incoherent: the revert takes calc.core from calc.core, which calc/core.py "
+                "incoherent: the revert takes module calc.core, which calc/core.py "
                 "(reverted only in part by this probe) imports",
             ),
         ),
@@ -47,7 +47,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> HistoryRepo:
             (set(), set()),
             (
                 "other",
-                "incoherent: the revert takes calc.core from calc.core, which calc/core.py "
+                "incoherent: the revert takes module calc.core, which calc/core.py "
                 "(not reverted by this probe) imports",
             ),
         ),
