@@ -64,9 +64,10 @@ def define_bindings(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+@functools.lru_cache(maxsize=4096)
 def define_imports(text: str) -> frozenset[str]:
     """The names a valid `define` text's top-level imports bind (module_scope's rule)."""
-    return _define_imports(text)
+    return imported_names(parse_define(text))
 
 
 def parse_define(text: str) -> ast.Module:
@@ -195,8 +196,3 @@ def _without_annotation(node: ast.stmt) -> ast.stmt:
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-@functools.lru_cache(maxsize=4096)
-def _define_imports(text: str) -> frozenset[str]:
-    return imported_names(parse_define(text))

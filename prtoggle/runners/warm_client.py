@@ -112,9 +112,9 @@ class WarmWorker:
     """Variables the worker was built again with, as a run set them (None: deleted)."""
     rebuilds: int = field(default=0, init=False)
     unset_runs: int = field(default=0, init=False)
+    """Runs made again as plain children because they did not set an adopted variable."""
     base_runs: int = field(default=0, init=False)
     """Runs made again, warm, on the server built before the first adopted variable."""
-    """Runs made again as plain children because they did not set an adopted variable."""
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _retired: list[tuple[subprocess.Popen[bytes], socket.socket]] = field(
         default_factory=list, init=False, repr=False
@@ -367,10 +367,12 @@ class WarmWorker:
             theirs.close()
         return reply, out_read, err_read
 
-    def _retire_server(self) -> None:
-        """Stop the current server (runs fork from the next one); reaped at close()."""
+    def _retire_server(self, *, stop: bool = True) -> None:
+        """Runs fork from the next server; this one is reaped at close(). `stop`: close its
+        request socket now (it ends); else it stays up (the base server of `_base`)."""
         if self._server is not None and self._requests is not None:
-            self._requests.close()
+            if stop:
+                self._requests.close()
             self._retired.append((self._server, self._requests))
         self._server, self._requests = None, None
 
@@ -424,9 +426,7 @@ class WarmWorker:
                     self._base = (self._server, self._requests)
                 self.adopted[notice.name] = notice.value
                 self.rebuilds += 1
-                if self._server is not None and self._requests is not None:
-                    self._retired.append((self._server, self._requests))
-                self._server, self._requests = None, None
+                self._retire_server(stop=False)
                 logger.debug("warm worker built again with %s=%r", notice.name, notice.value)
                 return True
             first = self.stepped_aside is None
