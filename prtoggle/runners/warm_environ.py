@@ -6,10 +6,12 @@ Triton reads TRITON_INTERPRET when it decorates its own `@jit` functions, torch 
 TORCH_* variables at import: a run that sets such a variable would not get what a fresh
 process gets. The server records the variables its preload reads (in Python; reads made
 during a whole-environment copy are left out) and adds the prefixes of the preloaded
-packages (native code reads its variables where Python cannot see it). In a run, setting
-or deleting one of them to a value other than the one the preload saw calls `on_change`
-with the name and the new value (the run's notice to the client, which then builds a
-worker whose preload sees that value, or runs it as a fresh process). A worker built so
+packages whose native code was loaded (an extension module reads its variables where Python
+cannot see it; a pure-Python package's import-time reads are all recorded). In a run, setting
+or deleting one of them to a value other than the one the preload saw, or than the one the
+preload set itself, calls `on_change` with the name and the new value (the run's notice to
+the client, which then builds a worker whose preload sees that value, or runs it as a fresh
+process). A worker built so
 expects each run to set those variables as the first one did (`expect_run`): a run that
 ends without having set one of them that way is named by `unset_expected()`.
 Process-global: os.environ's class is swapped once, in the server, before the preload.
@@ -18,17 +20,23 @@ Process-global: os.environ's class is swapped once, in the server, before the pr
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib.machinery import EXTENSION_SUFFIXES
 
 from prtoggle.runners.warm_eligibility import RUNTIME_VARIABLES
 
+TORCH_NATIVE_PREFIXES = ("TORCH_", "TORCHELASTIC_", "PYTORCH_", "CUDA_", "NCCL_", "OMP_")
+"""What libtorch's shared objects name (TORCHINDUCTOR_* and TORCHDYNAMO_* are read in Python
+only: seen when the preload reads them)."""
 NATIVE_PREFIXES: Mapping[str, tuple[str, ...]] = {
-    "torch": ("TORCH", "PYTORCH_", "CUDA_", "NCCL_", "OMP_", "MKL_", "KMP_", "CUBLAS", "CUDNN"),
+    "torch": (*TORCH_NATIVE_PREFIXES, "MKL_", "KMP_", "CUBLAS", "CUDNN"),
     "triton": ("TRITON_",),
+    "sgl_kernel": ("SGL_", "SGLANG_"),
 }
 """Per preloaded package, the prefixes of the variables its native code may read at import
-(any other package: its name upper-cased and `_`)."""
+(any other package with an extension module loaded: its name upper-cased and `_`)."""
 UNWATCHED_PACKAGES = frozenset({"prtoggle", "pytest", "_pytest"})
 """Packages that read their variables when used, never at import (prtoggle's, pytest's)."""
 UNWATCHED_VARIABLES = frozenset({*RUNTIME_VARIABLES, "PYTEST_CURRENT_TEST", "PYTEST_VERSION"})
@@ -41,6 +49,9 @@ class EnvironWatch:
 
     before: dict[str, str] = field(default_factory=dict)
     read: set[str] = field(default_factory=set)
+    written: dict[str, str | None] = field(default_factory=dict)
+    """Variables the preload itself set (None: deleted), with the values it left: torch sets
+    TORCHINDUCTOR_CACHE_DIR to its default when it reads it unset."""
     prefixes: tuple[str, ...] = ()
     recording: bool = False
     bulk_depth: int = 0
@@ -58,10 +69,17 @@ class EnvironWatch:
         """A run sets (or, None, deletes) `name`: tell on_change if a preload may have read it."""
         if name in self.expected and self.expected[name] == value:
             self.confirmed.add(name)
-        if self.on_change is None or not self.watched(name) or self.before.get(name) == value:
+        if self.on_change is None or not self.watched(name) or self._as_preloaded(name, value):
             return
         notify, self.on_change = self.on_change, None  # once
         notify(name, value)
+
+    def _as_preloaded(self, name: str, value: str | None) -> bool:
+        """`value` is what the preload saw, or what it set itself (a fresh process whose
+        import reads the variable unset sets the same value: the state after the import)."""
+        if self.before.get(name) == value:
+            return True
+        return name in self.written and self.written[name] == value
 
 
 WATCH = EnvironWatch()
@@ -91,13 +109,29 @@ def record_preload_reads() -> None:
 
 
 def stop_recording(preloaded: list[str]) -> None:
-    """After the preload: stop noting reads; watch the preloaded packages' prefixes too."""
+    """After the preload: stop noting reads; watch the prefixes of the packages whose native
+    code the preload loaded (torch's and triton's always)."""
     WATCH.recording = False
+    WATCH.prefixes = native_prefixes(preloaded, loaded=sys.modules)
+    names = set(WATCH.before) | set(os.environ)
+    WATCH.written = {
+        name: os.environ.get(name)
+        for name in sorted(names)
+        if os.environ.get(name) != WATCH.before.get(name)
+    }
+
+
+def native_prefixes(preloaded: list[str], *, loaded: Mapping[str, object]) -> tuple[str, ...]:
+    """The variable prefixes to watch for the packages of `preloaded`, given the modules
+    now `loaded`: a package's own prefix only where one of its extension modules is loaded."""
+    native_tops = {name.split(".", 1)[0] for name, module in loaded.items() if _native(module)}
     prefixes: list[str] = []
     for top in dict.fromkeys(name.split(".", 1)[0] for name in preloaded):
-        if top not in UNWATCHED_PACKAGES:
-            prefixes.extend(NATIVE_PREFIXES.get(top, (top.upper() + "_",)))
-    WATCH.prefixes = tuple(prefixes)
+        if top in NATIVE_PREFIXES:
+            prefixes.extend(NATIVE_PREFIXES[top])
+        elif top in native_tops and top not in UNWATCHED_PACKAGES:
+            prefixes.append(top.upper() + "_")
+    return tuple(prefixes)
 
 
 def watch_run(on_change: Callable[[str, str | None], None]) -> None:
@@ -129,6 +163,12 @@ def no_rebuild_reason(
     if rebuilds >= MAX_REBUILDS:
         return f"runs set {notice.name} and {rebuilds} more variables"
     return None
+
+
+def _native(module: object) -> bool:
+    """Whether `module` is an extension module (compiled code loaded from a shared object)."""
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and path.endswith(tuple(EXTENSION_SUFFIXES))
 
 
 class _WatchedEnviron(os._Environ):

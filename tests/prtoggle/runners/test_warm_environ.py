@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ from test_warm_worker import stable_env
 
 from prtoggle.runners.child_process import run_child
 from prtoggle.runners.warm_client import WarmWorker
+from prtoggle.runners.warm_environ import native_prefixes
 
 __all__ = ["fake_project"]
 
@@ -25,6 +29,9 @@ import os
 
 MODE = os.environ.get("READER_MODE", "unset")  # read once, at import, like triton's knobs
 LEVEL = os.environ.get("READER_LEVEL", "0")
+CACHE = os.environ.get("READER_CACHE")  # like torch's cache_dir(): read, set when unset
+if CACHE is None:
+    os.environ["READER_CACHE"] = CACHE = "/default/cache"
 """
 SETS_THEN_IMPORTS = (
     "import os; os.environ['READER_MODE'] = 'interpret'; "
@@ -35,7 +42,8 @@ SETS_THEN_IMPORTS = (
 @pytest.fixture
 def worker(fake_project: FakeProject) -> Iterator[WarmWorker]:
     (fake_project.source_dir / f"{READER_MODULE}.py").write_text(READER_SOURCE)
-    env = {k: v for k, v in stable_env().items() if k not in ("READER_MODE", "READER_LEVEL")}
+    names = ("READER_MODE", "READER_LEVEL", "READER_CACHE")
+    env = {k: v for k, v in stable_env().items() if k not in names}
     with WarmWorker(preload=(READER_MODULE,), base_env=env) as warm:
         yield warm
 
@@ -125,6 +133,88 @@ def test_a_run_that_sets_other_variables_or_the_same_value_stays_warm(worker: Wa
     run = worker.run([sys.executable, "-c", code], env=worker.base_env)
     assert (run.returncode, run.stdout) == (0, "unset\n")
     assert (worker.warm_runs, worker.cold_runs, worker.stepped_aside) == (1, 0, None)
+
+
+def test_runs_that_set_a_variable_of_a_pure_python_package_it_never_read_at_import_stay_warm(
+    worker: WarmWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # sglang's tests override SGLANG_* variables its code reads only when called
+    def sets(value: str) -> list[str]:
+        code = (
+            f"import os; os.environ['PRTOGGLE_ENV_READER_FLAG'] = {value!r}; "
+            f"import {READER_MODULE}; print(os.environ['PRTOGGLE_ENV_READER_FLAG'])"
+        )
+        return [sys.executable, "-c", code]
+
+    with caplog.at_level(logging.WARNING, logger="prtoggle.runners.warm_client"):
+        answers = [worker.run(sets(value), env=worker.base_env).stdout for value in "abc"]
+    assert answers == ["a\n", "b\n", "c\n"]
+    assert (worker.warm_runs, worker.cold_runs, worker.rebuilds) == (3, 0, 0)
+    assert (worker.stepped_aside, caplog.records) == (None, [])
+
+
+def test_a_run_that_sets_a_variable_to_the_value_the_preload_set_itself_stays_warm(
+    worker: WarmWorker,
+) -> None:
+    # torch's import reads TORCHINDUCTOR_CACHE_DIR unset and sets its default; so do runs
+    def sets(value: str) -> list[str]:
+        code = f"import os; os.environ['READER_CACHE'] = {value!r}; import {READER_MODULE} as r"
+        return [sys.executable, "-c", code + "; print(r.CACHE)"]
+
+    same = worker.run(sets("/default/cache"), env=worker.base_env)
+    assert (same.returncode, same.stdout, worker.rebuilds) == (0, "/default/cache\n", 0)
+    other = worker.run(sets("/elsewhere"), env=worker.base_env)  # the preload saw otherwise
+    assert (other.returncode, other.stdout, worker.rebuilds) == (0, "/elsewhere\n", 1)
+    assert (worker.warm_runs, worker.cold_runs) == (2, 0)
+
+
+NATIVE_PACKAGE = "prtoggle_native_reader"
+
+
+def test_runs_that_set_variables_of_a_package_with_native_code_loaded_run_fresh(
+    fake_project: FakeProject, caplog: pytest.LogCaptureFixture
+) -> None:
+    package = fake_project.source_dir / NATIVE_PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import _json  # compiled: reads unseen\n")
+    shutil.copy(_extension_file("_json"), package)
+    code = "import os; os.environ['PRTOGGLE_NATIVE_READER_MODE'] = {!r}; print('ran')"
+    argvs = [[sys.executable, "-c", code.format(value)] for value in "ab"]
+    with WarmWorker(preload=(NATIVE_PACKAGE,), base_env=stable_env()) as warm:
+        with caplog.at_level(logging.WARNING, logger="prtoggle.runners.warm_client"):
+            runs = [warm.run(argv, env=warm.base_env) for argv in argvs]
+        assert [run.stdout for run in runs] == ["ran\n", "ran\n"]
+        reason = "runs set PRTOGGLE_NATIVE_READER_MODE to different values"
+        assert warm.stepped_aside == reason
+
+
+def test_the_prefixes_watched_are_torch_and_triton_always_and_packages_with_native_modules():
+    class Module:
+        def __init__(self, file: str | None) -> None:
+            self.__file__ = file
+
+    loaded = {
+        "pure": Module("/site/pure/__init__.py"),
+        "pure.sub": Module("/site/pure/sub.py"),
+        "withc": Module("/site/withc/__init__.py"),
+        "withc._ops": Module(f"/site/withc/_ops{importlib.machinery.EXTENSION_SUFFIXES[0]}"),
+        "nofile": Module(None),
+    }
+    preloaded = ["torch", "pure.sub", "withc", "nofile", "triton.language", "prtoggle"]
+    assert native_prefixes(preloaded, loaded=loaded) == (
+        "TORCH_", "TORCHELASTIC_", "PYTORCH_", "CUDA_", "NCCL_", "OMP_", "MKL_", "KMP_",
+        "CUBLAS", "CUDNN",
+        "WITHC_",
+        "TRITON_",
+    )  # fmt: skip
+
+
+def _extension_file(name: str) -> Path:
+    """The shared object of a standard-library extension module (copied into a package, it
+    loads as that package's own native code)."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, name
+    return Path(spec.origin)
 
 
 TRITON_CONFTEST = 'import os\nos.environ["TRITON_INTERPRET"] = "1"\n'
