@@ -4,7 +4,10 @@
 A candidate commit *reaches* that run when one of its changed lines, in a module the run
 imported, is module-level code (statements outside any def: imports, constants, class
 bodies, decorators; a module the commit added or deleted) or lies in a function the run
-ran (matched by qualified name, a nested def counting as the def around it). A commit that
+ran (matched by qualified name, a nested def counting as the def around it). A line of a
+class's body outside its defs (a dataclass field, the class's decorators) is module-level
+code and also `CLASS.<body>`: it counts as ran when a method generated from that body ran
+(a dataclass's `__init__`; run_trace.py notes those). A commit that
 reaches nothing cannot change the run's outcome on its own: its changes are in modules the
 run never imported or in functions it never called. The search then looks at the commits
 that reach, and falls back to every candidate when they do not explain the failure.
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 
 from prtoggle.recipes.authoring.guards import is_test_path
 from prtoggle.recipes.authoring.history import HistoryCommit, HistoryRange, git_bytes
-from prtoggle.revert.run_trace import RunTrace
+from prtoggle.revert.run_trace import CLASS_BODY, RunTrace
 
 MODULE_LEVEL = "<module>"
 """The unit a changed line outside any def belongs to."""
@@ -111,8 +114,9 @@ def changed_units(history: HistoryRange, *, files: Sequence[str] | None = None) 
 
 def units_of(source: str, lines: Sequence[int]) -> set[str]:
     """The units (MODULE_LEVEL, or a def's qualified name) `lines` (1-based) of `source`
-    fall in; blank and comment-only lines count for nothing, and any line of a source that
-    does not parse counts as MODULE_LEVEL."""
+    fall in, with `CLASS.<body>` too for a line of a class's own statements or decorators;
+    blank and comment-only lines count for nothing, and any line of a source that does not
+    parse counts as MODULE_LEVEL."""
     if not lines:
         return set()
     text = source.splitlines()
@@ -127,7 +131,12 @@ def units_of(source: str, lines: Sequence[int]) -> set[str]:
     for name, first, last in _defs(tree.body, prefix=""):
         for line in range(first, last + 1):
             owners.setdefault(line, name)
-    return {owners.get(line, MODULE_LEVEL) for line in lines}
+    bodies: dict[int, str] = {}
+    for name, first, last in _classes(tree.body, prefix=""):
+        for line in range(first, last + 1):
+            bodies[line] = f"{name}.{CLASS_BODY}"  # the innermost class, listed last
+    found = {owners.get(line, MODULE_LEVEL) for line in lines}
+    return found | {bodies[n] for n in lines if n in bodies and n not in owners}
 
 
 def _judged(
@@ -145,8 +154,7 @@ def _judged(
         any_code = any_code or bool(changed)
         ran = sorted((changed - {MODULE_LEVEL}) & trace.ran(located[file]))
         if ran:
-            why = f"changes {file}: {ran[0]}, which the run ran"
-            return CommitReach(commit, True, why, ran_code=True)
+            return CommitReach(commit, True, _ran_why(file, ran[0]), ran_code=True)
         if MODULE_LEVEL in changed:
             module_level = module_level or f"changes module-level code of {file}"
     if module_level:
@@ -154,6 +162,13 @@ def _judged(
     if not any_code:
         return CommitReach(commit, False, "changes only comments and blank lines the run imported")
     return CommitReach(commit, False, "changes only functions the run did not run")
+
+
+def _ran_why(file: str, unit: str) -> str:
+    if unit.endswith(f".{CLASS_BODY}"):
+        owner = unit.removesuffix(f".{CLASS_BODY}")
+        return f"changes {file}: the fields of {owner}, whose generated methods the run ran"
+    return f"changes {file}: {unit}, which the run ran"
 
 
 def _candidate_files(history: HistoryRange) -> set[str]:
@@ -178,6 +193,16 @@ def _defs(body: Sequence[ast.stmt], *, prefix: str) -> Iterator[tuple[str, int, 
             yield f"{prefix}{node.name}", node.lineno, node.end_lineno or node.lineno
         elif isinstance(node, ast.ClassDef):
             yield from _defs(node.body, prefix=f"{prefix}{node.name}.")
+
+
+def _classes(body: Sequence[ast.stmt], *, prefix: str) -> Iterator[tuple[str, int, int]]:
+    """(qualified name, first line, last line) of each class, decorators included, outer
+    classes before the classes nested in them (classes inside a def are the def's)."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            yield f"{prefix}{node.name}", first, node.end_lineno or node.lineno
+            yield from _classes(node.body, prefix=f"{prefix}{node.name}.")
 
 
 def _changed_lines(

@@ -130,7 +130,7 @@ def _held(
     for name, value in common.items():
         if namespace.get(name, _MISSING) is value:
             yield name, name
-    if by_id:
+    if by_id and not by_id.keys().isdisjoint(map(id, namespace.values())):  # C-level first
         for attribute, value in list(namespace.items()):
             for scope_name in by_id.get(id(value), ()):
                 if values[scope_name] is value:

@@ -56,6 +56,11 @@ class ActiveRecipe:
     names_pending: dict[int, str] = field(default_factory=dict)  # entry -> module waited for
     said: set[str] = field(default_factory=set)  # what held_copies said, once each
     _imports: dict[str, ImportChange] | None = None
+    _named_modules: set[int] = field(default_factory=set)
+    """Modules (ids) other_names looked at already: what it says of one holds for the
+    landing (a module object reloaded is another)."""
+    _replaced: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    """(scope, objects its names replace) planned since held copies were last looked for."""
 
     def import_changes(self) -> dict[str, ImportChange]:
         """Per scope, the import names this fix's names add and remove (read once)."""
@@ -79,6 +84,7 @@ class ActiveRecipe:
             targets = [p.target for p in self.recipe.patches] if initial else list(self.pending)
             for target in targets:
                 self.patch_or_wait(target, finished=finished, on_wait=on_wait, commit=commit)
+        self._say_held_copies()
 
     def patch_or_wait(
         self, target: str, *, finished: str | None, on_wait: OnWait, commit: Commit
@@ -99,7 +105,7 @@ class ActiveRecipe:
         swapper().patch(resolved.function, self.recipe.edit_layer(target), commit=commit)
         self.patched.append((target, resolved.function))
         self.pending.pop(target, None)
-        self._say_unreached(sys.modules.get(resolved.function.__module__), {})
+        self._say_other_names(sys.modules.get(resolved.function.__module__))
 
     def check_globals(self, commit: Commit) -> None:
         """The global check, on the program `commit` leaves: every function swapped or
@@ -186,6 +192,7 @@ class ActiveRecipe:
         commit.on_abort(self._checkpoint())
         with imports_changed(self.import_changes()):
             self._reland_reloaded(module, on_wait=on_wait, commit=commit)
+        self._say_held_copies()
 
     def _reland_reloaded(self, module: str, *, on_wait: OnWait, commit: Commit) -> None:
         from prtoggle.patching.targets import PendingTarget, resolve_loaded
@@ -256,16 +263,30 @@ class ActiveRecipe:
             for b in applied.bindings
             if b.holder is scope.holder and b.landed is not b.previous
         }
-        self._say_unreached(scope.module, replaced, scope=change.scope)
+        self._say_other_names(scope.module)
+        if replaced:
+            self._replaced.append((change.scope, replaced))
 
-    def _say_unreached(
-        self, module: object, replaced: dict[str, object], *, scope: str = ""
-    ) -> None:
-        """Say, once each, what this landing cannot reach (held_copies)."""
-        from prtoggle.revert.held_copies import held_copies, other_names, say_unreached
+    def _say_other_names(self, module: object) -> None:
+        """Say, once, that `module` is imported under other names too (held_copies.py)."""
+        from prtoggle.revert.held_copies import other_names
 
-        notes = other_names(module) if isinstance(module, ModuleType) else []
-        notes += held_copies(scope, replaced) if replaced else []
+        if isinstance(module, ModuleType) and id(module) not in self._named_modules:
+            self._named_modules.add(id(module))
+            self._say(other_names(module))
+
+    def _say_held_copies(self) -> None:
+        """Say, once each, where loaded modules hold objects the planned names replace: one
+        look over the package for every scope planned since the last (held_copies.py)."""
+        from prtoggle.revert.held_copies import held_copies_of
+
+        changes, self._replaced = self._replaced, []
+        if changes:
+            self._say(held_copies_of(changes))
+
+    def _say(self, notes: list[str]) -> None:
+        from prtoggle.revert.held_copies import say_unreached
+
         fresh = [note for note in notes if note not in self.said]
         self.said.update(fresh)
         say_unreached(fresh, pr=self.recipe.pr)

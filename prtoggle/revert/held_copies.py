@@ -32,23 +32,27 @@ def held_copies(scope: str, replaced: dict[str, object]) -> list[str]:
     """Where the loaded modules of `scope`'s package still hold an object the revert
     replaced or removed in `scope` (`replaced`: name -> post-fix object): a module-level or
     class-level `functools.partial` of it, or a default argument of a function."""
-    wanted = {id(value): name for name, value in replaced.items() if not isinstance(value, ATOMS)}
-    if not wanted:
-        return []
-    top = scope.split(".", 1)[0]
+    return held_copies_of([(scope, replaced)])
+
+
+def held_copies_of(changes: Sequence[tuple[str, dict[str, object]]]) -> list[str]:
+    """held_copies for several (scope, replaced) at once: one pass over each package's
+    modules (a fix's names change many scopes of one package)."""
+    wanted: dict[str, dict[int, list[tuple[str, str]]]] = {}  # top -> id -> (scope, name)
+    values: dict[tuple[str, str], object] = {}
+    for scope, replaced in changes:
+        for name, value in replaced.items():
+            if not isinstance(value, ATOMS):
+                package = wanted.setdefault(scope.split(".", 1)[0], {})
+                package.setdefault(id(value), []).append((scope, name))
+                values[(scope, name)] = value
     notes: list[str] = []
-    for module_name, module in list(sys.modules.items()):
-        if module_name != top and not module_name.startswith(f"{top}."):
-            continue
-        for where, holder in _members(module_name, module):
-            name = _partial_of(holder, wanted, replaced)
-            if name is not None:
-                notes.append(
-                    f"{where}, a functools.partial, holds the post-fix {scope}.{name} "
-                    f"(the revert rebinds {scope}.{name} only)"
-                )
-            for name in _defaults_holding(holder, wanted, replaced):
-                notes.append(f"a default argument of {where} holds the post-fix {scope}.{name}")
+    for top, by_id in wanted.items():
+        for module_name, module in list(sys.modules.items()):
+            if module_name != top and not module_name.startswith(f"{top}."):
+                continue
+            for where, holder in _members(module_name, module):
+                notes += _holding_notes(where, holder, by_id, values)
     return notes
 
 
@@ -89,23 +93,40 @@ def _members(module_name: str, module: object) -> Iterator[tuple[str, object]]:
                 yield f"{module_name}.{attribute}.{member}", function
 
 
-def _partial_of(value: object, wanted: dict[int, str], replaced: dict[str, object]) -> str | None:
+def _holding_notes(
+    where: str,
+    holder: object,
+    by_id: dict[int, list[tuple[str, str]]],
+    values: dict[tuple[str, str], object],
+) -> list[str]:
+    notes = [
+        f"{where}, a functools.partial, holds the post-fix {scope}.{name} "
+        f"(the revert rebinds {scope}.{name} only)"
+        for scope, name in _partial_of(holder, by_id, values)
+    ]
+    for scope, name in _defaults_holding(holder, by_id, values):
+        notes.append(f"a default argument of {where} holds the post-fix {scope}.{name}")
+    return notes
+
+
+def _partial_of(
+    value: object, by_id: dict[int, list[tuple[str, str]]], values: dict[tuple[str, str], object]
+) -> list[tuple[str, str]]:
     if not isinstance(value, functools.partial):
-        return None
-    name = wanted.get(id(value.func))
-    return name if name is not None and replaced[name] is value.func else None
+        return []
+    return [key for key in by_id.get(id(value.func), ()) if values[key] is value.func]
 
 
 def _defaults_holding(
-    value: object, wanted: dict[int, str], replaced: dict[str, object]
-) -> Iterator[str]:
+    value: object, by_id: dict[int, list[tuple[str, str]]], values: dict[tuple[str, str], object]
+) -> Iterator[tuple[str, str]]:
     if not isinstance(value, FunctionType):
         return
     defaults = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values()]
     for default in defaults:
-        name = wanted.get(id(default))
-        if name is not None and replaced[name] is default:
-            yield name
+        for key in by_id.get(id(default), ()):
+            if values[key] is default:
+                yield key
 
 
 def _real_file(module: object) -> str | None:

@@ -4,7 +4,9 @@
 records every Python function that starts running, in every thread, and at exit writes
 `<pid>.trace.json` into `directory`: the files of the modules in sys.modules and, per file,
 the qualified names of the functions that ran (a nested function counts as the function
-around it). `read_traces(directory)` is their union. Recording costs one call of a small
+around it). A method generated from a class's body (a dataclass's `__init__`, compiled
+from a string) counts as `CLASS.<body>` in the file of its class: its code is the class
+body's fields. `read_traces(directory)` is their union. Recording costs one call of a small
 function per Python call (about 1.4x on an sglang unit test's run); it is process-global
 and meant for one run, the one `bisect --git` learns from. Stdlib only: the bootstrap
 imports it in the child.
@@ -24,6 +26,8 @@ from types import CodeType, FrameType
 from typing import Any
 
 _SUFFIX = ".trace.json"
+CLASS_BODY = "<body>"
+"""The last part of the unit `CLASS.<body>`: a class's statements outside its defs."""
 
 
 @dataclass
@@ -61,14 +65,20 @@ def start(directory: str) -> Callable[[], None]:
     """Record this process's run from now on; written to `directory` at exit, or when the
     returned function is called (which also stops recording)."""
     seen: set[CodeType] = set()
+    generated: dict[str, set[str]] = {}
     add = seen.add
 
     def record(frame: FrameType, event: str, arg: Any) -> None:
-        add(frame.f_code)
+        code = frame.f_code
+        if code in seen:
+            return
+        add(code)
+        if code.co_filename.startswith("<"):
+            _note_generated(frame, generated)
 
     def stop() -> None:
         atexit.unregister(stop)
-        _write(directory, seen)
+        _write(directory, seen, generated)
 
     sys.settrace(record)
     threading.settrace(record)
@@ -100,10 +110,25 @@ def outer_name(qualname: str) -> str:
     return qualname.split(".<locals>", 1)[0]
 
 
-def _write(directory: str, seen: Iterable[CodeType]) -> None:
+def _note_generated(frame: FrameType, generated: dict[str, set[str]]) -> None:
+    """A function compiled from a string ran: when its first argument is an instance (or
+    the class) of a class defined in a module file, note that class's body as run."""
+    code = frame.f_code
+    if not code.co_argcount:
+        return
+    first = frame.f_locals.get(code.co_varnames[0])
+    owner = first if isinstance(first, type) else type(first)
+    module = sys.modules.get(getattr(owner, "__module__", ""))
+    file = _module_file(module)
+    qualname = getattr(owner, "__qualname__", "")
+    if file and isinstance(qualname, str) and "<locals>" not in qualname:
+        generated.setdefault(file, set()).add(f"{qualname}.{CLASS_BODY}")
+
+
+def _write(directory: str, seen: Iterable[CodeType], generated: dict[str, set[str]]) -> None:
     sys.settrace(None)
     threading.settrace(None)
-    functions: dict[str, set[str]] = {}
+    functions: dict[str, set[str]] = {file: set(names) for file, names in generated.items()}
     for code in list(seen):
         functions.setdefault(code.co_filename, set()).add(outer_name(code.co_qualname))
     modules = {name: _module_file(module) for name, module in list(sys.modules.items())}

@@ -46,6 +46,14 @@ class Box:
 
 def plain():
     return 1
+
+
+@dataclass(frozen=True)
+class Point:
+    x: int = 0
+
+    class Inner:
+        y: int = 1
 """
 
 
@@ -56,11 +64,14 @@ def plain():
         ([3], {MODULE_LEVEL}),  # constant
         ([6], {MODULE_LEVEL}),  # a decorator runs at import
         ([7, 8], {"decorated"}),
-        ([11, 12], {MODULE_LEVEL}),  # class statement and class attribute
+        ([11, 12], {MODULE_LEVEL, "Box.<body>"}),  # class statement and class attribute
         ([16, 17], {"Box.grow"}),  # a nested def counts as the def around it
         ([19, 20], set()),  # blank and comment-only lines count for nothing
         ([24], {"Box.Lid.close"}),
         ([28], {"plain"}),
+        ([31], {MODULE_LEVEL, "Point.<body>"}),  # a class decorator shapes generated methods
+        ([33], {MODULE_LEVEL, "Point.<body>"}),  # a dataclass field
+        ([36], {MODULE_LEVEL, "Point.Inner.<body>"}),  # the innermost class
         ([], set()),
     ],
 )
@@ -154,3 +165,27 @@ def test_units_read_before_the_trace_judge_every_commit_as_units_read_after_it(
             (e.reaches, e.why, e.ran_code) for e in late.commits
         ]
         assert early.located == late.located
+
+
+def test_a_dataclass_field_change_is_searched_first_when_the_run_made_an_instance(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    start = repo.git("rev-parse", "HEAD").strip()
+    fields = "@dataclass\nclass Point:\n    x: int = 0\n"
+    repo.write("python/calc/shapes.py", f"from dataclasses import dataclass\n\n\n{fields}")
+    repo.commit("feat: a Point (#800)")
+    repo.edit("python/calc/shapes.py", "    x: int = 0\n", "    x: int = 0\n    y: int = 0\n")
+    repo.commit("feat: Point takes y (#801)")
+    history = read_range(repo.root, f"{start}..HEAD", source_dir="python")
+    shapes = str(repo.root / "python" / "calc" / "shapes.py")
+    made = RunTrace(modules={shapes}, functions={shapes: {"Point.<body>"}}, processes=1)
+    entry = commits_reaching(history, made).commits[-1]
+    assert (entry.commit.subject, entry.ran_code, entry.why) == (
+        "feat: Point takes y (#801)",
+        True,
+        "changes calc/shapes.py: the fields of Point, whose generated methods the run ran",
+    )
+    imported = RunTrace(modules={shapes}, processes=1)  # imported, no instance made
+    entry = commits_reaching(history, imported).commits[-1]
+    assert (entry.ran_code, entry.why) == (False, "changes module-level code of calc/shapes.py")

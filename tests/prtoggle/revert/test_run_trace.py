@@ -20,6 +20,7 @@ PACKAGE = {
     "shop/__init__.py": "",
     "shop/prices.py": textwrap.dedent(
         """\
+        import dataclasses
         import threading
 
 
@@ -49,6 +50,16 @@ PACKAGE = {
 
         def unused():
             return 2
+
+
+        @dataclasses.dataclass(frozen=True)
+        class Line:
+            price: int
+
+
+        @dataclasses.dataclass
+        class Unmade:
+            size: int
         """
     ),
     "shop/unimported.py": "def f():\n    return 3\n",
@@ -56,8 +67,9 @@ PACKAGE = {
 
 PROGRAM = """\
 import subprocess, sys
-from shop.prices import Cart, run_in_thread
+from shop.prices import Cart, Line, run_in_thread
 assert Cart().total([1, 2]) == 3
+assert Line(price=2) != Line(price=3)
 run_in_thread()
 if sys.argv[1:] == ["parent"]:
     subprocess.run([sys.executable, "-c", "import shop.unimported"], check=True)
@@ -95,6 +107,8 @@ def test_a_traced_run_names_the_functions_it_ran_with_threads_and_nested_defs_fo
     ran = trace.ran(located["shop/prices.py"])
     assert {"Cart.total", "in_thread", "run_in_thread"} <= ran
     assert not ran & {"Cart.never", "unused", "Cart.total.<locals>.add"}
+    # a dataclass's generated methods ran: they are its body's fields, in its own file
+    assert "Line.<body>" in ran and "Unmade.<body>" not in ran
     assert trace.names.index("shop") < trace.names.index("shop.prices")
 
 
