@@ -47,7 +47,7 @@ from prtoggle.recipes.authoring.history import (
     HistoryRecipe,
 )
 from prtoggle.revert.run_trace import RunTrace, read_traces
-from prtoggle.runners.command_imports import command_imports
+from prtoggle.runners.command_imports import command_imports, command_lazy_imports
 from prtoggle.runners.output_tail import TAIL_BYTES
 from prtoggle.runners.warm_client import (
     HEAVY_MODULES,
@@ -153,8 +153,10 @@ class HistoryBisect(ProbeMaking):
     ) -> CommandRunner:
         """The runner of the probes: a warm worker whose server starts importing now, while
         the range is read (plain children when not `warm`). It imports the heavy modules,
-        pytest, and the package's modules the command's own files import at their top
-        (runners/command_imports.py), traced into `traces` as the first run is."""
+        pytest, and the package's modules the command's own files import at their top and
+        inside the functions it runs (runners/command_imports.py; a module of those that
+        initialises CUDA sends it back to the first), traced into `traces` as the first
+        run is."""
         if not self.warm:
             return stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
         tops = self._package_tops() | {"pytest", "_pytest"}
@@ -169,7 +171,9 @@ class HistoryBisect(ProbeMaking):
                 preload=(*HEAVY_MODULES, *wanted), base_env=base_env, output_limit=TAIL_BYTES
             )
         )
-        worker.start()
+        lazy = command_lazy_imports(self.command, cwd=Path.cwd())
+        worker.widen([name for name in lazy if name.split(".", 1)[0] in tops])
+        worker.start()  # (widen started it when the tests import more inside functions)
         self._worker = worker
         return worker.run
 

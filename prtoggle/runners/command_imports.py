@@ -5,6 +5,9 @@ beside them and above, up to the working directory), for `python SCRIPT` the scr
 `python -c CODE` the code: their module-level `import X` and `from X import Y` statements
 (inside `if`/`try` blocks too; relative imports are left out). A warm worker can import
 these before the command's first run, so that the first run already finds them imported.
+`command_lazy_imports` reads the imports made inside functions: for pytest, those of the
+tests named (every test of a file named whole) and of the files' other functions and
+methods (fixtures, helpers, setUp); for a script, every function's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,79 @@ def command_imports(argv: Sequence[str], *, cwd: Path) -> list[str]:
     for source in sources:
         names.update(dict.fromkeys(_imports(source)))
     return list(names)
+
+
+def command_lazy_imports(argv: Sequence[str], *, cwd: Path) -> list[str]:
+    """The absolute module names `argv`'s own files import inside the functions it may run
+    (see the module's docstring), in order; none that command_imports lists."""
+    invocation = python_invocation(argv)
+    if invocation is None or invocation.form == "code":
+        return []
+    if invocation.form == "script":
+        chosen = {cwd / invocation.target: None}
+    elif invocation.target == "pytest":
+        chosen = _chosen_tests(invocation.args, cwd=cwd)
+    else:
+        return []
+    names: dict[str, None] = {}
+    for path, selected in chosen.items():
+        for source in _read([path]):
+            names.update(dict.fromkeys(_lazy_imports(source, selected)))
+    return [name for name in names if name not in command_imports(argv, cwd=cwd)]
+
+
+def _chosen_tests(args: Sequence[str], *, cwd: Path) -> dict[Path, set[str] | None]:
+    """Per test file (and conftest.py) the tests named in it (None: the whole file)."""
+    named: dict[Path, set[str] | None] = {}
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        path, _, node = arg.partition("::")
+        resolved = (cwd / path).resolve()
+        nodes = named.get(resolved, set())
+        if nodes is not None:
+            named[resolved] = {*nodes, node.split("[", 1)[0]} if node else None
+    return {path: named.get(path) for path in _test_files(args, cwd=cwd)}
+
+
+def _lazy_imports(source: str, selected: set[str] | None) -> Iterator[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return
+    for function, owner in _functions(tree.body, owner=""):
+        if _runs(function.name, owner, selected):
+            yield from _imports_within(function)
+
+
+def _functions(
+    body: Sequence[ast.stmt], *, owner: str
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node, owner
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node.body, owner=f"{owner}{node.name}::")
+
+
+def _runs(name: str, owner: str, selected: set[str] | None) -> bool:
+    """Whether a function may run when the `selected` tests run: the tests named, and
+    every function that is not a test (a fixture, a helper, setUp) of a file or class
+    that runs. `owner`: the classes around it, each followed by `::`."""
+    if selected is None:
+        return True
+    whole = any(owner.startswith(f"{node}::") for node in selected)  # its class named
+    if owner and not whole and not any(node.startswith(owner) for node in selected):
+        return False
+    return whole or not name.startswith("test") or f"{owner}{name}" in selected
+
+
+def _imports_within(function: ast.AST) -> Iterator[str]:
+    for node in ast.walk(function):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
 
 
 def _test_files(args: Sequence[str], *, cwd: Path) -> list[Path]:
