@@ -46,6 +46,7 @@ def command_lazy_imports(argv: Sequence[str], *, cwd: Path) -> list[str]:
     invocation = python_invocation(argv)
     if invocation is None or invocation.form == "code":
         return []
+    chosen: dict[Path, set[str] | None]
     if invocation.form == "script":
         chosen = {cwd / invocation.target: None}
     elif invocation.target == "pytest":
