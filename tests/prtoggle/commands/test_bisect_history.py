@@ -209,10 +209,11 @@ def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_impo
     repo = history_repo(tmp_path / "repo")
     repo.write("python/calc/slow.py", "import time\n\ntime.sleep(3.5)\n")
     slow = repo.commit("feat: a slow module (#810)")
-    repo.write(  # imported lazily: the worker's static preload cannot know it
+    repo.write(  # imported by a computed name: the worker's static preload cannot know it
         "test/test_lazy.py",
+        "import importlib\n\n\n"
         "def test_absval_after_a_lazy_import():\n"
-        "    import calc.slow  # noqa: F401\n"
+        "    importlib.import_module('calc.' + 'slow')\n"
         "    from calc.core import absval\n\n"
         "    assert absval(-3) == 3\n",
     )
@@ -230,6 +231,29 @@ def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_impo
     )
     later = [run["seconds"] for probe in answer["probes"][1:] for run in probe["runs"]]
     assert later and max(later) < 3.5  # no probe imports the slow module again
+
+
+def test_a_module_the_test_imports_inside_its_function_is_preloaded_before_the_first_run(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    repo.write("python/calc/slow.py", "import time\n\ntime.sleep(3.5)\n")
+    slow = repo.commit("feat: a slow module (#812)")
+    repo.write(
+        "test/test_lazy.py",
+        "def test_absval_after_a_lazy_import():\n"
+        "    import calc.slow  # noqa: F401\n"
+        "    from calc.core import absval\n\n"
+        "    assert absval(-3) == 3\n",
+    )
+    repo.commit("test: lazy (#813)")
+    done = bisect(repo, tmp_path / "c", "--json", *_pytest("test/test_lazy.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(done.stdout)
+    assert [c["sha"] for c in answer["culprits"]] == [slow]
+    assert [note for note in answer["notes"] if note.startswith("warm worker:")] == []
+    runs = [run["seconds"] for probe in answer["probes"] for run in probe["runs"]]
+    assert max(runs) < 3.5  # the first run too: the worker imported calc.slow before it
 
 
 def test_the_newest_commit_the_test_depends_on_is_named_even_when_it_only_adds_a_constant(
@@ -266,10 +290,10 @@ def test_a_failure_from_a_revert_that_does_not_hold_together_is_not_the_regressi
     extra = repo.commit("feat: extra factor (#901)")
     repo.write(
         "test/test_extra.py",
-        "from calc.core import double\n\n\n"
+        "import importlib\n\nfrom calc.core import double\n\n\n"
         "def test_double():\n"
-        "    import calc.extra  # imported late: after the revert\n\n"
-        "    assert double(2) == 4 == 2 * calc.extra.FACTOR\n",
+        "    extra = importlib.import_module('calc.extra')  # late: after the revert\n\n"
+        "    assert double(2) == 4 == 2 * extra.FACTOR\n",
     )
     repo.commit("test: extra (#902)")
     done = bisect(repo, tmp_path / "c", *_pytest("test/test_extra.py"))
