@@ -117,3 +117,8 @@ def write_run_report(record: Mapping[str, object]) -> None:
 def shell_status(returncode: int) -> int:
     """The status a shell reports for a child's return code: a signal N becomes 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+TRACE_FROM_HERE = "+trace"
+"""In a warm server's argv, between the modules it preloads untraced and those it traces
+when PRTOGGLE_TRACE_DIR asks (no module is named so)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prtoggle.commands.history_ahead import Ahead
+from prtoggle.commands.history_ahead import Ahead, fewer_collections
 from prtoggle.commands.history_probes import (
     Bounds,
     HistoryAnswer,
@@ -104,6 +104,7 @@ class HistoryBisect(ProbeMaking):
                 mode, conclusion="no candidate commit in the range: nothing to revert"
             )
         with contextlib.ExitStack() as stack:
+            stack.enter_context(fewer_collections())
             traces = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prtoggle-")))
             stack.callback(self._ahead.close)  # after the runner closes: its runs have ended
             self._runner = self._start_runner(stack, traces)
@@ -156,19 +157,26 @@ class HistoryBisect(ProbeMaking):
         pytest, and the package's modules the command's own files import at their top and
         inside the functions it runs (runners/command_imports.py; a module of those that
         initialises CUDA sends it back to the first), traced into `traces` as the first
-        run is."""
+        run is (the modules of other packages are imported before the trace starts: no
+        candidate changes their functions)."""
         if not self.warm:
             return stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
-        tops = self._package_tops() | {"pytest", "_pytest"}
+        package = self._package_tops()
+        tops = package | {"pytest", "_pytest"}
         wanted = [
             name
             for name in ("pytest", *command_imports(self.command, cwd=Path.cwd()))
             if name.split(".", 1)[0] in tops
         ]
+        preload = list(dict.fromkeys((*HEAVY_MODULES, *wanted)))
+        ours = [name for name in preload if name.split(".", 1)[0] in package]
         base_env = {**env_without_revert(os.environ), TRACE_ENV: str(traces)}
         worker = stack.enter_context(
             WarmWorker(
-                preload=(*HEAVY_MODULES, *wanted), base_env=base_env, output_limit=TAIL_BYTES
+                untraced=tuple(name for name in preload if name not in ours),
+                preload=tuple(ours),
+                base_env=base_env,
+                output_limit=TAIL_BYTES,
             )
         )
         lazy = command_lazy_imports(self.command, cwd=Path.cwd())
@@ -255,12 +263,19 @@ class HistoryBisect(ProbeMaking):
         self, candidates: list[HistoryCommit], index: int, *, bad: int, good: int, skipped: set[int]
     ) -> None:
         """Draft, while the probe of `index` runs, what the search asks next: either next
-        suffix, or (when this probe, failing, closes the bounds) what settles its commit."""
+        suffix, or, where this probe closes the bounds, what settles the culprit it leaves
+        (its own commit when it fails; when it passes, the oldest failing one, or the whole
+        tier's suffix when none failed yet)."""
         following = [next_untested(index, good, skipped), next_untested(bad, index, skipped)]
         jobs = [self._suffix_job(candidates, i) for i in following if i is not None]
         if following[0] is None:
             jobs += self._found_jobs(candidates, candidates[index])
-        self._ahead.plan(jobs)
+        if following[1] is None:
+            if bad == 0:
+                jobs.append(self._suffix_job(candidates, 0))
+            jobs += self._found_jobs(candidates, candidates[bad])
+        alone_last = sorted(jobs, key=lambda job: job[0].startswith("alone:"))  # asked later
+        self._ahead.plan(alone_last)
 
     def _found_jobs(
         self, candidates: list[HistoryCommit], culprit: HistoryCommit

@@ -9,16 +9,37 @@ run is still going (a run that ends first costs at most the job already started)
 left queued when the run ends is dropped at the next plan. Queued work runs in the caller's
 thread, so Ctrl-C interrupts it at once; the helper thread only waits on the run, whose
 children the signal ends.
+
+`fewer_collections()` makes the garbage collector run less often for the search: drafting
+builds and drops syntax trees by the million, which reference counting frees, and young
+collections over them were about a quarter of a draft's time (a 36-commit sglang suffix:
+13.6 s, 10.0 s with the thresholds below). Process-global while it lasts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import gc
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+DRAFTING_THRESHOLDS = (10_000, 50, 100)
+"""gc thresholds while `bisect --git` searches (CPython's defaults: 700, 10, 10)."""
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Collect garbage at DRAFTING_THRESHOLDS inside; the thresholds before, after."""
+    before = gc.get_threshold()
+    gc.set_threshold(*DRAFTING_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 @dataclass
@@ -34,8 +55,10 @@ class Ahead:
     follows the thread), so the thread lives as long as the search."""
 
     def plan(self, jobs: list[tuple[str, Callable[[], Any]]]) -> None:
-        """Replace the queue with `jobs` (those already done are left out)."""
-        self.queued = [(key, work) for key, work in jobs if not self.known(key)]
+        """Replace the queue with `jobs` (those already done, and a key's repeats, left out)."""
+        unique = {key: work for key, work in reversed(jobs)}  # a key's first place and work
+        self.queued = [(key, unique[key]) for key in dict.fromkeys(k for k, _ in jobs)]
+        self.queued = [(key, work) for key, work in self.queued if not self.known(key)]
 
     def known(self, key: str) -> bool:
         return key in self.results or key in self.failures

@@ -41,6 +41,7 @@ from functools import partial
 from typing import Protocol
 
 from prtoggle.errors import RunnerError
+from prtoggle.protocol import TRACE_FROM_HERE
 from prtoggle.runners.child_process import (
     CommandRun,
     disown,
@@ -101,6 +102,10 @@ class WarmWorker:
 
     preload: tuple[str, ...] = HEAVY_MODULES
     base_env: dict[str, str] = field(default_factory=lambda: env_without_revert(os.environ))
+    untraced: tuple[str, ...] = ()
+    """Modules the server imports first, outside the trace PRTOGGLE_TRACE_DIR asks for
+    (`bisect --git`: libraries whose code no candidate changes, torch's import alone was
+    0.7 s of tracing)."""
     warm_runs: int = field(default=0, init=False)
     cold_runs: int = field(default=0, init=False)
     output_limit: int | None = None
@@ -194,7 +199,8 @@ class WarmWorker:
         stop because a module it preloads initialised CUDA, the next run goes back to the
         preload before (a server started again) and says so in one line."""
         with self._lock:
-            new = tuple(dict.fromkeys(n for n in names if n not in self.preload))
+            known = {*self.preload, *self.untraced}
+            new = tuple(dict.fromkeys(n for n in names if n not in known))
             if self.stepped_aside is not None or not new:
                 return 0
             self._narrower = (self.preload, dict(self.base_env))
@@ -258,6 +264,7 @@ class WarmWorker:
             "-m",
             "prtoggle.runners.warm_server",
             str(theirs.fileno()),
+            *([*self.untraced, TRACE_FROM_HERE] if self.untraced else []),
             *self.preload,
         ]
         try:

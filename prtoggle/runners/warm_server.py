@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from prtoggle.protocol import REVERT_ENV, TRACE_ENV
+from prtoggle.protocol import REVERT_ENV, TRACE_ENV, TRACE_FROM_HERE
 from prtoggle.runners.warm_environ import (
     expect_run,
     record_preload_reads,
@@ -109,11 +109,15 @@ def main(argv: list[str] | None = None) -> None:
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
     record_preload_reads()
+    names = args[1:]
+    traced_from = names.index(TRACE_FROM_HERE) + 1 if TRACE_FROM_HERE in names else 0
+    for name in names[: max(traced_from - 1, 0)]:
+        _preload(name)
     stop_trace = _maybe_start_trace()
-    for name in args[1:]:
+    for name in names[traced_from:]:
         _preload(name)
     stop_trace()
-    stop_recording(args[1:])
+    stop_recording([name for name in names if name != TRACE_FROM_HERE])
     _refuse_initialised_cuda()
     _freeze_preloaded_heap()
     server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)

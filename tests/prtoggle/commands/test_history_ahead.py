@@ -3,13 +3,14 @@ helper thread for every run (a warm server started from it lives as long as the 
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
 
 import pytest
 
-from prtoggle.commands.history_ahead import Ahead
+from prtoggle.commands.history_ahead import DRAFTING_THRESHOLDS, Ahead, fewer_collections
 from prtoggle.errors import PrToggleError
 from prtoggle.runners.warm_client import WarmWorker
 
@@ -101,3 +102,22 @@ def test_a_warm_server_started_during_a_run_serves_the_runs_after_it() -> None:
     assert [run.returncode for run in runs] == [0, 0]
     assert worker.warm_runs == 2
     assert runs[0].stdout == runs[1].stdout  # forked by the same server
+
+
+def test_fewer_collections_raises_the_thresholds_inside_and_puts_them_back() -> None:
+    before = gc.get_threshold()
+    with fewer_collections():
+        assert gc.get_threshold() == DRAFTING_THRESHOLDS != before
+    assert gc.get_threshold() == before
+    with pytest.raises(KeyboardInterrupt), fewer_collections():  # after an interrupt too
+        raise KeyboardInterrupt
+    assert gc.get_threshold() == before
+
+
+def test_a_job_planned_twice_is_done_once() -> None:
+    ahead = Ahead()
+    done: list[str] = []
+    ahead.plan([("a", lambda: done.append("first")), ("b", lambda: 2), ("a", lambda: 3)])
+    assert [key for key, _ in ahead.queued] == ["a", "b"]
+    ahead.alongside(lambda: time.sleep(0.3))
+    assert done == ["first"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from prtoggle.commands.bisect_history import HistoryBisect
+from prtoggle.commands.history_probes import Tier
 from prtoggle.commands.history_verdicts import ProbeRun
 from prtoggle.recipes.authoring.history import read_range
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
@@ -77,3 +78,28 @@ def test_an_import_failure_counts_only_where_the_probe_reverted_the_importer_who
     search = HistoryBisect(history, ("python", "-m", "pytest"), cache=tmp_path)
     judged = search._coherent(BAD, _output(missing), whole, partly)
     assert (judged.outcome, judged.note) == expected
+
+
+@pytest.mark.parametrize(
+    ("bounds", "culprits"),
+    [
+        ((1, 2, 3), [2, 1]),  # fails: its own commit; passes: the oldest failing one
+        ((0, 1, 2), [1, 0]),  # passes with none failing yet: the whole tier's commit 0
+        ((1, 2, 5), [1]),  # fails: more to search; passes: commit 1 is the culprit
+    ],
+)
+def test_a_probe_that_closes_the_bounds_has_the_culprit_of_either_outcome_drafted_alone(
+    repo: HistoryRepo, tmp_path: Path, bounds: tuple[int, int, int], culprits: list[int]
+) -> None:
+    bad, index, good = bounds  # the probe of `index` runs between these
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    search = HistoryBisect(history, ("python", "-m", "pytest"), cache=tmp_path)
+    candidates = list(history.candidates)
+    search._tier, search._wider = Tier("candidates", candidates), []
+    search._plan_after(candidates, index, bad=bad, good=good, skipped=set())
+    alone = [key for key, _ in search._ahead.queued if key.startswith("alone:")]
+    assert alone == [f"alone:{candidates[i].sha}" for i in culprits]
+    whole_tier = any(
+        key.startswith(f"suffix:{candidates[0].sha}:") for key, _ in search._ahead.queued
+    )
+    assert whole_tier == (bad == 0)

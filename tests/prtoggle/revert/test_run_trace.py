@@ -158,3 +158,28 @@ def test_a_warm_worker_traces_its_preload_and_a_forked_run_that_asks(tmp_path: P
     path = trace.located(["shop/prices.py"])["shop/prices.py"]
     assert "Cart.total" in trace.ran(path)
     assert "shop.prices" in trace.names
+
+
+def test_a_warm_worker_imports_its_untraced_modules_before_the_preload_trace_starts(
+    tmp_path: Path,
+) -> None:
+    boot = "def setup():\n    return 1\n\n\nsetup()\n"
+    for relative, text in {**PACKAGE, "shop/boot.py": boot, "shop/late.py": boot}.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    base = {**env_without_revert(os.environ), "PYTHONPATH": str(tmp_path)}
+    worker = WarmWorker(
+        untraced=("shop.boot",),
+        preload=("shop.late",),
+        base_env={**base, TRACE_ENV: str(traces)},
+    )
+    with worker:
+        done = worker.run([sys.executable, "-c", "import shop.boot, shop.late"], env=base)
+    assert done.returncode == 0, done.stderr
+    trace = read_traces(traces)  # the preload's: both imported, only shop.late traced
+    located = trace.located(["shop/boot.py", "shop/late.py"])
+    assert set(located) == {"shop/boot.py", "shop/late.py"}
+    assert trace.ran(located["shop/late.py"]) == {"<module>", "setup"}
+    assert trace.ran(located["shop/boot.py"]) == set()
