@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -15,7 +16,7 @@ from prtoggle.patching.types import Edit
 from prtoggle.recipes.authoring.diff import DiffError, FileDiff, parse_diff, undo
 from prtoggle.recipes.authoring.edits import NoUniqueMatch, function_edits
 from prtoggle.recipes.authoring.guards import file_guards, in_package, is_test_path, test_text
-from prtoggle.recipes.authoring.lines import line_map
+from prtoggle.recipes.authoring.lines import LineMap, line_map
 from prtoggle.recipes.authoring.modules import (
     ModuleFile,
     find_file,
@@ -294,7 +295,7 @@ def _draft_module(diff: FileDiff, found: ModuleFile, draft: Draft, *, source: st
         return
     pre = undo(post, diff, source=source)
     try:
-        changes = compare_module(
+        changes = _compared(
             pre, post, module=found.module, lines=line_map(diff, post_count=len(lines))
         )
     except SyntaxError as exc:
@@ -357,3 +358,22 @@ def _add_target(candidate: PatchCandidate, found: ModuleFile, draft: Draft) -> N
 def _imported_by_text(text: str) -> frozenset[str]:
     """The names a module text's imports bind in its scope (parsed once per text)."""
     return names_imported_by(ast.parse(text))
+
+
+_COMPARED: OrderedDict[tuple[object, ...], ModuleChanges] = OrderedDict()
+"""compare_module's answers, by everything it reads: the suffixes `bisect --git` drafts
+share most of their files' two sides. Process-global, the last 256 kept."""
+
+
+def _compared(pre: str, post: str, *, module: str, lines: LineMap) -> ModuleChanges:
+    """compare_module, answered once per (pre, post, module, lines); read-only answers."""
+    removed = tuple(sorted(lines.removed.items()))
+    key: tuple[object, ...] = (module, pre, post, lines.added, removed, lines.anchors)
+    key += (lines.post_count,)
+    found = _COMPARED.get(key)
+    if found is None:
+        found = _COMPARED[key] = compare_module(pre, post, module=module, lines=lines)
+        if len(_COMPARED) > 256:
+            _COMPARED.popitem(last=False)
+    _COMPARED.move_to_end(key)
+    return found

@@ -172,3 +172,27 @@ def test_a_define_importing_a_module_a_newer_commit_deleted_is_left_out_and_the_
         "run", "-r", made.spec, "--", sys.executable, "-c", code, cache=tmp_path / "c", env=env
     )
     assert (done.returncode, done.stdout) == (0, "3\n")  # 4 with the fix
+
+
+def test_suffixes_sharing_a_files_two_sides_compare_that_module_once_and_draft_the_same(
+    repo: HistoryRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prtoggle.recipes.authoring import from_diff
+
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    fix = next(c for c in history.commits if c.subject == FIX)
+    compared: list[str] = []
+    real = from_diff.compare_module
+
+    def counting(pre: str, post: str, **kwargs: object) -> object:
+        compared.append(str(kwargs["module"]))
+        return real(pre, post, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(from_diff, "compare_module", counting)
+    monkeypatch.setattr(from_diff, "_COMPARED", from_diff.OrderedDict())
+    first = suffix_recipe(history, fix, cache=tmp_path / "one")
+    assert compared == ["calc.core"]
+    again = suffix_recipe(history, fix, cache=tmp_path / "two")  # drafted again, not cached
+    assert (again.cached, compared) == (False, ["calc.core"])
+    texts = [next(made.directory.glob("*.yaml")).read_text() for made in (first, again)]
+    assert texts[0] == texts[1]
