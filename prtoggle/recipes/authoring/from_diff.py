@@ -365,6 +365,11 @@ _COMPARED: OrderedDict[tuple[object, ...], ModuleChanges] = OrderedDict()
 share most of their files' two sides. Process-global, the last 256 kept."""
 
 
+def forget_comparisons() -> None:
+    """Forget every module comparison kept (_COMPARED)."""
+    _COMPARED.clear()
+
+
 def _compared(pre: str, post: str, *, module: str, lines: LineMap) -> ModuleChanges:
     """compare_module, answered once per (pre, post, module, lines); read-only answers."""
     removed = tuple(sorted(lines.removed.items()))

@@ -189,7 +189,7 @@ def test_suffixes_sharing_a_files_two_sides_compare_that_module_once_and_draft_t
         return real(pre, post, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(from_diff, "compare_module", counting)
-    monkeypatch.setattr(from_diff, "_COMPARED", from_diff.OrderedDict())
+    from_diff.forget_comparisons()
     first = suffix_recipe(history, fix, cache=tmp_path / "one")
     assert compared == ["calc.core"]
     again = suffix_recipe(history, fix, cache=tmp_path / "two")  # drafted again, not cached
