@@ -56,9 +56,11 @@ class Ahead:
 
     def plan(self, jobs: list[tuple[str, Callable[[], Any]]]) -> None:
         """Replace the queue with `jobs` (those already done, and a key's repeats, left out)."""
-        unique = {key: work for key, work in reversed(jobs)}  # a key's first place and work
-        self.queued = [(key, unique[key]) for key in dict.fromkeys(k for k, _ in jobs)]
-        self.queued = [(key, work) for key, work in self.queued if not self.known(key)]
+        queued: dict[str, Callable[[], Any]] = {}
+        for key, work in jobs:
+            if key not in queued and not self.known(key):
+                queued[key] = work
+        self.queued = list(queued.items())
 
     def known(self, key: str) -> bool:
         return key in self.results or key in self.failures

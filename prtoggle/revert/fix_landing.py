@@ -278,11 +278,11 @@ class ActiveRecipe:
     def _say_held_copies(self) -> None:
         """Say, once each, where loaded modules hold objects the planned names replace: one
         look over the package for every scope planned since the last (held_copies.py)."""
-        from prtoggle.revert.held_copies import held_copies_of
+        from prtoggle.revert.held_copies import held_copies
 
         changes, self._replaced = self._replaced, []
         if changes:
-            self._say(held_copies_of(changes))
+            self._say(held_copies(changes))
 
     def _say(self, notes: list[str]) -> None:
         from prtoggle.revert.held_copies import say_unreached

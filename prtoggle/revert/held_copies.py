@@ -28,16 +28,11 @@ def say_unreached(notes: Sequence[str], *, pr: int) -> None:
         )
 
 
-def held_copies(scope: str, replaced: dict[str, object]) -> list[str]:
-    """Where the loaded modules of `scope`'s package still hold an object the revert
-    replaced or removed in `scope` (`replaced`: name -> post-fix object): a module-level or
-    class-level `functools.partial` of it, or a default argument of a function."""
-    return held_copies_of([(scope, replaced)])
-
-
-def held_copies_of(changes: Sequence[tuple[str, dict[str, object]]]) -> list[str]:
-    """held_copies for several (scope, replaced) at once: one pass over each package's
-    modules (a fix's names change many scopes of one package)."""
+def held_copies(changes: Sequence[tuple[str, dict[str, object]]]) -> list[str]:
+    """Where the loaded modules of each scope's package still hold an object the revert
+    replaced or removed in that scope (`changes`: (scope, name -> post-fix object)): a
+    module-level or class-level `functools.partial` of it, or a default argument of a
+    function. One pass over each package's modules for every scope of it."""
     wanted: dict[str, dict[int, list[tuple[str, str]]]] = {}  # top -> id -> (scope, name)
     values: dict[tuple[str, str], object] = {}
     for scope, replaced in changes:

@@ -53,11 +53,15 @@ def command_lazy_imports(argv: Sequence[str], *, cwd: Path) -> list[str]:
         chosen = _chosen_tests(invocation.args, cwd=cwd)
     else:
         return []
-    names: dict[str, None] = {}
+    top: set[str] = set()
+    lazy: dict[str, None] = {}
     for path, selected in chosen.items():
         for source in _read([path]):
-            names.update(dict.fromkeys(_lazy_imports(source, selected)))
-    return [name for name in names if name not in command_imports(argv, cwd=cwd)]
+            tree = _parsed(source)
+            if tree is not None:
+                top.update(_in_body(tree.body))
+                lazy.update(dict.fromkeys(_lazy_imports(tree, selected)))
+    return [name for name in lazy if name not in top]
 
 
 def _chosen_tests(args: Sequence[str], *, cwd: Path) -> dict[Path, set[str] | None]:
@@ -74,11 +78,7 @@ def _chosen_tests(args: Sequence[str], *, cwd: Path) -> dict[Path, set[str] | No
     return {path: named.get(path) for path in _test_files(args, cwd=cwd)}
 
 
-def _lazy_imports(source: str, selected: set[str] | None) -> Iterator[str]:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return
+def _lazy_imports(tree: ast.Module, selected: set[str] | None) -> Iterator[str]:
     for function, owner in _functions(tree.body, owner=""):
         if _runs(function.name, owner, selected):
             yield from _imports_within(function)
@@ -143,11 +143,16 @@ def _read(paths: Sequence[Path]) -> list[str]:
 
 
 def _imports(source: str) -> Iterator[str]:
+    tree = _parsed(source)
+    if tree is not None:
+        yield from _in_body(tree.body)
+
+
+def _parsed(source: str) -> ast.Module | None:
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError):
-        return
-    yield from _in_body(tree.body)
+        return None
 
 
 def _in_body(body: Sequence[ast.stmt]) -> Iterator[str]:

@@ -109,15 +109,14 @@ def main(argv: list[str] | None = None) -> None:
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
     record_preload_reads()
-    names = args[1:]
-    traced_from = names.index(TRACE_FROM_HERE) + 1 if TRACE_FROM_HERE in names else 0
-    for name in names[: max(traced_from - 1, 0)]:
+    untraced, traced = _split_at_trace_mark(args[1:])
+    for name in untraced:
         _preload(name)
     stop_trace = _maybe_start_trace()
-    for name in names[traced_from:]:
+    for name in traced:
         _preload(name)
     stop_trace()
-    stop_recording([name for name in names if name != TRACE_FROM_HERE])
+    stop_recording([*untraced, *traced])
     _refuse_initialised_cuda()
     _freeze_preloaded_heap()
     server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
@@ -361,6 +360,14 @@ def _maybe_start_trace() -> Callable[[], None]:
     from prtoggle.revert import run_trace
 
     return run_trace.start(directory)
+
+
+def _split_at_trace_mark(names: list[str]) -> tuple[list[str], list[str]]:
+    """The preload's modules before TRACE_FROM_HERE (none without it), and after it."""
+    if TRACE_FROM_HERE not in names:
+        return [], names
+    mark = names.index(TRACE_FROM_HERE)
+    return names[:mark], names[mark + 1 :]
 
 
 def _preload(name: str) -> None:

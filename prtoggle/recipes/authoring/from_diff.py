@@ -143,6 +143,16 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
     return draft
 
 
+_COMPARED: OrderedDict[tuple[object, ...], ModuleChanges] = OrderedDict()
+"""compare_module's answers, by everything it reads: the suffixes `bisect --git` drafts
+share most of their files' two sides. Process-global, the last 256 kept."""
+
+
+def forget_comparisons() -> None:
+    """Forget every module comparison kept (_COMPARED)."""
+    _COMPARED.clear()
+
+
 def _list_source_readers(readers: Sequence[tuple[str, str]], draft: Draft) -> None:
     """List each guard that reads the package's source text, at the fix's first change:
     a revert at run time leaves every file's text as the fix wrote it."""
@@ -360,21 +370,10 @@ def _imported_by_text(text: str) -> frozenset[str]:
     return names_imported_by(ast.parse(text))
 
 
-_COMPARED: OrderedDict[tuple[object, ...], ModuleChanges] = OrderedDict()
-"""compare_module's answers, by everything it reads: the suffixes `bisect --git` drafts
-share most of their files' two sides. Process-global, the last 256 kept."""
-
-
-def forget_comparisons() -> None:
-    """Forget every module comparison kept (_COMPARED)."""
-    _COMPARED.clear()
-
-
 def _compared(pre: str, post: str, *, module: str, lines: LineMap) -> ModuleChanges:
     """compare_module, answered once per (pre, post, module, lines); read-only answers."""
     removed = tuple(sorted(lines.removed.items()))
-    key: tuple[object, ...] = (module, pre, post, lines.added, removed, lines.anchors)
-    key += (lines.post_count,)
+    key = (module, pre, post, lines.added, removed, lines.anchors, lines.post_count)
     found = _COMPARED.get(key)
     if found is None:
         found = _COMPARED[key] = compare_module(pre, post, module=module, lines=lines)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,24 +204,31 @@ def test_a_culprit_the_trace_cannot_see_is_found_by_widening_the_search_to_every
     assert double[:12] not in done.stdout.split("culprit:")[1]
 
 
-def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_imported(
-    tmp_path: Path,
-) -> None:
+def _bisect_a_slow_lazy_import(tmp_path: Path, imports: str) -> tuple[str, dict[str, Any]]:
+    """A module that takes 3.5 s to import, added by a commit, imported by the test inside
+    its function by `imports`: that commit's sha, and `bisect --git --json`'s answer."""
     repo = history_repo(tmp_path / "repo")
     repo.write("python/calc/slow.py", "import time\n\ntime.sleep(3.5)\n")
     slow = repo.commit("feat: a slow module (#810)")
-    repo.write(  # imported by a computed name: the worker's static preload cannot know it
+    repo.write(
         "test/test_lazy.py",
         "import importlib\n\n\n"
         "def test_absval_after_a_lazy_import():\n"
-        "    importlib.import_module('calc.' + 'slow')\n"
+        f"    {imports}\n"
         "    from calc.core import absval\n\n"
         "    assert absval(-3) == 3\n",
     )
     repo.commit("test: lazy (#811)")
     done = bisect(repo, tmp_path / "c", "--json", *_pytest("test/test_lazy.py"))
     assert done.returncode == 0, done.stdout + done.stderr
-    answer = json.loads(done.stdout)
+    return slow, json.loads(done.stdout)
+
+
+def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_imported(
+    tmp_path: Path,
+) -> None:
+    # imported by a computed name: the worker's static preload cannot know it
+    slow, answer = _bisect_a_slow_lazy_import(tmp_path, "importlib.import_module('calc.' + 'slow')")
     assert [c["sha"] for c in answer["culprits"]] == [slow]  # newest: without it, no import
     widened = [note for note in answer["notes"] if note.startswith("warm worker:")]
     assert len(widened) == 1
@@ -236,20 +244,7 @@ def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_impo
 def test_a_module_the_test_imports_inside_its_function_is_preloaded_before_the_first_run(
     tmp_path: Path,
 ) -> None:
-    repo = history_repo(tmp_path / "repo")
-    repo.write("python/calc/slow.py", "import time\n\ntime.sleep(3.5)\n")
-    slow = repo.commit("feat: a slow module (#812)")
-    repo.write(
-        "test/test_lazy.py",
-        "def test_absval_after_a_lazy_import():\n"
-        "    import calc.slow  # noqa: F401\n"
-        "    from calc.core import absval\n\n"
-        "    assert absval(-3) == 3\n",
-    )
-    repo.commit("test: lazy (#813)")
-    done = bisect(repo, tmp_path / "c", "--json", *_pytest("test/test_lazy.py"))
-    assert done.returncode == 0, done.stdout + done.stderr
-    answer = json.loads(done.stdout)
+    slow, answer = _bisect_a_slow_lazy_import(tmp_path, "import calc.slow  # noqa: F401")
     assert [c["sha"] for c in answer["culprits"]] == [slow]
     assert [note for note in answer["notes"] if note.startswith("warm worker:")] == []
     runs = [run["seconds"] for probe in answer["probes"] for run in probe["runs"]]
