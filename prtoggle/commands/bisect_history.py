@@ -41,6 +41,7 @@ from prtoggle.commands.history_verdicts import (
     ProbeRun,
 )
 from prtoggle.protocol import TRACE_ENV
+from prtoggle.recipes.authoring.from_diff import forget_comparisons
 from prtoggle.recipes.authoring.history import (
     HistoryCommit,
     HistoryRange,
@@ -105,6 +106,7 @@ class HistoryBisect(ProbeMaking):
             )
         with contextlib.ExitStack() as stack:
             stack.enter_context(fewer_collections())
+            stack.callback(forget_comparisons)  # last: a process exiting with them took 1 s
             traces = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="prtoggle-")))
             stack.callback(self._ahead.close)  # after the runner closes: its runs have ended
             self._runner = self._start_runner(stack, traces)

@@ -145,12 +145,18 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
 
 _COMPARED: OrderedDict[tuple[object, ...], ModuleChanges] = OrderedDict()
 """compare_module's answers, by everything it reads: the suffixes `bisect --git` drafts
-share most of their files' two sides. Process-global, the last 256 kept."""
+share most of their files' two sides. Process-global, the last 256 kept (a search
+forgets them when it ends)."""
 
 
 def forget_comparisons() -> None:
     """Forget every module comparison kept (_COMPARED)."""
     _COMPARED.clear()
+
+
+def comparisons_kept() -> int:
+    """How many module comparisons are kept now."""
+    return len(_COMPARED)
 
 
 def _list_source_readers(readers: Sequence[tuple[str, str]], draft: Draft) -> None:

@@ -3,6 +3,8 @@ only show that the probe's revert does not hold together (on a real repository's
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from prtoggle.commands.bisect_history import HistoryBisect
 from prtoggle.commands.history_probes import Tier
 from prtoggle.commands.history_verdicts import ProbeRun
+from prtoggle.recipes.authoring import from_diff
 from prtoggle.recipes.authoring.history import read_range
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
 
@@ -103,3 +106,27 @@ def test_a_probe_that_closes_the_bounds_has_the_culprit_of_either_outcome_drafte
         key.startswith(f"suffix:{candidates[0].sha}:") for key, _ in search._ahead.queued
     )
     assert whole_tier == (bad == 0)
+
+
+@pytest.mark.slow
+def test_a_search_keeps_none_of_its_module_comparisons_once_it_ends(
+    repo: HistoryRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process exiting with them spent a second freeing them (a real sglang range)."""
+    monkeypatch.chdir(repo.root)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo.root / "python"), *sys.path]))
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    command = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_calc.py")
+    search = HistoryBisect(history, command, cache=tmp_path, warm=False)
+    drafted: list[int] = []
+    real = from_diff.compare_module
+
+    def counting(pre: str, post: str, **kwargs: object) -> object:
+        drafted.append(from_diff.comparisons_kept())
+        return real(pre, post, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(from_diff, "compare_module", counting)
+    answer = search.run("ordered")
+    assert [c.subject for c in answer.culprits] == ["fix: absval of negatives (#200)"]
+    assert drafted and max(drafted) > 0  # comparisons were kept while it searched
+    assert from_diff.comparisons_kept() == 0
