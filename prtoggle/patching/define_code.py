@@ -70,17 +70,21 @@ def define_imports(text: str) -> frozenset[str]:
     return imported_names(parse_define(text))
 
 
-def parse_define(text: str) -> ast.Module:
-    """The statements of a `define` text. Text indented as a whole (a class body's lines as
+def parse_define(text: str, *, first_line: int = 1) -> ast.Module:
+    """The statements of a `define` text, its first line numbered `first_line` (the parser
+    numbers them: no walk over the tree). Text indented as a whole (a class body's lines as
     the file has them: a multi-line string keeps the indentation of its lines, which
-    dedenting would change) is parsed as that block, its lines numbered as in the text."""
+    dedenting would change) is parsed as that block."""
     first = next((line for line in text.splitlines() if line.strip()), "")
     if first[:1] not in (" ", "\t"):
-        return ast.parse(text)
-    wrapped = ast.parse(f"if 1:\n{text}")
+        return ast.parse("\n" * (first_line - 1) + text)
+    if first_line >= 2:
+        wrapped = ast.parse("\n" * (first_line - 2) + f"if 1:\n{text}")
+    else:
+        wrapped = ast.parse(f"if 1:\n{text}")
+        ast.increment_lineno(wrapped, first_line - 2)
     block = wrapped.body[0]
     assert isinstance(block, ast.If)
-    ast.increment_lineno(block, -1)
     return ast.Module(body=block.body, type_ignores=[])
 
 
@@ -98,11 +102,11 @@ def compile_define(
     A class body is compiled as `class <class_name>: <text>`; running the code in
     (module globals, a fresh locals mapping) leaves the synthetic class in the locals.
     Annotated assignments become plain ones: a revert never touches `__annotations__`.
-    Line numbers are shifted so the text's first line is `first_line` of `filename`.
+    The text's first line is `first_line` of `filename`.
     `imported`: the names the module imports in its scope, declared (never run) so the
     functions compile as they do in the module (see module_scope.imported_names).
     """
-    module = parse_define(text)
+    module = parse_define(text, first_line=first_line)
     body: list[ast.stmt] = [_without_annotation(node) for node in module.body]
     if class_name is not None:
         wrapper = ast.ClassDef(
@@ -112,12 +116,13 @@ def compile_define(
             body=body or [ast.Pass()],
             decorator_list=[],
         )
+        _locate_new(wrapper, like=(first_line, 0, first_line, 0))
         body = [wrapper]
     lead = len(list(itertools.takewhile(_future_import, body)))
-    declared = [ast.copy_location(node, body[0]) for node in imports_declaration(imported)]
+    declared = imports_declaration(imported)
+    for node in declared:
+        _locate_new(node, like=_place(body[0]))
     tree = ast.Module(body=[*body[:lead], *declared, *body[lead:]], type_ignores=[])
-    ast.fix_missing_locations(tree)
-    ast.increment_lineno(tree, first_line - 1)
     return compile(tree, filename, "exec", flags=future_flags, dont_inherit=True)
 
 
@@ -189,10 +194,30 @@ def _bound_by(node: ast.stmt) -> list[str]:
     return names
 
 
+def _locate_new(node: ast.AST, *, like: tuple[int, int, int | None, int | None]) -> None:
+    """Give `node` and the nodes made with it (none placed yet) the place `like` (lineno,
+    col_offset, end_lineno, end_col_offset); parsed nodes below them keep theirs (what
+    fix_missing_locations does, without walking the parsed tree)."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if "lineno" in current._attributes:
+            if getattr(current, "lineno", None) is not None:
+                continue  # parsed: it and everything in it are placed
+            for attribute, value in zip(_PLACE, like, strict=True):
+                setattr(current, attribute, value)
+        pending.extend(ast.iter_child_nodes(current))
+
+
+def _place(node: ast.stmt) -> tuple[int, int, int | None, int | None]:
+    return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
+
+
 def _without_annotation(node: ast.stmt) -> ast.stmt:
     if isinstance(node, ast.AnnAssign) and node.value is not None:
         return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
     return node
 
 
+_PLACE = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
