@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import builtins
 import dis
-from collections.abc import Collection, Iterable, Mapping
+import functools
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import CodeType, FunctionType
 
 from prtoggle.errors import PatchApplicationError
 
-_GLOBAL_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+_LOAD_GLOBAL, _LOAD_NAME, _STORE_NAME = (
+    dis.opmap[n] for n in ("LOAD_GLOBAL", "LOAD_NAME", "STORE_NAME")
+)
+_GLOBAL_STORES = frozenset({dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"]})
+_WANTED = frozenset(
+    {_LOAD_GLOBAL, _LOAD_NAME, _STORE_NAME, *_GLOBAL_STORES, dis.opmap["SETUP_ANNOTATIONS"]}
+)
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
 
 
+@functools.lru_cache(maxsize=4096)
 def global_reads(code: CodeType) -> frozenset[str]:
     """The names `code` (and the code nested in it) reads from its globals or builtins.
 
     `LOAD_GLOBAL` everywhere; `LOAD_NAME` (class bodies, module code) except names that
     same body binds (`__annotations__` too, where the body sets it up). A name some part
     of the code assigns with `global NAME` is left out: the function creates it itself.
+    Read once per code (equal code objects read the same names): checks and drafts read
+    the same functions again and again.
     """
     reads: set[str] = set()
     stored: set[str] = set()
@@ -27,18 +38,18 @@ def global_reads(code: CodeType) -> frozenset[str]:
         current = pending.pop()
         local: set[str] = set()
         loaded: set[str] = set()
-        for instruction in dis.get_instructions(current):
-            name = instruction.argval
-            if instruction.opname == "LOAD_GLOBAL":
-                reads.add(name)
-            elif instruction.opname == "LOAD_NAME":
-                loaded.add(name)
-            elif instruction.opname == "STORE_NAME":
-                local.add(name)
-            elif instruction.opname in _GLOBAL_STORES:
-                stored.add(name)
-            elif instruction.opname == "SETUP_ANNOTATIONS":
-                local.add("__annotations__")  # made by the body itself
+        names = current.co_names
+        for op, arg in _name_instructions(current.co_code):
+            if op == _LOAD_GLOBAL:
+                reads.add(names[arg >> 1])  # its low bit says whether NULL is pushed too
+            elif op == _LOAD_NAME:
+                loaded.add(names[arg])
+            elif op == _STORE_NAME:
+                local.add(names[arg])
+            elif op in _GLOBAL_STORES:
+                stored.add(names[arg])
+            else:
+                local.add("__annotations__")  # SETUP_ANNOTATIONS: made by the body itself
         reads.update(loaded - local)
         pending.extend(const for const in current.co_consts if isinstance(const, CodeType))
     return frozenset(reads - stored)
@@ -106,3 +117,18 @@ def _builtin_names(found: object) -> Mapping[str, object]:
 
 
 _BUILTINS: Mapping[str, object] = vars(builtins)
+
+
+def _name_instructions(raw: bytes) -> Iterator[tuple[int, int]]:
+    """(opcode, argument) of the instructions of `raw` (a code's co_code: two bytes each,
+    EXTENDED_ARG prefixes folded in) that global_reads looks at; what dis.get_instructions
+    says of them, without building an Instruction for every one."""
+    extended = 0
+    for index in range(0, len(raw), 2):
+        op = raw[index]
+        if op == _EXTENDED_ARG:
+            extended = (extended | raw[index + 1]) << 8
+            continue
+        if op in _WANTED:
+            yield op, extended | raw[index + 1]
+        extended = 0
