@@ -51,7 +51,8 @@ class WholeFixCheck:
 
 def check_whole_fix(recipe: Recipe, *, tree: SourceTree | None) -> list[WholeFixCheck]:
     """Every `names` and `not_reverted` entry of `fix`, checked on `tree` or the live modules."""
-    results = [_check_names(recipe, change, tree=tree) for change in recipe.names]
+    edited: dict[str, tuple[CodeType, str] | None] = {}  # a patch's code, built once
+    results = [_check_names(recipe, change, tree=tree, edited=edited) for change in recipe.names]
     results += [_check_kept(item, tree=tree) for item in recipe.not_reverted]
     return results
 
@@ -91,7 +92,13 @@ def _module_of(target: str, tree: SourceTree) -> str:
     return target.rpartition(".")[0]
 
 
-def _check_names(recipe: Recipe, change: NameChange, *, tree: SourceTree | None) -> WholeFixCheck:
+def _check_names(
+    recipe: Recipe,
+    change: NameChange,
+    *,
+    tree: SourceTree | None,
+    edited: dict[str, tuple[CodeType, str] | None],
+) -> WholeFixCheck:
     target = f"{NAMES_PREFIX}{change.scope}"
     top = change.scope.split(".", 1)[0]
     if tree is not None and not tree.has_package(top):
@@ -108,17 +115,24 @@ def _check_names(recipe: Recipe, change: NameChange, *, tree: SourceTree | None)
         return WholeFixCheck(
             target, "stale", f"remove: `{missing[0]}` is not bound at the top level of {where}"
         )
+    first_line = change.define_line or change.line
     try:
-        code = compile_define(
-            change.define or "pass",
-            filename=str(recipe.path),
-            first_line=change.define_line or change.line,
-            class_name=scope.class_name,
-            future_flags=scope.future_flags,
+        code = _define_code(
+            change.define or "pass", first_line, scope.class_name, scope.future_flags
         )
-    except SyntaxError as exc:
-        return WholeFixCheck(target, "error", f"define does not compile: {exc}")
-    problem = _global_check(recipe, change, scope, code, tree=tree)
+    except SyntaxError:
+        try:  # compiled again for the error: it names the recipe's file
+            compile_define(
+                change.define or "pass",
+                filename=str(recipe.path),
+                first_line=first_line,
+                class_name=scope.class_name,
+                future_flags=scope.future_flags,
+            )
+        except SyntaxError as exc:
+            return WholeFixCheck(target, "error", f"define does not compile: {exc}")
+        raise
+    problem = _global_check(recipe, change, scope, code, tree=tree, edited=edited)
     if problem is None:
         return WholeFixCheck(target, "ok")
     label, name = problem
@@ -200,7 +214,13 @@ def _live_scope(change: NameChange) -> _Scope:
 
 
 def _global_check(
-    recipe: Recipe, change: NameChange, scope: _Scope, code: CodeType, *, tree: SourceTree | None
+    recipe: Recipe,
+    change: NameChange,
+    scope: _Scope,
+    code: CodeType,
+    *,
+    tree: SourceTree | None,
+    edited: dict[str, tuple[CodeType, str] | None],
 ) -> tuple[str, str] | None:
     """The code (a label) edited or defined in the scope's module that would fail with
     NameError, and the global it reads that nothing defines."""
@@ -213,17 +233,32 @@ def _global_check(
             after.update(other.defined)
     codes = [(f"define of {change.scope}", code)]
     for patch in recipe.patches:
-        try:
-            edited, filename = _edited_code(recipe, patch.target, tree=tree)
-        except PrToggleError:
-            continue  # the target's own check reports it
-        if filename == scope.file:
-            codes.append((patch.target, edited))
+        if patch.target not in edited:
+            try:
+                edited[patch.target] = _edited_code(recipe, patch.target, tree=tree)
+            except PrToggleError:
+                edited[patch.target] = None  # the target's own check reports it
+        built = edited[patch.target]
+        if built is not None and built[1] == scope.file:
+            codes.append((patch.target, built[0]))
     for label, checked in codes:
         missing = missing_in(checked, names=after)
         if missing:
             return label, missing[0]
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _define_code(text: str, first_line: int, class_name: str | None, future_flags: int) -> CodeType:
+    """A define's code for the check (compiled, never run): once per text and place, as
+    drafting checks the same entries draft after draft (the file name is not the recipe's)."""
+    return compile_define(
+        text,
+        filename="<define>",
+        first_line=first_line,
+        class_name=class_name,
+        future_flags=future_flags,
+    )
 
 
 def _edited_code(recipe: Recipe, target: str, *, tree: SourceTree | None) -> tuple[CodeType, str]:
