@@ -6,6 +6,7 @@ given its recipes already parsed (prtoggle.recipes.parsed_recipes) never imports
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -138,6 +139,7 @@ if HAVE_LIBYAML:
 
 _NOT_LOADED = object()
 """What _load gives when `accept` turns the composed document down."""
+_TAB_OR_TAG = re.compile(r"[\t!]")
 _BLOCK_HEADER = re.compile(r"[|>](?:[1-9][-+]?|[-+][1-9]?)? *")
 """A block scalar's header line both loaders read alike (no comment on it)."""
 
@@ -190,11 +192,15 @@ def _same_as_pure(text: str, root: yaml.Node | None) -> bool:
             stack.extend(node.value)
         elif isinstance(node, yaml.MappingNode):
             stack.extend(child for pair in node.value for child in pair)
-    return all(
-        any(low <= index < high for low, high in content)
-        for index, char in enumerate(text)
-        if char in "\t!"
-    )
+    content.sort()
+    starts = [low for low, _ in content]
+    for found in _TAB_OR_TAG.finditer(text):
+        at = (
+            bisect.bisect_right(starts, found.start()) - 1
+        )  # the last content starting here or before
+        if at < 0 or found.start() >= content[at][1]:
+            return False
+    return True
 
 
 def _refuse_expansion(root: yaml.Node, *, name: str) -> None:
