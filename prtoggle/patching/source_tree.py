@@ -4,6 +4,7 @@ from __future__ import annotations
 import __future__
 
 import ast
+import functools
 import gc
 import inspect
 from collections.abc import Iterator
@@ -350,18 +351,21 @@ def _future_flags(tree: ast.Module) -> int:
 
 def _parse(found: SourceFile) -> _ParsedModule:
     with _collection_paused():  # the syntax tree is dropped before collections resume
-        return _parse_module(found)
+        return _parse_text(found.text)
 
 
-def _parse_module(found: SourceFile) -> _ParsedModule:
+@functools.lru_cache(maxsize=128)
+def _parse_text(text: str) -> _ParsedModule:
+    """A module text parsed once per process (the last 128 kept; read-only): the drafts of
+    one `bisect --git` read the same head files in tree after tree."""
     try:
-        module = ast.parse(found.text, filename=found.name)
+        module = ast.parse(text)
     except SyntaxError as exc:
         error = f"{exc.lineno} does not parse: {exc.msg}"
-        return _ParsedModule(found.text, None, error, [], None, 0)
-    lines = split_lines(found.text, keepends=True)
+        return _ParsedModule(text, None, error, [], None, 0)
+    lines = split_lines(text, keepends=True)
     return _ParsedModule(
-        text=found.text,
+        text=text,
         definitions=_definitions(module.body, bound=None, lines=lines),
         error="",
         lines=lines,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,20 +88,10 @@ def imported_names(found: ModuleFile) -> set[tuple[str, str]]:
     """(module, name) of every `from module import name` the module runs when it loads: at
     its top level, under `if`/`try`/`with` too, not in a def or class body (relative imports
     resolved against its package; `import *` left out); none when it does not parse."""
-    try:
-        body = ast.parse(found.file.text).body
-    except SyntaxError:
-        return set()
     package = found.module.split(".")
     if not found.relative.endswith("__init__.py"):
         package = package[:-1]
-    out: set[tuple[str, str]] = set()
-    for node in _load_time_statements(body):
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            source = ".".join([*base, *([node.module] if node.module else [])])
-            out.update((source, alias.name) for alias in node.names if alias.name != "*")
-    return out
+    return set(_from_imports(found.file.text, tuple(package)))
 
 
 def top_level_line(found: ModuleFile, name: str) -> tuple[int, str | None] | None:
@@ -178,3 +169,20 @@ def _inside(root: Path, relative: str) -> bool:
     """Whether root/relative, links resolved, is still under root."""
     resolved = (root / relative).resolve()
     return resolved.is_relative_to(root.resolve())
+
+
+@functools.lru_cache(maxsize=256)
+def _from_imports(text: str, package: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+    """imported_names of a text in `package`: parsed once per text (each draft of a search
+    reads the same head files again)."""
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return frozenset()
+    out: set[tuple[str, str]] = set()
+    for node in _load_time_statements(body):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            source = ".".join([*base, *([node.module] if node.module else [])])
+            out.update((source, alias.name) for alias in node.names if alias.name != "*")
+    return frozenset(out)
