@@ -236,8 +236,16 @@ def stayed_commits(
     that changes its file."""
     by_sha = {commit.sha: commit for commit in among}
     found: dict[str, HistoryCommit] = {}
+    lines: dict[str, set[int]] = {}
     for file, line in recipe.places:
-        author = _blamed(history, recipe.drafted_at, file, line)
+        lines.setdefault(file, set()).add(line)
+    authors = {
+        (file, line): author
+        for file, wanted in lines.items()
+        for line, author in _blamed(history, recipe.drafted_at, file, wanted).items()
+    }
+    for file, line in recipe.places:
+        author = authors.get((file, line), "")
         if author in by_sha:
             found[author] = by_sha[author]
             continue
@@ -481,24 +489,38 @@ def _write_record(record: Path, made: HistoryRecipe) -> None:
     os.replace(scratch, record)
 
 
-def _blamed(history: HistoryRange, rev: str, file: str, line: int) -> str:
-    """The commit that last wrote `line` of `file` (under the source folder) at `rev`, along
-    first parents; '' when git cannot say."""
-    if not rev or line < 1:
-        return ""
-    out = _git(
-        history.repo,
-        "blame",
-        "--first-parent",
-        "--porcelain",
-        "-L",
-        f"{line},{line}",
-        rev,
-        "--",
-        _in_repo(history, file),
-        check=False,
-    )
-    return out.split(" ", 1)[0] if out else ""
+def _blamed(history: HistoryRange, rev: str, file: str, lines: Collection[int]) -> dict[int, str]:
+    """The commit that last wrote each of `lines` of `file` (under the source folder) at
+    `rev`, along first parents (one git blame for them all; a line git cannot say is left
+    out). Kept per process: `rev` is a commit, whose blame never changes."""
+    key = (str(history.repo), rev, _in_repo(history, file))
+    known = _BLAMES.setdefault(key, {})
+    wanted = sorted(line for line in set(lines) if line >= 1 and line not in known)
+    if rev and wanted:
+        ranges = [arg for line in wanted for arg in ("-L", f"{line},{line}")]
+        out = _git(
+            history.repo,
+            "blame",
+            "--first-parent",
+            "--porcelain",
+            *ranges,
+            rev,
+            "--",
+            key[2],
+            check=False,
+        )
+        for header in (out or "").splitlines():
+            fields = header.split(" ")
+            if len(fields) >= 3 and _SHA.fullmatch(fields[0]) and fields[2].isdigit():
+                known[int(fields[2])] = fields[0]  # <sha> <line then> <line now> [<count>]
+        for line in wanted:
+            known.setdefault(line, "")
+    return {line: known[line] for line in lines if known.get(line)}
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_BLAMES: dict[tuple[str, str, str], dict[int, str]] = {}
+"""_blamed's answers by (repository, commit, file): line -> commit ('' where git could not say)."""
 
 
 def _rev(repo: Path, rev: str, *, option: str) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from prtoggle.errors import CommandUsageError
 from prtoggle.recipes.authoring.history import (
+    HistoryRecipe,
     commit_recipe,
     drafting_stamp,
     is_test_path,
@@ -196,3 +197,25 @@ def test_suffixes_sharing_a_files_two_sides_compare_that_module_once_and_draft_t
     assert (again.cached, compared) == (False, ["calc.core"])
     texts = [next(made.directory.glob("*.yaml")).read_text() for made in (first, again)]
     assert texts[0] == texts[1]
+
+
+def test_the_changes_a_recipe_leaves_in_one_file_are_each_blamed_on_the_commit_that_wrote_them(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    head = repo.git("rev-parse", "HEAD").strip()
+    lines = repo.git("show", "HEAD:python/calc/core.py").splitlines()
+    negative = lines.index("    if x < 0:") + 1  # the fix wrote it
+    triple = next(n for n, text in enumerate(lines, 1) if text.startswith("def triple"))
+    left = HistoryRecipe(
+        tmp_path,
+        "",
+        places=(("calc/core.py", triple + 1), ("calc/core.py", negative)),
+        drafted_at=head,
+    )
+    stayed = stayed_commits(history, left, among=history.commits)
+    # the last refactor wrote `return x * 3  # v9`
+    assert [c.subject for c in stayed] == [
+        "fix: absval of negatives (#200)",
+        "refactor: triple v9 (#309)",
+    ]
