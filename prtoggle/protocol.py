@@ -63,6 +63,10 @@ TRACE_ENV = "PRTOGGLE_TRACE_DIR"
 writes `<pid>.trace.json` there at exit (prtoggle/revert/run_trace.py): the modules it
 imported and the functions it ran, so that commits changing neither are not searched."""
 
+TRACE_PACKAGES_ENV = "PRTOGGLE_TRACE_PACKAGES"
+"""Set with TRACE_ENV: the top-level packages (comma-separated) the range changes; imports of
+other packages' modules run untraced (run_trace.start's `packages`)."""
+
 BENCH_RESULT_KEYS = (
     "name",
     "timed",

@@ -89,13 +89,15 @@ def _resolved(entry: str) -> Path | None:
 
 def _start_trace() -> None:
     """Record what this run imports and runs when PRTOGGLE_TRACE_DIR asks (bisect --git)."""
-    directory = os.environ.get(_load_protocol().TRACE_ENV, "")
+    protocol = _load_protocol()
+    directory = os.environ.get(protocol.TRACE_ENV, "")
     if not directory:
         return
     _import_own_prtoggle()
     from prtoggle.revert import run_trace  # stdlib only
 
-    run_trace.start(directory)
+    packages = run_trace.packages_from(os.environ.get(protocol.TRACE_PACKAGES_ENV, ""))
+    run_trace.start(directory, packages=packages)
 
 
 try:

@@ -40,7 +40,7 @@ from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
 )
-from prtoggle.protocol import TRACE_ENV
+from prtoggle.protocol import TRACE_ENV, TRACE_PACKAGES_ENV
 from prtoggle.recipes.authoring.from_diff import forget_comparisons
 from prtoggle.recipes.authoring.history import (
     HistoryCommit,
@@ -172,7 +172,7 @@ class HistoryBisect(ProbeMaking):
         ]
         preload = list(dict.fromkeys((*HEAVY_MODULES, *wanted)))
         ours = [name for name in preload if name.split(".", 1)[0] in package]
-        base_env = {**env_without_revert(os.environ), TRACE_ENV: str(traces)}
+        base_env = {**env_without_revert(os.environ), **self._trace_env(traces)}
         worker = stack.enter_context(
             WarmWorker(
                 untraced=tuple(name for name in preload if name not in ours),
@@ -187,10 +187,6 @@ class HistoryBisect(ProbeMaking):
         self._worker = worker
         return worker.run
 
-    def _package_tops(self) -> set[str]:
-        """The top-level packages (or modules) the candidates change."""
-        return {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
-
     def _widen_preload(self, baseline: Probe, trace: RunTrace) -> None:
         """After a slow first run: later runs fork from a worker that also imported the
         modules of the range's packages the run imported (in the run's order)."""
@@ -199,7 +195,11 @@ class HistoryBisect(ProbeMaking):
             return
         tops = self._package_tops()
         names = [name for name in trace.names if name.split(".", 1)[0] in tops]
-        env = {k: v for k, v in self._worker.base_env.items() if k != TRACE_ENV}
+        env = {
+            k: v
+            for k, v in self._worker.base_env.items()
+            if k not in (TRACE_ENV, TRACE_PACKAGES_ENV)
+        }
         added = self._worker.widen(names, base_env=env)
         if added:
             self._note(

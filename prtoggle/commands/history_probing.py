@@ -27,7 +27,7 @@ from prtoggle.commands.history_verdicts import (
     settled,
 )
 from prtoggle.errors import PrToggleError
-from prtoggle.protocol import TRACE_ENV, YAML_PATH_ENV
+from prtoggle.protocol import TRACE_ENV, TRACE_PACKAGES_ENV, YAML_PATH_ENV
 from prtoggle.recipes.authoring.history import (
     HistoryCommit,
     HistoryRange,
@@ -68,6 +68,18 @@ class ProbeMaking:
     _runner: CommandRunner | None
     _tier: Tier
     _ahead: Ahead
+
+    def _package_tops(self) -> set[str]:
+        """The top-level packages (or modules) the candidates change."""
+        return {c.files[0].split("/", 1)[0].removesuffix(".py") for c in self.history.candidates}
+
+    def _trace_env(self, directory: Path) -> dict[str, str]:
+        """The variables that trace a run into `directory` (imports of other packages'
+        modules untraced)."""
+        return {
+            TRACE_ENV: str(directory),
+            TRACE_PACKAGES_ENV: ",".join(sorted(self._package_tops())),
+        }
 
     def _probe_nothing(self, *, trace: Path) -> Probe:
         runs = [self._run_once(None, trace=trace if n == 0 else None) for n in range(self.repeat)]
@@ -238,7 +250,7 @@ class ProbeMaking:
             specs = [recipe.spec]
         env = child_env(specs, base=env)
         if trace is not None:
-            env[TRACE_ENV] = str(trace)
+            env.update(self._trace_env(trace))
         with child_report.collecting_reports(env) as (run_env, directory):
             runner = self._runner or run_child
             done = self._ahead.alongside(

@@ -18,6 +18,7 @@ from prtoggle.protocol import (
     REVERT_ENV,
     RUN_REPORT_ENV,
     TRACE_ENV,
+    TRACE_PACKAGES_ENV,
     YAML_PATH_ENV,
 )
 from prtoggle.revert.processes import BOOTSTRAP_DIR
@@ -32,6 +33,7 @@ RUNTIME_VARIABLES = frozenset(
         DETECT_MODE_ENV,
         YAML_PATH_ENV,
         TRACE_ENV,
+        TRACE_PACKAGES_ENV,
     }
 )
 """Variables read when used, not at import: a warm run may differ from the server in them

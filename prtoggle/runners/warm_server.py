@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from prtoggle.protocol import REVERT_ENV, TRACE_ENV, TRACE_FROM_HERE
+from prtoggle.protocol import REVERT_ENV, TRACE_ENV, TRACE_FROM_HERE, TRACE_PACKAGES_ENV
 from prtoggle.runners.warm_environ import (
     expect_run,
     record_preload_reads,
@@ -359,7 +359,8 @@ def _maybe_start_trace() -> Callable[[], None]:
         return lambda: None
     from prtoggle.revert import run_trace
 
-    return run_trace.start(directory)
+    packages = run_trace.packages_from(os.environ.get(TRACE_PACKAGES_ENV, ""))
+    return run_trace.start(directory, packages=packages)
 
 
 def _split_at_trace_mark(names: list[str]) -> tuple[list[str], list[str]]:

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from prtoggle.protocol import TRACE_ENV
+from prtoggle.protocol import TRACE_ENV, TRACE_PACKAGES_ENV
 from prtoggle.revert.run_trace import RunTrace, outer_name, read_traces
 from prtoggle.revert.toggle import child_env
 from prtoggle.runners.warm_client import WarmWorker
@@ -62,8 +62,29 @@ PACKAGE = {
             size: int
         """
     ),
-    "shop/unimported.py": "def f():\n    return 3\n",
+    "shop/unimported.py": "def f():\n    return 3\n\n\nf()\n",
 }
+
+OTHER = {
+    "other/__init__.py": textwrap.dedent(
+        """\
+        def at_import():
+            return 1
+
+
+        def later():
+            return 2
+
+
+        at_import()
+        import shop.unimported
+        """
+    ),
+}
+"""A package the range does not change: its import calls a function and imports one of
+`shop`'s modules, whose import calls one of its own."""
+
+OTHERS_PROGRAM = "import other\nother.later()\n"
 
 PROGRAM = """\
 import subprocess, sys
@@ -76,16 +97,20 @@ if sys.argv[1:] == ["parent"]:
 """
 
 
-def _run(tmp_path: Path, *args: str) -> RunTrace:
-    for relative, text in PACKAGE.items():
+def _run(
+    tmp_path: Path, *args: str, program: str = PROGRAM, packages: str | None = None
+) -> RunTrace:
+    for relative, text in {**PACKAGE, **OTHER}.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(text)
     traces = tmp_path / "traces"
     traces.mkdir()
     env = child_env([], base={**os.environ, "PYTHONPATH": str(tmp_path)})
     env[TRACE_ENV] = str(traces)
+    if packages is not None:
+        env[TRACE_PACKAGES_ENV] = packages
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, *args],
+        [sys.executable, "-c", program, *args],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -110,6 +135,19 @@ def test_a_traced_run_names_the_functions_it_ran_with_threads_and_nested_defs_fo
     # a dataclass's generated methods ran: they are its body's fields, in its own file
     assert "Line.<body>" in ran and "Unmade.<body>" not in ran
     assert trace.names.index("shop") < trace.names.index("shop.prices")
+
+
+def test_an_import_of_another_package_runs_untraced_and_its_imports_of_ours_traced(
+    tmp_path: Path,
+) -> None:
+    trace = _run(tmp_path, program=OTHERS_PROGRAM, packages="shop")
+    located = trace.located(["other/__init__.py", "shop/unimported.py"])
+    assert set(located) == {"other/__init__.py", "shop/unimported.py"}  # both imported
+    assert trace.ran(located["other/__init__.py"]) == {"later"}  # called after the import
+    assert trace.ran(located["shop/unimported.py"]) == {"f", "<module>"}
+    everything = _run(tmp_path / "all", program=OTHERS_PROGRAM)
+    other = everything.located(["other/__init__.py"])["other/__init__.py"]
+    assert everything.ran(other) == {"at_import", "later", "<module>"}
 
 
 def test_the_traces_of_a_runs_child_processes_are_read_as_one(tmp_path: Path) -> None:
