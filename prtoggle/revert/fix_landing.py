@@ -59,6 +59,8 @@ class ActiveRecipe:
     _named_modules: set[int] = field(default_factory=set)
     """Modules (ids) other_names looked at already: what it says of one holds for the
     landing (a module object reloaded is another)."""
+    _naming: list[ModuleType] = field(default_factory=list)
+    """Modules changed since other_names was last asked (it looks at them all at once)."""
     _replaced: list[tuple[str, dict[str, object]]] = field(default_factory=list)
     """(scope, objects its names replace) planned since held copies were last looked for."""
 
@@ -167,6 +169,9 @@ class ActiveRecipe:
             self.pending.update(pending)
             self.names_pending.clear()
             self.names_pending.update(names_pending)
+            self._named_modules.difference_update(id(module) for module in self._naming)
+            self._naming.clear()  # nothing of the plan landed: nothing to say of it
+            self._replaced.clear()
 
         return back
 
@@ -268,18 +273,22 @@ class ActiveRecipe:
             self._replaced.append((change.scope, replaced))
 
     def _say_other_names(self, module: object) -> None:
-        """Say, once, that `module` is imported under other names too (held_copies.py)."""
-        from prtoggle.revert.held_copies import other_names
-
+        """Say, once, that `module` is imported under other names too (held_copies.py),
+        with the others changed in this landing (_say_held_copies)."""
         if isinstance(module, ModuleType) and id(module) not in self._named_modules:
             self._named_modules.add(id(module))
-            self._say(other_names(module))
+            self._naming.append(module)
 
     def _say_held_copies(self) -> None:
-        """Say, once each, where loaded modules hold objects the planned names replace: one
-        look over the package for every scope planned since the last (held_copies.py)."""
-        from prtoggle.revert.held_copies import held_copies
+        """Say, once each, which modules changed are imported under other names too, and
+        where loaded modules hold objects the planned names replace: one look over
+        sys.modules, and over the package, for everything planned since the last
+        (held_copies.py)."""
+        from prtoggle.revert.held_copies import held_copies, other_names
 
+        naming, self._naming = self._naming, []
+        if naming:
+            self._say(other_names(naming))
         changes, self._replaced = self._replaced, []
         if changes:
             self._say(held_copies(changes))

@@ -51,27 +51,33 @@ def held_copies(changes: Sequence[tuple[str, dict[str, object]]]) -> list[str]:
     return notes
 
 
-def other_names(module: ModuleType) -> list[str]:
-    """`module` imported under other names too: the same file, other module objects in
-    sys.modules (a revert changes the one it is given only)."""
-    path = _real_file(module)
-    if path is None:
-        return []
-    base = os.path.basename(path)
-    found = [
-        name
-        for name, other in list(sys.modules.items())
-        if other is not None
-        and other is not module
-        and os.path.basename(str(getattr(other, "__file__", None) or "")) == base
-        and _real_file(other) == path
-    ]
-    if not found:
-        return []
-    return [
-        f"module {module.__name__} is also imported as {', '.join(sorted(found))} (the same "
-        f"file, another module object): the revert changes {module.__name__} only"
-    ]
+def other_names(modules: Sequence[ModuleType]) -> list[str]:
+    """Each of `modules` imported under other names too: the same file, other module
+    objects in sys.modules (a revert changes the one it is given only). One pass over
+    sys.modules for them all."""
+    paths = {id(module): _real_file(module) for module in modules}
+    bases = {os.path.basename(path) for path in paths.values() if path is not None}
+    by_base: dict[str, list[tuple[str, object]]] = {}
+    for name, other in list(sys.modules.items()):
+        base = os.path.basename(str(getattr(other, "__file__", None) or ""))
+        if other is not None and base in bases:
+            by_base.setdefault(base, []).append((name, other))
+    notes = []
+    for module in modules:
+        path = paths[id(module)]
+        if path is None:
+            continue
+        found = [
+            name
+            for name, other in by_base.get(os.path.basename(path), [])
+            if other is not module and _real_file(other) == path
+        ]
+        if found:
+            notes.append(
+                f"module {module.__name__} is also imported as {', '.join(sorted(found))} (the "
+                f"same file, another module object): the revert changes {module.__name__} only"
+            )
+    return notes
 
 
 def _members(module_name: str, module: object) -> Iterator[tuple[str, object]]:
