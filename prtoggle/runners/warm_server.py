@@ -372,11 +372,27 @@ def _split_at_trace_mark(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _preload(name: str) -> None:
-    """Import `name` now; one that fails is left out (the child then imports it and fails)."""
+    """Import `name` now; one that fails is left out (the child then imports it and fails).
+    With pytest come the plugins pytest itself imports at start (`_preload_pytest_plugins`)."""
     try:
         importlib.import_module(name)
     except Exception:  # the child imports it again and reports the error itself
         sys.modules.pop(name, None)
+        return
+    if name == "pytest":
+        _preload_pytest_plugins()
+
+
+def _preload_pytest_plugins() -> None:
+    """Import the modules of the installed pytest plugins (the `pytest11` entry points) that
+    pytest imports as each run starts, unless PYTEST_DISABLE_PLUGIN_AUTOLOAD keeps it from
+    them: a run then finds them imported (an sglang unit test's run: 0.47 s, 0.28 s)."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group="pytest11"):
+        _preload(point.module)
 
 
 def _freeze_preloaded_heap() -> None:

@@ -491,3 +491,47 @@ def test_a_child_that_gets_sigterm_before_it_resets_its_signals_only_exits() -> 
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stdout, done.stderr) == (143, "143\n", "")
+
+
+PLUGIN_MODULE = "prtoggle_fake_pytest_plugin"
+
+
+def _installed_pytest_plugin(folder: Path, imports: Path) -> None:
+    """A distribution in `folder` whose `pytest11` entry point is PLUGIN_MODULE: it notes
+    the pid of each process that imports it in `imports` and offers the fixture `lucky`."""
+    (folder / f"{PLUGIN_MODULE}.py").write_text(
+        "import os\nimport pytest\n\n"
+        f"with open({str(imports)!r}, 'a') as out:\n"
+        "    out.write(f'{os.getpid()}\\n')\n\n\n"
+        "@pytest.fixture\ndef lucky():\n    return 7\n"
+    )
+    info = folder / "prtoggle_fake_pytest_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: prtoggle-fake-pytest-plugin\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(f"[pytest11]\nfake = {PLUGIN_MODULE}\n")
+    (folder / "test_lucky.py").write_text("def test_lucky(lucky):\n    assert lucky == 7\n")
+
+
+@pytest.mark.parametrize("autoload", [True, False], ids=["autoload", "no-autoload"])
+def test_a_worker_preloading_pytest_imports_the_plugins_pytest_would_import_in_each_run(
+    project: FakeProject, tmp_path: Path, autoload: bool
+) -> None:
+    imports = tmp_path / "imports.txt"
+    _installed_pytest_plugin(project.source_dir, imports)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    if not autoload:
+        argv += ["-p", PLUGIN_MODULE]  # the run loads it by name
+    argv.append(str(project.source_dir / "test_lucky.py"))
+    env = stable_env() if autoload else stable_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    with WarmWorker(preload=("pytest",), base_env=env) as worker:
+        runs = [worker.run(argv, env=env, cwd=str(tmp_path)) for _ in range(2)]
+        server = worker.server_pid
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stdout + runs[0].stderr
+    assert worker.warm_runs == 2
+    pids = [int(pid) for pid in imports.read_text().split()]
+    if autoload:  # imported once, by the server
+        assert pids == [server]
+    else:  # by each run that asks for it
+        assert len(pids) == 2 and server not in pids
