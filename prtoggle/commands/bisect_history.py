@@ -267,17 +267,23 @@ class HistoryBisect(ProbeMaking):
         """Draft, while the probe of `index` runs, what the search asks next: either next
         suffix, or, where this probe closes the bounds, what settles the culprit it leaves
         (its own commit when it fails; when it passes, the oldest failing one, or the whole
-        tier's suffix when none failed yet)."""
-        following = [next_untested(index, good, skipped), next_untested(bad, index, skipped)]
-        jobs = [self._suffix_job(candidates, i) for i in following if i is not None]
-        if following[0] is None:
-            jobs += self._found_jobs(candidates, candidates[index])
-        if following[1] is None:
+        tier's suffix when none failed yet). A draft that the run's verdict leaves useless
+        stops when the run ends (history_ahead.py)."""
+        if_bad, if_good = next_untested(index, good, skipped), next_untested(bad, index, skipped)
+        after: dict[str, list[tuple[str, Callable[[], HistoryRecipe]]]] = {"bad": [], "good": []}
+        for verdict, following in (("bad", if_bad), ("good", if_good)):
+            if following is not None:
+                after[verdict].append(self._suffix_job(candidates, following))
+        if if_bad is None:
+            after["bad"] += self._found_jobs(candidates, candidates[index])
+        if if_good is None:
             if bad == 0:
-                jobs.append(self._suffix_job(candidates, 0))
-            jobs += self._found_jobs(candidates, candidates[bad])
+                after["good"].append(self._suffix_job(candidates, 0))
+            after["good"] += self._found_jobs(candidates, candidates[bad])
+        jobs = [*after["bad"], *after["good"]]
         alone_last = sorted(jobs, key=lambda job: job[0].startswith("alone:"))  # asked later
-        self._ahead.plan(alone_last)
+        useful = {verdict: [key for key, _ in planned] for verdict, planned in after.items()}
+        self._ahead.plan(alone_last, after=useful)
 
     def _found_jobs(
         self, candidates: list[HistoryCommit], culprit: HistoryCommit

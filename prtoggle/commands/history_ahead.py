@@ -5,8 +5,11 @@ thread (the same for every run) and meanwhile, in the calling thread, does queue
 result a later step may ask for: the reach of each candidate during the first run, the
 recipes of the two probes the binary search may take next during each probe. A result is
 kept by key; a step that finds none does the work itself. Queued work starts only while the
-run is still going (a run that ends first costs at most the job already started), and work
-left queued when the run ends is dropped at the next plan. Queued work runs in the caller's
+run is still going, and work left queued when the run ends is dropped at the next plan. A
+plan may say which jobs each verdict of the run leaves useful (`after`): when the run ends
+with a verdict that leaves the job under way useless, that job stops at its next stop
+point (recipes/authoring/stopping.py) and leaves no result (a later step asking for it
+does it again); otherwise the job under way finishes. Queued work runs in the caller's
 thread, so Ctrl-C interrupts it at once; the helper thread only waits on the run, whose
 children the signal ends.
 
@@ -20,10 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from prtoggle.recipes.authoring.stopping import DraftStopped, stoppable
 
 T = TypeVar("T")
 
@@ -49,18 +55,31 @@ class Ahead:
     queued: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, Exception] = field(default_factory=dict)
+    useful_after: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per verdict of the coming run, the keys still useful once it has ended with it."""
+    _running: str | None = None
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _helper: ThreadPoolExecutor | None = field(default=None, repr=False)
     """One thread for every run: a warm worker's server started from it (a rebuilt one)
     is told to end when the thread that started it ends (Linux's parent-death signal
     follows the thread), so the thread lives as long as the search."""
 
-    def plan(self, jobs: list[tuple[str, Callable[[], Any]]]) -> None:
-        """Replace the queue with `jobs` (those already done, and a key's repeats, left out)."""
+    def plan(
+        self,
+        jobs: list[tuple[str, Callable[[], Any]]],
+        *,
+        after: Mapping[str, Collection[str]] | None = None,
+    ) -> None:
+        """Replace the queue with `jobs` (those already done, and a key's repeats, left out);
+        `after`: per verdict of the coming run, the keys it leaves useful (none: every job
+        under way finishes)."""
         queued: dict[str, Callable[[], Any]] = {}
         for key, work in jobs:
             if key not in queued and not self.known(key):
                 queued[key] = work
         self.queued = list(queued.items())
+        self.useful_after = {verdict: frozenset(keys) for verdict, keys in (after or {}).items()}
 
     def known(self, key: str) -> bool:
         return key in self.results or key in self.failures
@@ -74,12 +93,22 @@ class Ahead:
             return self.results.pop(key)
         return work()
 
-    def alongside(self, run: Callable[[], T]) -> T:
+    def alongside(
+        self, run: Callable[[], T], *, verdict: Callable[[T], str | None] | None = None
+    ) -> T:
         """`run()` in the helper thread while the queued jobs run here; its result (or its
-        exception, raised here)."""
+        exception, raised here). `verdict`: what the run's result says (None: unknown), to
+        stop the job under way when the plan says that verdict leaves it useless."""
         if self._helper is None:
             self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prtoggle-run")
-        pending = self._helper.submit(run)
+
+        def watched() -> T:
+            result = run()
+            if verdict is not None:
+                self._stop_if_useless(verdict(result))
+            return result
+
+        pending = self._helper.submit(watched)
         while self.queued and not pending.done():
             key, work = self.queued.pop(0)
             self._do(key, work)
@@ -91,8 +120,24 @@ class Ahead:
             self._helper.shutdown(wait=True)
             self._helper = None
 
+    def _stop_if_useless(self, verdict: str | None) -> None:
+        """Ask the job under way to stop when `verdict` leaves it useless (helper thread)."""
+        useful = self.useful_after.get(verdict) if verdict is not None else None
+        with self._lock:
+            if useful is not None and self._running is not None and self._running not in useful:
+                self._stop.set()
+
     def _do(self, key: str, work: Callable[[], Any]) -> None:
+        with self._lock:
+            self._running = key
+            self._stop.clear()
         try:
-            self.results[key] = work()
+            with stoppable(self._stop):
+                self.results[key] = work()
+        except DraftStopped:
+            pass  # useless now; a step that asks for it after all does it again
         except Exception as exc:  # raised by `take`, should a step ask for it
             self.failures[key] = exc
+        finally:
+            with self._lock:
+                self._running = None

@@ -39,7 +39,7 @@ from prtoggle.recipes.authoring.history import (
 )
 from prtoggle.revert import child_report
 from prtoggle.revert.toggle import child_env
-from prtoggle.runners.child_process import run_child
+from prtoggle.runners.child_process import CommandRun, run_child
 from prtoggle.runners.warm_client import CommandRunner
 
 __all__ = ["ProbeMaking"]
@@ -230,6 +230,11 @@ class ProbeMaking:
         self.notes.append(line)
         self.on_note(line)
 
+    def _verdict_of(self, done: CommandRun) -> str | None:
+        """A probe's verdict as its one run says it ("bad", "good"; None: not yet known)."""
+        outcome = judge_run(done, self.rule).outcome
+        return outcome if outcome in ("bad", "good") else None
+
     def _run_once(
         self,
         recipe: HistoryRecipe | None,
@@ -254,7 +259,8 @@ class ProbeMaking:
         with child_report.collecting_reports(env) as (run_env, directory):
             runner = self._runner or run_child
             done = self._ahead.alongside(
-                lambda: runner(list(self.command), env=run_env, timeout=self.timeout)
+                lambda: runner(list(self.command), env=run_env, timeout=self.timeout),
+                verdict=self._verdict_of if self.repeat == 1 and recipe is not None else None,
             )
             reports = child_report.read_reports(directory)
         if recipe is not None:

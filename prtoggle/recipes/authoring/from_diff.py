@@ -27,6 +27,7 @@ from prtoggle.recipes.authoring.modules import (
 )
 from prtoggle.recipes.authoring.scopes import ModuleChanges, PatchCandidate, compare_module
 from prtoggle.recipes.authoring.source_readers import source_readers
+from prtoggle.recipes.authoring.stopping import stop_point
 from prtoggle.recipes.names_schema import MODULE_REMOVED_REASON
 
 NOT_PYTHON = "not Python source"
@@ -117,6 +118,7 @@ def draft_from_diff(text: str, *, source: str, roots: Sequence[SourceTree]) -> D
     draft = Draft()
     readers: list[tuple[str, str]] = []
     for diff in parse_diff(text, source=source):
+        stop_point()  # drafted ahead by `bisect --git`: a draft no longer wanted stops here
         first = next((line.new for line in diff.lines if line.kind != " "), 1)
         safe = all(safe_path(path) for path in (diff.old_path, diff.new_path) if path)
         if safe and is_test_path(diff.path) and not in_package(diff.path, roots=roots):

@@ -25,6 +25,7 @@ from prtoggle.recipes.authoring.from_diff import (
     in_landing_order,
 )
 from prtoggle.recipes.authoring.missing_imports import ModuleKnown, without_missing_imports
+from prtoggle.recipes.authoring.stopping import stop_point
 from prtoggle.recipes.check import TargetCheck, check_recipe
 from prtoggle.recipes.file_writing import replace_atomically, unsafe_destination
 from prtoggle.recipes.names_check import WholeFixCheck, check_whole_fix, unresolved_patch_reads
@@ -111,6 +112,7 @@ def checked_recipe(
 
     The text is checked as the file `path` it is going to be (messages name that file).
     """
+    stop_point()  # drafted ahead by `bisect --git`: a draft no longer wanted stops here
     kept, failed = _checked_targets(header, draft.targets, path=path)
     names = list(draft.names)
     not_reverted = list(draft.not_reverted)
@@ -125,6 +127,7 @@ def checked_recipe(
     names, not_reverted = _checked_names(
         header, names, not_reverted, path=path, roots=[*roots, *draft.trees, *_trees(kept)]
     )
+    stop_point()
     kept = _reads_resolved(header, kept, names, not_reverted, path=path)
     text = render_recipe(
         header,
@@ -215,6 +218,7 @@ def _checked_names(
     """
     kept = list(names)
     while kept:
+        stop_point()
         verdicts = _names_verdicts(header, kept, path=path, roots=roots)
         if all(verdict and all(v.status == "ok" for v in verdict) for verdict in verdicts):
             break

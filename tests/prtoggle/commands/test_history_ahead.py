@@ -12,6 +12,7 @@ import pytest
 
 from prtoggle.commands.history_ahead import DRAFTING_THRESHOLDS, Ahead, fewer_collections
 from prtoggle.errors import PrToggleError
+from prtoggle.recipes.authoring.stopping import stop_point
 from prtoggle.runners.warm_client import WarmWorker
 
 
@@ -121,3 +122,57 @@ def test_a_job_planned_twice_is_done_once() -> None:
     assert [key for key, _ in ahead.queued] == ["a", "b"]
     ahead.alongside(lambda: time.sleep(0.3))
     assert done == ["first"]
+
+
+def _draft_until_stopped(steps: list[int], started: threading.Event) -> str:
+    """A draft of 50 steps of 0.05 s, each ending at a stop point."""
+    started.set()
+    for step in range(50):
+        time.sleep(0.05)
+        steps.append(step)
+        stop_point()
+    return "drafted"
+
+
+@pytest.mark.parametrize(
+    ("verdict", "finished"), [("bad", False), ("good", True), (None, True)], ids=str
+)
+def test_a_job_the_runs_verdict_leaves_useless_stops_and_leaves_no_result(
+    verdict: str | None, finished: bool
+) -> None:
+    started = threading.Event()
+    steps: list[int] = []
+    ahead = Ahead()
+    ahead.plan(
+        [("draft", lambda: _draft_until_stopped(steps, started))],
+        after={"bad": ["other"], "good": ["draft"]},
+    )
+    try:
+        ran = ahead.alongside(lambda: started.wait(30) and "ran", verdict=lambda _: verdict)
+    finally:
+        ahead.close()
+    assert ran == "ran"
+    assert ahead.known("draft") == finished
+    if finished:
+        assert len(steps) == 50
+    else:  # stopped at the first stop point after the run ended
+        assert len(steps) < 10
+    assert ahead.take("draft", lambda: "drafted now") == ("drafted" if finished else "drafted now")
+
+
+def test_a_stopped_job_does_not_stop_the_next_one_nor_a_draft_made_when_asked() -> None:
+    started = threading.Event()
+    steps: list[int] = []
+    ahead = Ahead()
+    ahead.plan(
+        [("useless", lambda: _draft_until_stopped(steps, started))],
+        after={"bad": ["wanted"]},
+    )
+    try:
+        ahead.alongside(lambda: started.wait(30), verdict=lambda _: "bad")
+        ahead.plan([("wanted", lambda: _draft_until_stopped(steps, threading.Event()))])
+        ahead.alongside(lambda: time.sleep(0.2))
+    finally:
+        ahead.close()
+    assert not ahead.known("useless") and ahead.known("wanted")
+    assert ahead.take("useless", lambda: _draft_until_stopped([], threading.Event())) == "drafted"

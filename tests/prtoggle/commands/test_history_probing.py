@@ -106,6 +106,10 @@ def test_a_probe_that_closes_the_bounds_has_the_culprit_of_either_outcome_drafte
         key.startswith(f"suffix:{candidates[0].sha}:") for key, _ in search._ahead.queued
     )
     assert whole_tier == (bad == 0)
+    useful = search._ahead.useful_after  # a failing run: this commit; a passing one: `bad`'s
+    assert f"alone:{candidates[bad].sha}" not in useful["bad"]
+    assert (f"alone:{candidates[index].sha}" in useful["bad"]) == (index + 1 == good)
+    assert (f"alone:{candidates[bad].sha}" in useful["good"]) == (index - 1 == bad)
 
 
 @pytest.mark.slow

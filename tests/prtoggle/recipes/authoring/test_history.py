@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from prtoggle.recipes.authoring.history import (
     stayed_commits,
     suffix_recipe,
 )
+from prtoggle.recipes.authoring.stopping import DraftStopped, stoppable
 from tests.prtoggle.history_fakes import HistoryRepo, history_repo
 
 FIX = "fix: absval of negatives (#200)"
@@ -219,3 +221,17 @@ def test_the_changes_a_recipe_leaves_in_one_file_are_each_blamed_on_the_commit_t
         "fix: absval of negatives (#200)",
         "refactor: triple v9 (#309)",
     ]
+
+
+def test_a_draft_asked_to_stop_raises_at_its_first_stop_point_and_caches_nothing(
+    repo: HistoryRepo, tmp_path: Path
+) -> None:
+    history = read_range(repo.root, f"{repo.shas['start']}..HEAD", source_dir="python")
+    fix = next(c for c in history.commits if c.subject == FIX)
+    stop = threading.Event()
+    stop.set()
+    with stoppable(stop), pytest.raises(DraftStopped):
+        suffix_recipe(history, fix, cache=tmp_path)
+    assert not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("*.yaml"))
+    made = suffix_recipe(history, fix, cache=tmp_path)  # not asked to stop: drafted
+    assert (made.cached, made.spec != "") == (False, True)
