@@ -1,10 +1,11 @@
-"""Drafts that stop half-way when asked: `bisect --git` drafts ahead while a probe runs, and
-a draft the run's verdict made useless stops at its next stop point (a file, a check).
+"""Drafts that stop half-way when asked, leaving nothing: what `bisect --git` drafted ahead.
 
-A stopped draft raises DraftStopped and leaves nothing behind (no recipe written, no cache
-record); what it computed on the way (module comparisons, parsed texts) stays in the
-process's caches for the draft that does it again. Asking is per thread: `stoppable(event)`
-marks the drafts the calling thread makes from then on; another thread sets the event.
+`bisect --git` drafts ahead while a probe runs, and a draft the run's verdict made useless
+stops at its next stop point (a file, a check). A stopped draft raises DraftStopped and
+leaves nothing behind (no recipe written, no cache record); what it computed on the way
+(module comparisons, parsed texts) stays in the process's caches for the draft that does
+it again. Asking is per thread: `stoppable(event)` marks the drafts the calling thread
+makes from then on; another thread sets the event.
 """
 
 from __future__ import annotations
