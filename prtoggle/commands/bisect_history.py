@@ -10,13 +10,12 @@ counts as the regression, history_ahead.py drafts the next ones meanwhile). Prob
 whose revert does not apply, time out, crash, fail otherwise than --fingerprint, or whose
 revert is partial and passes, are inconclusive (skips); the commits they leave undecided
 are said as "cannot be ruled out", never silently dropped. Runs after the traced one are
-forked from a warm worker that imported the run's modules once.
+forked from a warm worker that imported the run's modules once (history_runner.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,11 +35,11 @@ from prtoggle.commands.history_probes import (
 )
 from prtoggle.commands.history_probing import ProbeMaking
 from prtoggle.commands.history_reach import Reach, changed_units, commits_reaching
+from prtoggle.commands.history_runner import probe_runner, widen_after_first_run
 from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
 )
-from prtoggle.protocol import TRACE_ENV, TRACE_PACKAGES_ENV
 from prtoggle.recipes.authoring.from_diff import forget_comparisons
 from prtoggle.recipes.authoring.history import (
     HistoryCommit,
@@ -48,21 +47,9 @@ from prtoggle.recipes.authoring.history import (
     HistoryRecipe,
 )
 from prtoggle.revert.run_trace import RunTrace, read_traces
-from prtoggle.runners.command_imports import command_imports, command_lazy_imports
-from prtoggle.runners.output_tail import TAIL_BYTES
-from prtoggle.runners.warm_client import (
-    HEAVY_MODULES,
-    CommandRunner,
-    WarmWorker,
-    command_runner,
-)
-from prtoggle.runners.warm_eligibility import env_without_revert
+from prtoggle.runners.warm_client import CommandRunner, WarmWorker
 
 __all__ = ["FailureRule", "HistoryAnswer", "HistoryBisect", "HistoryMode", "Probe", "ProbeRun"]
-
-_WIDEN_AFTER_SECONDS = 3.0
-"""A first run this long imported much that the warm worker did not preload: later runs
-fork from a worker that preloads what it imported (of the range's packages)."""
 
 
 @dataclass
@@ -154,53 +141,24 @@ class HistoryBisect(ProbeMaking):
     def _start_runner(
         self, stack: contextlib.ExitStack[bool | None], traces: Path
     ) -> CommandRunner:
-        """The runner of the probes: a warm worker whose server starts importing now, while
-        the range is read (plain children when not `warm`). It imports the heavy modules,
-        pytest, and the package's modules the command's own files import at their top and
-        inside the functions it runs (runners/command_imports.py; a module of those that
-        initialises CUDA sends it back to the first), traced into `traces` as the first
-        run is (the modules of other packages are imported before the trace starts: no
-        candidate changes their functions)."""
-        if not self.warm:
-            return stack.enter_context(command_runner(warm=False, output_limit=TAIL_BYTES))
-        package = self._package_tops()
-        tops = package | {"pytest", "_pytest"}
-        wanted = [
-            name
-            for name in ("pytest", *command_imports(self.command, cwd=Path.cwd()))
-            if name.split(".", 1)[0] in tops
-        ]
-        preload = list(dict.fromkeys((*HEAVY_MODULES, *wanted)))
-        ours = [name for name in preload if name.split(".", 1)[0] in package]
-        base_env = {**env_without_revert(os.environ), **self._trace_env(traces)}
-        worker = stack.enter_context(
-            WarmWorker(
-                untraced=tuple(name for name in preload if name not in ours),
-                preload=tuple(ours),
-                base_env=base_env,
-                output_limit=TAIL_BYTES,
-            )
+        """The runner of the probes (history_runner.py), its first run traced into `traces`."""
+        runner, self._worker = probe_runner(
+            stack,
+            command=self.command,
+            packages=self._package_tops(),
+            trace_env=self._trace_env(traces),
+            warm=self.warm,
         )
-        lazy = command_lazy_imports(self.command, cwd=Path.cwd())
-        worker.widen([name for name in lazy if name.split(".", 1)[0] in tops])
-        worker.start()  # (widen started it when the tests import more inside functions)
-        self._worker = worker
-        return worker.run
+        return runner
 
     def _widen_preload(self, baseline: Probe, trace: RunTrace) -> None:
         """After a slow first run: later runs fork from a worker that also imported the
-        modules of the range's packages the run imported (in the run's order)."""
-        seconds = max((run.seconds for run in baseline.runs), default=0.0)
-        if self._worker is None or baseline.verdict != "good" or seconds < _WIDEN_AFTER_SECONDS:
+        modules of the range's packages the run imported (history_runner.py)."""
+        if self._worker is None or baseline.verdict != "good":
             return
-        tops = self._package_tops()
-        names = [name for name in trace.names if name.split(".", 1)[0] in tops]
-        env = {
-            k: v
-            for k, v in self._worker.base_env.items()
-            if k not in (TRACE_ENV, TRACE_PACKAGES_ENV)
-        }
-        added = self._worker.widen(names, base_env=env)
+        seconds = max((run.seconds for run in baseline.runs), default=0.0)
+        packages = self._package_tops()
+        added = widen_after_first_run(self._worker, seconds=seconds, trace=trace, packages=packages)
         if added:
             self._note(
                 f"warm worker: the first run took {seconds:.1f} s importing what the worker "
