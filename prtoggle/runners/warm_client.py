@@ -136,6 +136,8 @@ class WarmWorker:
     """The preload and environment before widen(), until a run on the wider one answers."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _live: set[int] = field(default_factory=set, init=False, repr=False)
+    _killed: set[int] = field(default_factory=set, init=False, repr=False)
+    """Runs `close` killed: a server stopped before it reported one's status ends it so."""
 
     def __enter__(self) -> WarmWorker:
         return self
@@ -240,6 +242,7 @@ class WarmWorker:
         """Kill every live run's group, stop the server and wait for it."""
         with self._lock:
             for pid in list(self._live):
+                self._killed.add(pid)
                 _kill_group(pid)
             servers = [*self._retired]
             self._retired = []
@@ -314,7 +317,7 @@ class WarmWorker:
                 stdout, stderr, timed_out = _tail_to_exit(
                     out_read, err_read, pid=pid, deadline=deadline, limit=self.output_limit
                 )
-            status = int(self._message(reply, "status", notices))
+            status = self._status(reply, notices, pid=pid)
             raise_if_interrupted()
         except BaseException:
             if pid is not None:
@@ -325,6 +328,7 @@ class WarmWorker:
                 disown(pid)
                 with self._lock:
                     self._live.discard(pid)
+                    self._killed.discard(pid)
             reply.close()
             os.close(out_read)
             os.close(err_read)
@@ -441,6 +445,17 @@ class WarmWorker:
         if first:
             logger.warning("prtoggle: no warm worker from here: %s", self.stepped_aside)
         return False
+
+    def _status(self, reply: socket.socket, notices: list[StaleNotice], *, pid: int) -> int:
+        """The run's exit status, as the server reports it; -SIGKILL for a run `close`
+        killed whose server stopped before it could report."""
+        try:
+            return int(self._message(reply, "status", notices))
+        except RunnerError:
+            with self._lock:
+                if pid in self._killed:
+                    return -signal.SIGKILL
+            raise
 
     def _message(self, reply: socket.socket, key: str, notices: list[StaleNotice]) -> int:
         """The server's message `key`; a run's `stale_env` notices met on the way are kept."""
