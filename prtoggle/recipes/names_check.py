@@ -120,18 +120,9 @@ def _check_names(
         code = _define_code(
             change.define or "pass", first_line, scope.class_name, scope.future_flags
         )
-    except SyntaxError:
-        try:  # compiled again for the error: it names the recipe's file
-            compile_define(
-                change.define or "pass",
-                filename=str(recipe.path),
-                first_line=first_line,
-                class_name=scope.class_name,
-                future_flags=scope.future_flags,
-            )
-        except SyntaxError as exc:
-            return WholeFixCheck(target, "error", f"define does not compile: {exc}")
-        raise
+    except SyntaxError as exc:
+        exc.filename = str(recipe.path)  # the message names the recipe's file
+        return WholeFixCheck(target, "error", f"define does not compile: {exc}")
     problem = _global_check(recipe, change, scope, code, tree=tree, edited=edited)
     if problem is None:
         return WholeFixCheck(target, "ok")
