@@ -13,16 +13,19 @@ extension) cannot be told apart: it is returned as unreadable, for the caller to
 never changed. Only modules holding the very object are read: their column-0 `from`
 imports by a pattern, the file parsed only when an indented import of the name may be a
 function's own. Process-global: each file's imports, read once per (path, mtime, size).
+Within `one_scan()` (a landing asks for the copies of many scopes) each module's objects
+are gathered once, not once per scope.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from prtoggle.patching.lines import decode_python_source
@@ -93,6 +96,24 @@ def clear_cache() -> None:
     _SOURCES.clear()
 
 
+@contextlib.contextmanager
+def one_scan() -> Iterator[None]:
+    """While it lasts, find_copies gathers the objects of each module's namespace once (the
+    ids, kept while the namespace keeps its size) rather than once per call: a landing
+    that replaces names of a dozen modules passed over every loaded module a dozen times.
+    A module whose namespace grew or shrank since is gathered again; a name rebound to
+    another object without changing the size is seen only when its module is gathered
+    next. Process-global (the landing holds the revert lock); nested uses share one."""
+    if _SCANS:
+        yield
+        return
+    _SCANS.append(_Scan())
+    try:
+        yield
+    finally:
+        _SCANS.clear()
+
+
 def _candidates(
     scope: ModuleType, values: Mapping[str, object]
 ) -> dict[str, tuple[object, list[tuple[str, str]]]]:
@@ -115,9 +136,11 @@ def _candidates(
             namespace = vars(module)
         except TypeError:
             continue
-        held = list(_held(namespace, values, by_id, common))
+        held = list(_held(namespace, values, by_id, common, _objects_of(module_name, namespace)))
         if held:
             found[module_name] = (module, held)
+    for scan in _SCANS:
+        scan.calls += 1
     return found
 
 
@@ -126,11 +149,12 @@ def _held(
     values: Mapping[str, object],
     by_id: Mapping[int, list[str]],
     common: Mapping[str, object],
+    objects: Iterable[int],
 ) -> Iterator[tuple[str, str]]:
     for name, value in common.items():
         if namespace.get(name, _MISSING) is value:
             yield name, name
-    if by_id and not by_id.keys().isdisjoint(map(id, namespace.values())):  # C-level first
+    if by_id and not by_id.keys().isdisjoint(objects):  # C-level first
         for attribute, value in list(namespace.items()):
             for scope_name in by_id.get(id(value), ()):
                 if values[scope_name] is value:
@@ -344,6 +368,31 @@ def _common(value: object, scope: ModuleType) -> bool:
     return False
 
 
+def _objects_of(module_name: str, namespace: Mapping[str, object]) -> Iterable[int]:
+    """The ids of the objects `namespace` holds: gathered as they are read, or, from the
+    second call of a scan on, kept per module (see one_scan)."""
+    scan = _SCANS[0] if _SCANS else None
+    if scan is None or not scan.calls:
+        return map(id, namespace.values())
+    kept = scan.objects.get(module_name)
+    if kept is not None and kept[0] is namespace and kept[1] == len(namespace):
+        return kept[2]
+    objects = frozenset(map(id, namespace.values()))
+    scan.objects[module_name] = (namespace, len(namespace), objects)
+    return objects
+
+
+@dataclass
+class _Scan:
+    """One scan's state: how many times the candidates were looked for, and per module
+    (its namespace, that namespace's size then, the ids of its objects)."""
+
+    calls: int = 0
+    objects: dict[str, tuple[Mapping[str, object], int, frozenset[int]]] = field(
+        default_factory=dict
+    )
+
+
 class _Missing:
     """A name a namespace does not bind."""
 
@@ -351,3 +400,5 @@ class _Missing:
 _MISSING = _Missing()
 _SOURCES: dict[str, tuple[tuple[int, int], _Source]] = {}
 """File name -> ((mtime_ns, size), its imports): read once per version of a file."""
+_SCANS: list[_Scan] = []
+"""The scan one_scan() opened (at most one)."""

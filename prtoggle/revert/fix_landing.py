@@ -76,11 +76,12 @@ class ActiveRecipe:
         """Plan on `commit` every name change, then every target, whose module is complete
         now (the code compiled as the pre-fix module compiles it: its imports as the fix's
         names leave them). The record follows at once; aborting `commit` puts it back."""
+        from prtoggle.patching.copies import one_scan
         from prtoggle.patching.module_scope import imports_changed
 
         commit.on_abort(self._checkpoint())
         entries = range(len(self.recipe.names)) if initial else list(self.names_pending)
-        with imports_changed(self.import_changes()):
+        with imports_changed(self.import_changes()), one_scan():
             for index in entries:
                 self._names_or_wait(index, finished=finished, on_wait=on_wait, commit=commit)
             targets = [p.target for p in self.recipe.patches] if initial else list(self.pending)

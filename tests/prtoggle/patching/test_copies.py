@@ -10,7 +10,7 @@ import types
 import pytest
 from revert_fixtures import ModuleFactory, modules_fixture  # noqa: F401
 
-from prtoggle.patching.copies import find_copies
+from prtoggle.patching.copies import find_copies, one_scan
 from prtoggle.patching.name_scopes import NameScope, resolve_scope
 from prtoggle.patching.names import AppliedNames, apply_names
 
@@ -187,3 +187,34 @@ def test_two_scope_names_of_one_object_each_follow_their_own_imports(
     assert user.FIRST is core.FIRST == {} and user.SECOND is core.SECOND == {"b": 2}
     applied.restore()
     assert user.FIRST is user.SECOND is core.FIRST
+
+
+def test_one_scan_finds_the_copies_of_each_scope_as_separate_calls_do(
+    modules: ModuleFactory,
+) -> None:
+    first = modules.load("app.first", "class A:\n    pass\n")
+    second = modules.load("app.second", "class B:\n    pass\n")
+    modules.load("app.user", "from app.first import A\nfrom app.second import B\n")
+    apart = [find_copies(first, {"A": first.A}), find_copies(second, {"B": second.B})]
+    with one_scan():
+        together = [find_copies(first, {"A": first.A}), find_copies(second, {"B": second.B})]
+    assert together == apart
+    assert [[(h.module_name, h.attribute) for h in c.copies] for c in together] == [
+        [("app.user", "A")],
+        [("app.user", "B")],
+    ]
+
+
+def test_one_scan_sees_a_copy_bound_and_a_module_imported_after_its_first_look(
+    modules: ModuleFactory,
+) -> None:
+    core = modules.load("app.core", "class A:\n    pass\n\n\nclass B:\n    pass\n")
+    user = modules.load("app.user", "from app.core import A\n")
+    with one_scan():
+        assert [h.module_name for h in find_copies(core, {"A": core.A}).copies] == ["app.user"]
+        assert find_copies(core, {"B": core.B}).copies == ()  # app.user gathered: no B
+        user.B = core.B  # the namespace grew: gathered again
+        (modules.root / "app" / "user.py").write_text("from app.core import A, B\n")
+        modules.load("app.late", "from app.core import B\n")
+        found = find_copies(core, {"B": core.B}).copies
+    assert sorted(h.module_name for h in found) == ["app.late", "app.user"]
