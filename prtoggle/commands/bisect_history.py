@@ -35,7 +35,11 @@ from prtoggle.commands.history_probes import (
 )
 from prtoggle.commands.history_probing import ProbeMaking
 from prtoggle.commands.history_reach import Reach, changed_units, commits_reaching
-from prtoggle.commands.history_runner import probe_runner, widen_after_first_run
+from prtoggle.commands.history_runner import (
+    prepare_changed_files,
+    probe_runner,
+    widen_after_first_run,
+)
 from prtoggle.commands.history_verdicts import (
     FailureRule,
     ProbeRun,
@@ -111,6 +115,9 @@ class HistoryBisect(ProbeMaking):
                     ),
                 )
             tiers = self._tiers(candidates, trace)
+            if self.reach is not None:
+                tiered = [commit for tier in tiers for commit in tier.commits]
+                prepare_changed_files(self._worker, tiered, located=self.reach.located)
             if mode == "attribute":
                 return self._attribute(tiers[-2].commits if len(tiers) > 1 else candidates)
             return self._ordered(tiers)
@@ -161,8 +168,9 @@ class HistoryBisect(ProbeMaking):
         added = widen_after_first_run(self._worker, seconds=seconds, trace=trace, packages=packages)
         if added:
             self._note(
-                f"warm worker: the first run took {seconds:.1f} s importing what the worker "
-                f"had not; {added} more modules preloaded for the probes"
+                f"warm worker: the first run took {seconds:.1f} s and imported {added} "
+                f"module{'s' if added > 1 else ''} of the range's packages that the worker "
+                "had not; it imports them too, for the probes"
             )
 
     def _ordered(self, tiers: list[Tier]) -> HistoryAnswer:

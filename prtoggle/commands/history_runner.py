@@ -5,18 +5,23 @@ The worker's server starts importing while the range is read: the heavy modules,
 their top and inside the functions it runs (runners/command_imports.py; one of those that
 initialises CUDA sends it back to the top-level imports). Modules of other packages are
 imported before the trace of the first run starts: no candidate changes their functions.
-A first run that took WIDEN_AFTER_SECONDS or more imported much the worker had not: later
-runs fork from a worker that preloads the package's modules it imported.
+After a first run of WIDEN_AFTER_SECONDS or more, the package's modules it imported and the
+worker had not, the worker's server imports too, in place, before the next probe (each
+probe imported them again: about 1 s a probe for some sglang tests; a quicker run keeps
+them imported after its revert, as a fresh process does). Once the tiers
+are known, the worker's server reads ahead the files their commits change that the run
+imported (patching/prepared_sources.py): each probe's revert then finds them read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from prtoggle.protocol import TRACE_ENV, TRACE_PACKAGES_ENV
+from prtoggle.recipes.authoring.history import HistoryCommit
 from prtoggle.revert.run_trace import RunTrace
 from prtoggle.runners.command_imports import command_imports, command_lazy_imports
 from prtoggle.runners.output_tail import TAIL_BYTES
@@ -28,10 +33,10 @@ from prtoggle.runners.warm_client import (
 )
 from prtoggle.runners.warm_eligibility import env_without_revert
 
-__all__ = ["WIDEN_AFTER_SECONDS", "probe_runner", "widen_after_first_run"]
+__all__ = ["WIDEN_AFTER_SECONDS", "prepare_changed_files", "probe_runner", "widen_after_first_run"]
 
-WIDEN_AFTER_SECONDS = 3.0
-"""A first run this long imported much that the warm worker did not preload."""
+WIDEN_AFTER_SECONDS = 1.0
+"""A first run this long may have imported much that the warm worker did not preload."""
 
 
 def probe_runner(
@@ -72,11 +77,28 @@ def probe_runner(
 def widen_after_first_run(
     worker: WarmWorker, *, seconds: float, trace: RunTrace, packages: Collection[str]
 ) -> int:
-    """After a first run of WIDEN_AFTER_SECONDS or more: later runs fork from a worker
-    that also imported the modules of `packages` the run imported (in the run's order),
-    untraced. How many modules were added (0: not widened)."""
+    """After a first run of WIDEN_AFTER_SECONDS or more: later runs fork from a server that
+    also imported the modules of `packages` the run imported (in the run's order),
+    untraced. How many modules were added (0: not widened, or the preload had them all)."""
     if seconds < WIDEN_AFTER_SECONDS:
         return 0
-    names = [name for name in trace.names if name.split(".", 1)[0] in packages]
+    names = [
+        name
+        for name in trace.names
+        if name.split(".", 1)[0] in packages and name not in trace.preloaded
+    ]
     env = {k: v for k, v in worker.base_env.items() if k not in (TRACE_ENV, TRACE_PACKAGES_ENV)}
     return worker.widen(names, base_env=env)
+
+
+def prepare_changed_files(
+    worker: WarmWorker | None, commits: Iterable[HistoryCommit], *, located: Mapping[str, str]
+) -> list[str]:
+    """Have `worker`'s server read ahead the files `commits` change (in their order) that
+    the run imported (`located`: file under the source folder -> its path); those asked."""
+    paths = [located[file] for commit in commits for file in commit.files if file in located]
+    if worker is None or not paths:
+        return []
+    asked = list(dict.fromkeys(paths))
+    worker.prepare_sources(asked)
+    return asked

@@ -9,7 +9,7 @@ from types import CodeType
 
 from prtoggle.errors import UnsupportedTargetError
 
-MODULE_TABLE_CACHE_SIZE = 8
+MODULE_TABLE_CACHE_SIZE = 128
 
 
 def enclosing_variables(
@@ -25,7 +25,7 @@ def enclosing_variables(
     parts = [part for part in qualname.split(".") if part != "<locals>"]
     if len(parts) < 2:
         return ()
-    table = _module_table(file_text, filename)
+    table = module_table(file_text, filename)
     if table is None:
         return ()
     found: dict[str, str] = {}
@@ -72,7 +72,9 @@ def refuse_new_enclosing_reads(
 
 
 @functools.lru_cache(maxsize=MODULE_TABLE_CACHE_SIZE)
-def _module_table(file_text: str, filename: str) -> symtable.SymbolTable | None:
+def module_table(file_text: str, filename: str) -> symtable.SymbolTable | None:
+    """The symbol table of a module's text (None: it does not parse); the last
+    MODULE_TABLE_CACHE_SIZE kept (prepared_sources fills them ahead)."""
     try:
         return symtable.symtable(file_text, filename, "exec")
     except (SyntaxError, ValueError):

@@ -8,7 +8,7 @@ from types import CodeType, FunctionType
 
 from prtoggle.errors import PatchApplicationError
 
-COMPILED_FILE_CACHE_SIZE = 8
+COMPILED_FILE_CACHE_SIZE = 128
 
 
 def refuse_stale_source(function: FunctionType, *, filename: str, text: str, target: str) -> None:
@@ -22,7 +22,7 @@ def refuse_stale_source(function: FunctionType, *, filename: str, text: str, tar
     would mix code that never ran with the running code.
     """
     loaded = function.__code__
-    compiled = _compile_file(filename, text)
+    compiled = compiled_file(filename, text)
     found = _find_code(compiled, loaded) if compiled is not None else None
     if found is not None and found == loaded:
         return
@@ -42,7 +42,9 @@ def refuse_stale_source(function: FunctionType, *, filename: str, text: str, tar
 
 
 @functools.lru_cache(maxsize=COMPILED_FILE_CACHE_SIZE)
-def _compile_file(filename: str, text: str) -> CodeType | None:
+def compiled_file(filename: str, text: str) -> CodeType | None:
+    """`text` (the file `filename` now) compiled as an import compiles it (None: it does not
+    compile); the last COMPILED_FILE_CACHE_SIZE kept (prepared_sources fills them ahead)."""
     try:
         return compile(text, filename, "exec", dont_inherit=True, optimize=sys.flags.optimize)
     except (SyntaxError, ValueError):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import os
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from prtoggle.patching.lines import decode_python_source
 from prtoggle.patching.reexports import is_type_checking
 
-CACHE_SIZE = 64
+CACHE_SIZE = 128
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _NEW_SCOPES = (*_DEFINITIONS, ast.Lambda)
 
@@ -101,28 +102,18 @@ def imports_declaration(names: Collection[str]) -> list[ast.stmt]:
     return [ast.If(test=ast.Constant(value=0), body=body, orelse=[])]
 
 
-@functools.lru_cache(maxsize=CACHE_SIZE)
 def module_scope(filename: str) -> ModuleScope | None:
     """The ModuleScope of the source file `filename` (None: unreadable or not Python).
 
-    Parsed once per file name (the last CACHE_SIZE kept): a revert reads it for each
-    function it compiles and for its global check.
+    Parsed once per version of the file (its modification time and size; the last
+    CACHE_SIZE kept): a revert reads it for each function it compiles and for its global
+    check, and a warm server prepares it ahead (prepared_sources).
     """
     try:
-        with open(filename, "rb") as stream:
-            tree = ast.parse(decode_python_source(stream.read()))
-    except (OSError, SyntaxError, ValueError):
+        info = os.stat(filename)
+    except OSError:
         return None
-    return ModuleScope(
-        bound=module_level_names(tree),
-        imported=imported_names(tree),
-        from_imports=frozenset(
-            (node.level, node.module or "", alias.name, alias.asname or alias.name)
-            for node in tree.body
-            if isinstance(node, ast.ImportFrom)
-            for alias in node.names
-        ),
-    )
+    return _scope_of_file(filename, info.st_mtime_ns, info.st_size)
 
 
 def imported_in(module: str, filename: str | None) -> frozenset[str]:
@@ -146,6 +137,25 @@ def imports_changed(changes: Mapping[str, ImportChange]) -> Iterator[None]:
     finally:
         _IMPORT_CHANGES.clear()
         _IMPORT_CHANGES.update(saved)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _scope_of_file(filename: str, _mtime_ns: int, _size: int) -> ModuleScope | None:
+    try:
+        with open(filename, "rb") as stream:
+            tree = ast.parse(decode_python_source(stream.read()))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return ModuleScope(
+        bound=module_level_names(tree),
+        imported=imported_names(tree),
+        from_imports=frozenset(
+            (node.level, node.module or "", alias.name, alias.asname or alias.name)
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        ),
+    )
 
 
 def _absolute(level: int, module: str, package: str) -> str:

@@ -41,6 +41,8 @@ class RunTrace:
     names: list[str] = field(default_factory=list)
     """Names of the modules imported, in the order the first process to list them had them
     in sys.modules (the order they began importing)."""
+    preloaded: set[str] = field(default_factory=set)
+    """Names of the modules a warm server's preload had imported (its trace says so)."""
     processes: int = 0
 
     def located(self, files: Iterable[str]) -> dict[str, str]:
@@ -62,9 +64,12 @@ class RunTrace:
         return self.functions.get(path, set())
 
 
-def start(directory: str, *, packages: Collection[str] = ()) -> Callable[[], None]:
+def start(
+    directory: str, *, packages: Collection[str] = (), preload: bool = False
+) -> Callable[[], None]:
     """Record this process's run from now on; written to `directory` at exit, or when the
-    returned function is called (which also stops recording).
+    returned function is called (which also stops recording). `preload`: the trace is a
+    warm server's preload (read_traces lists its modules as preloaded).
 
     `packages`: top-level names whose functions matter; an `import` statement of another
     package's module runs untraced, with what its module's code calls (its module is still
@@ -88,7 +93,7 @@ def start(directory: str, *, packages: Collection[str] = ()) -> Callable[[], Non
         atexit.unregister(stop)
         if restore_import is not None:
             restore_import()
-        _write(directory, seen, generated)
+        _write(directory, seen, generated, preload=preload)
 
     sys.settrace(record)
     threading.settrace(record)
@@ -112,6 +117,8 @@ def read_traces(directory: Path) -> RunTrace:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
         trace.processes += 1
+        if data.get("preload") is True:
+            trace.preloaded.update(modules)
         trace.modules.update(file for file in modules.values() if file)
         known = set(trace.names)
         trace.names.extend(name for name in modules if name not in known)
@@ -172,14 +179,20 @@ def _untraced_imports(record: Callable[..., None], packages: set[str]) -> Callab
     return put_back
 
 
-def _write(directory: str, seen: Iterable[CodeType], generated: dict[str, set[str]]) -> None:
+def _write(
+    directory: str, seen: Iterable[CodeType], generated: dict[str, set[str]], *, preload: bool
+) -> None:
     sys.settrace(None)
     threading.settrace(None)
     functions: dict[str, set[str]] = {file: set(names) for file, names in generated.items()}
     for code in list(seen):
         functions.setdefault(code.co_filename, set()).add(outer_name(code.co_qualname))
     modules = {name: _module_file(module) for name, module in list(sys.modules.items())}
-    record = {"modules": modules, "functions": {f: sorted(n) for f, n in functions.items()}}
+    record = {
+        "modules": modules,
+        "functions": {f: sorted(n) for f, n in functions.items()},
+        "preload": preload,
+    }
     path = os.path.join(directory, f"{os.getpid()}{_SUFFIX}")
     try:
         with open(f"{path}.tmp", "w", encoding="utf-8") as stream:

@@ -120,6 +120,8 @@ class WarmWorker:
     """Runs made again as plain children because they did not set an adopted variable."""
     base_runs: int = field(default=0, init=False)
     """Runs made again, warm, on the server built before the first adopted variable."""
+    prepared: tuple[str, ...] = field(default=(), init=False)
+    """Source files each server reads ahead (prepare_sources), for the runs' reverts."""
     _server: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _retired: list[tuple[subprocess.Popen[bytes], socket.socket]] = field(
         default_factory=list, init=False, repr=False
@@ -195,13 +197,17 @@ class WarmWorker:
                 self._ensure_server()
 
     def widen(self, names: Sequence[str], *, base_env: Mapping[str, str] | None = None) -> int:
-        """Preload `names` too (how many were not yet preloaded): a new server starts
-        importing them now and later runs fork from it; the current one is stopped.
-        `base_env`: the new server's environment (default: as it is). Should the new server
-        stop because a module it preloads initialised CUDA, the next run goes back to the
+        """Preload `names` too (how many were not yet preloaded). A running server imports
+        them in place, before the next run it forks (it does not import again what it has);
+        otherwise the server started next imports them with the rest. `base_env`: the
+        environment of servers started from now on (default: as it is). Should the server
+        stop because a module it imports initialised CUDA, the next run goes back to the
         preload before (a server started again) and says so in one line."""
         with self._lock:
             known = {*self.preload, *self.untraced}
+            known |= {
+                name.rsplit(".", n)[0] for name in known for n in range(1, name.count(".") + 1)
+            }
             new = tuple(dict.fromkeys(n for n in names if n not in known))
             if self.stepped_aside is not None or not new:
                 return 0
@@ -209,9 +215,23 @@ class WarmWorker:
             self.preload = (*self.preload, *new)
             if base_env is not None:
                 self.base_env = dict(base_env)
-            self._retire_server()
-            self._ensure_server()
+            if self._requests is not None:
+                _send_in_place(self._requests, {"import": list(new)})
         return len(new)
+
+    def prepare_sources(self, files: Sequence[str]) -> None:
+        """Have the server read, parse and compile `files` (source files of modules it
+        preloaded) before its next fork, as a revert of their functions would; so does
+        every server started later. Runs that revert none of them lose nothing but the
+        server's time; a server that cannot be told is left as it is (its runs read
+        the files themselves)."""
+        with self._lock:
+            new = tuple(f for f in dict.fromkeys(files) if f not in self.prepared)
+            if not new:
+                return
+            self.prepared = (*self.prepared, *new)
+            if self._requests is not None:
+                _send_in_place(self._requests, {"prepare": list(new)})
 
     def server_env(self) -> dict[str, str]:
         """The environment the server starts with: base_env and the adopted variables."""
@@ -284,6 +304,8 @@ class WarmWorker:
         server = self._server
         own_group(server.pid, has_exited=lambda: server.poll() is not None)
         self._requests = mine
+        if self.prepared:
+            _send_in_place(mine, {"prepare": list(self.prepared)})
         return mine
 
     def _run_warm(
@@ -502,6 +524,12 @@ def command_runner(
         yield worker.run
     finally:
         worker.close()
+
+
+def _send_in_place(requests: socket.socket, request: Mapping[str, list[str]]) -> None:
+    """A request the server does itself, answering nothing (warm_server's docstring)."""
+    with contextlib.suppress(OSError):  # the server is gone: the next run says so
+        requests.send(json.dumps(request).encode())
 
 
 def _stop_server(server: subprocess.Popen[bytes]) -> None:

@@ -108,6 +108,12 @@ def record_preload_reads() -> None:
     os.environ.__class__ = _WatchedEnviron
 
 
+def record_more_reads() -> None:
+    """In the server, before it imports more modules after its preload: note the variables
+    read again (the environment before the preload stays the reference)."""
+    WATCH.recording = True
+
+
 def stop_recording(preloaded: list[str]) -> None:
     """After the preload: stop noting reads; watch the prefixes of the packages whose native
     code the preload loaded (torch's and triton's always)."""

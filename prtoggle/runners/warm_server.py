@@ -12,7 +12,10 @@ when the child ends; before it, the child itself may send `{"stale_env": NAME, "
 VALUE}` and kill its group when its program changes a variable the preload may have read
 (`warm_environ`), or `{"stale_env": NAME, "value": VALUE, "unset": true}` at its end when it
 did not set a variable of the request's `expect` (the values the worker was built with) that
-way. A reply socket that closes early, or the request socket closing, kills the run's
+way. Two requests, with no descriptors, the server does itself and answers nothing: `{"import":
+[MODULE...]}` preloads more modules in place (the preload's rules), `{"prepare": [FILE...]}`
+reads those source files ahead for the runs' reverts (patching/prepared_sources.py). A reply
+socket that closes early, or the request socket closing, kills the run's
 process group (the server then ends at once, its modules not torn down). The server never
 initialises CUDA and never reverts a fix itself.
 """
@@ -40,6 +43,7 @@ from typing import Any, NoReturn
 from prtoggle.protocol import REVERT_ENV, TRACE_ENV, TRACE_FROM_HERE, TRACE_PACKAGES_ENV
 from prtoggle.runners.warm_environ import (
     expect_run,
+    record_more_reads,
     record_preload_reads,
     stop_recording,
     unset_expected,
@@ -94,6 +98,7 @@ class _Server:
     requests: socket.socket
     fresh_signals: dict[int, Any]
     base_path: list[str]
+    preloaded: list[str] = field(default_factory=list)
     children: dict[int, tuple[int, socket.socket]] = field(default_factory=dict)
     pid: int = field(default_factory=os.getpid)
     """The server's own pid: a child forked a moment ago shares this state (and, until it
@@ -112,14 +117,19 @@ def main(argv: list[str] | None = None) -> None:
     untraced, traced = _split_at_trace_mark(args[1:])
     for name in untraced:
         _preload(name)
-    stop_trace = _maybe_start_trace()
+    stop_trace = _maybe_start_trace(preload=True)
     for name in traced:
         _preload(name)
     stop_trace()
     stop_recording([*untraced, *traced])
     _refuse_initialised_cuda()
     _freeze_preloaded_heap()
-    server = _Server(requests=requests, fresh_signals=fresh_signals, base_path=base_path)
+    server = _Server(
+        requests=requests,
+        fresh_signals=fresh_signals,
+        base_path=base_path,
+        preloaded=[*untraced, *traced],
+    )
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda _number, _frame: _stop(server))
     request = _serve(server)
@@ -194,6 +204,8 @@ def _serve(server: _Server) -> RunRequest | None:
                 if not payload:
                     _kill_all(server)
                     return None
+                if _served_in_place(server, payload, fds):
+                    continue
                 request = RunRequest.from_json(payload)
                 if _fork_run(server, request, fds):
                     return request
@@ -201,6 +213,34 @@ def _serve(server: _Server) -> RunRequest | None:
                 _reap(server, by_pidfd[ready])
             elif ready in by_reply and by_reply[ready] in server.children:
                 _abandon(server, by_reply[ready])
+
+
+def _served_in_place(server: _Server, payload: bytes, fds: list[int]) -> bool:
+    """A request the server does itself, so that every run forked later finds it done;
+    False for a run. `{"import": [module, ...]}`: preload these too (the preload's rules:
+    variables read are noted, CUDA initialised ends the server, the heap is frozen again).
+    `{"prepare": [file, ...]}`: read those source files ahead (patching/prepared_sources.py;
+    a failure leaves the runs to read them)."""
+    data = json.loads(payload)
+    if "import" not in data and "prepare" not in data:
+        return False
+    for fd in fds:
+        os.close(fd)
+    if "import" in data:
+        names = [str(name) for name in data["import"]]
+        record_more_reads()
+        for name in names:
+            _preload(name)
+        server.preloaded.extend(names)
+        stop_recording(server.preloaded)
+        _refuse_initialised_cuda()
+        _freeze_preloaded_heap()
+    else:
+        from prtoggle.patching.prepared_sources import prepare_sources
+
+        with contextlib.suppress(Exception):
+            prepare_sources(str(name) for name in data["prepare"])
+    return True
 
 
 def _fork_run(server: _Server, request: RunRequest, fds: list[int]) -> bool:
@@ -350,7 +390,7 @@ def _maybe_apply_reverts() -> None:
     child.start()  # as the start-up hook of a fresh child does
 
 
-def _maybe_start_trace() -> Callable[[], None]:
+def _maybe_start_trace(*, preload: bool = False) -> Callable[[], None]:
     """Record what runs from now on when PRTOGGLE_TRACE_DIR asks (`bisect --git`): in the
     server, its preload (the returned function writes it and stops); in a forked run, the
     run (written at its exit), as the start-up hook of a fresh child does."""
@@ -360,7 +400,7 @@ def _maybe_start_trace() -> Callable[[], None]:
     from prtoggle.revert import run_trace
 
     packages = run_trace.packages_from(os.environ.get(TRACE_PACKAGES_ENV, ""))
-    return run_trace.start(directory, packages=packages)
+    return run_trace.start(directory, packages=packages, preload=preload)
 
 
 def _split_at_trace_mark(names: list[str]) -> tuple[list[str], list[str]]:

@@ -224,7 +224,7 @@ def _bisect_a_slow_lazy_import(tmp_path: Path, imports: str) -> tuple[str, dict[
     return slow, json.loads(done.stdout)
 
 
-def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_imported(
+def test_the_package_modules_the_first_run_imported_are_imported_by_the_worker_for_the_probes(
     tmp_path: Path,
 ) -> None:
     # imported by a computed name: the worker's static preload cannot know it
@@ -233,8 +233,8 @@ def test_a_slow_first_run_widens_the_warm_preload_to_the_package_modules_it_impo
     widened = [note for note in answer["notes"] if note.startswith("warm worker:")]
     assert len(widened) == 1
     assert re.fullmatch(
-        r"warm worker: the first run took \d+\.\d s importing what the worker had not; "
-        r"[1-9]\d* more modules preloaded for the probes",
+        r"warm worker: the first run took \d+\.\d s and imported 1 module of the range's "
+        r"packages that the worker had not; it imports them too, for the probes",
         widened[0],
     )
     later = [run["seconds"] for probe in answer["probes"][1:] for run in probe["runs"]]
@@ -249,6 +249,31 @@ def test_a_module_the_test_imports_inside_its_function_is_preloaded_before_the_f
     assert [note for note in answer["notes"] if note.startswith("warm worker:")] == []
     runs = [run["seconds"] for probe in answer["probes"] for run in probe["runs"]]
     assert max(runs) < 3.5  # the first run too: the worker imported calc.slow before it
+
+
+def test_the_worker_reads_the_changed_files_ahead_so_no_probes_revert_compiles_one(
+    tmp_path: Path,
+) -> None:
+    repo = history_repo(tmp_path / "repo")
+    log = tmp_path / "misses.log"
+    repo.write(
+        "test/test_misses.py",
+        "from calc.core import absval\n"
+        "from prtoggle.patching.freshness import compiled_file\n\n\n"
+        "def test_absval():\n"
+        f"    with open({str(log)!r}, 'a') as stream:\n"
+        "        stream.write(f'{compiled_file.cache_info().misses}\\n')\n"
+        "    assert absval(-3) == 3\n",
+    )
+    repo.commit("test: misses (#840)")
+    done = bisect(repo, tmp_path / "c", *_pytest("test/test_misses.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"culprit: {repo.shas[FIX][:12]} (#200)" in done.stdout
+    # a forked run counts the server's misses too: the first run none (forked before the
+    # server read calc/core.py and calc/__init__.py), each probe those two and none of its
+    # own (its revert compiles calc/core.py whole: a third miss without them read ahead)
+    first, *probes = log.read_text().split()
+    assert (first, set(probes), len(probes) >= 2) == ("0", {"2"}, True)
 
 
 def test_the_newest_commit_the_test_depends_on_is_named_even_when_it_only_adds_a_constant(

@@ -185,7 +185,11 @@ def test_a_warm_worker_traces_its_preload_and_a_forked_run_that_asks(tmp_path: P
         assert untraced.returncode == 0, untraced.stderr
         assert len(list(traces.iterdir())) == 1  # the preload's trace only
         done = worker.run(
-            [sys.executable, "-c", "from shop.prices import Cart; Cart().total([1])"],
+            [
+                sys.executable,
+                "-c",
+                "import colorsys\nfrom shop.prices import Cart; Cart().total([1])",
+            ],
             env={**base, TRACE_ENV: str(traces)},
             cwd=str(tmp_path),
         )
@@ -196,6 +200,8 @@ def test_a_warm_worker_traces_its_preload_and_a_forked_run_that_asks(tmp_path: P
     path = trace.located(["shop/prices.py"])["shop/prices.py"]
     assert "Cart.total" in trace.ran(path)
     assert "shop.prices" in trace.names
+    assert "shop.prices" in trace.preloaded  # the server's trace says it is the preload's
+    assert "colorsys" in trace.names and "colorsys" not in trace.preloaded  # the run's own
 
 
 def test_a_warm_worker_imports_its_untraced_modules_before_the_preload_trace_starts(

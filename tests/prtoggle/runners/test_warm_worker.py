@@ -439,12 +439,37 @@ def test_a_widened_worker_forks_runs_that_find_the_new_modules_imported(
         first_server = worker.server_pid
         added = worker.widen(["json", LAZY_MODULE, LAZY_MODULE])
         after = worker.run(argv, env=stable_env())
-        assert worker.widen([LAZY_MODULE]) == 0  # nothing new: the server stays
+        assert worker.widen([LAZY_MODULE]) == 0  # nothing new
         server = worker.server_pid
     assert (before.returncode, before.stdout) == (0, "True\n")  # imported by the run
     assert (added, worker.preload) == (1, ("json", LAZY_MODULE))
     assert (after.returncode, after.stdout) == (0, "False\n")  # imported before the fork
-    assert server != first_server and worker.warm_runs == 2
+    assert server == first_server and worker.warm_runs == 2  # imported in place
+
+
+PREPARED_SIZE = (
+    "from prtoggle.patching.freshness import compiled_file\n"
+    "print(compiled_file.cache_info().currsize)"
+)
+
+
+def test_files_the_worker_prepared_are_found_read_by_runs_it_forks_later(
+    project: FakeProject,
+) -> None:
+    prepared = project.source_dir / "prepared_mod.py"
+    prepared.write_text("def size():\n    return 1\n")
+    argv = [sys.executable, "-c", PREPARED_SIZE]
+    preload = ("prtoggle.patching.freshness",)
+    with WarmWorker(preload=preload, base_env=stable_env()) as worker:
+        before = worker.run(argv, env=stable_env())
+        worker.prepare_sources([str(prepared), str(project.source_dir / "missing.py")])
+        after = worker.run(argv, env=stable_env())
+        first = worker.server_pid
+        worker.close()  # the next run starts a server again: it prepares them too
+        rebuilt = worker.run(argv, env=stable_env())
+        assert worker.server_pid != first and worker.warm_runs == 3
+    assert [before.stdout, after.stdout, rebuilt.stdout] == ["0\n", "1\n", "1\n"]
+    assert worker.prepared == (str(prepared), str(project.source_dir / "missing.py"))
 
 
 def test_a_widened_preload_that_initialises_cuda_goes_back_to_the_narrower_one(
