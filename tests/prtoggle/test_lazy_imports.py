@@ -93,6 +93,10 @@ LAZY: dict[str, dict[str, str]] = {
         "prtoggle.detect.findings.checking": _WARM_FORK,
         "prtoggle.recipes.registry": _WARM_FORK,
         "prtoggle.revert": _WARM_FORK,
+        "prtoggle.patching.prepared_sources": (
+            "the patching machinery loads in the server only when `bisect --git` asks it to "
+            "read the changed files ahead; other servers fork without it"
+        ),
     },
 }
 """Module -> the prtoggle modules it may import inside a function or under TYPE_CHECKING,
