@@ -136,6 +136,9 @@ class WarmWorker:
         default=None, init=False, repr=False
     )
     """The preload and environment before widen(), until a run on the wider one answers."""
+    _widenings: int = field(default=0, init=False, repr=False)
+    """How many times widen() added modules: a run handed over before the last one cannot
+    vouch for the widened preload."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _live: set[int] = field(default_factory=set, init=False, repr=False)
     _killed: set[int] = field(default_factory=set, init=False, repr=False)
@@ -167,13 +170,15 @@ class WarmWorker:
         if invocation is None or reason is not None:
             logger.debug("plain child for %s: %s", argv[:3], reason)
             return self._run_plain(argv, env=run_env, timeout=timeout, cwd=cwd)
+        widened = self._widenings
         try:
             done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
         except RunnerError:
             if not self._narrow_back():
                 raise
             done = self._run_warm(argv, invocation, run_env, timeout, cwd or os.getcwd())
-        self._narrower = None  # the server answered: its preload holds
+        if widened == self._widenings:
+            self._narrower = None  # a server that imported the widened preload answered
         while isinstance(done, StaleNotice):
             if self._base_serves(done):  # as a fresh process would: nothing adopted
                 done = self._run_warm(
@@ -201,8 +206,9 @@ class WarmWorker:
         them in place, before the next run it forks (it does not import again what it has);
         otherwise the server started next imports them with the rest. `base_env`: the
         environment of servers started from now on (default: as it is). Should the server
-        stop because a module it imports initialised CUDA, the next run goes back to the
-        preload before (a server started again) and says so in one line."""
+        stop because a module it imports initialised CUDA (the runs it forked before are
+        killed with it), the next run goes back to the preload before (a server started
+        again) and says so in one line."""
         with self._lock:
             known = {*self.preload, *self.untraced}
             known |= {
@@ -212,6 +218,7 @@ class WarmWorker:
             if self.stepped_aside is not None or not new:
                 return 0
             self._narrower = (self.preload, dict(self.base_env))
+            self._widenings += 1
             self.preload = (*self.preload, *new)
             if base_env is not None:
                 self.base_env = dict(base_env)

@@ -233,7 +233,7 @@ def _served_in_place(server: _Server, payload: bytes, fds: list[int]) -> bool:
             _preload(name)
         server.preloaded.extend(names)
         stop_recording(server.preloaded)
-        _refuse_initialised_cuda()
+        _refuse_initialised_cuda(server)
         _freeze_preloaded_heap()
     else:
         from prtoggle.patching.prepared_sources import prepare_sources
@@ -460,10 +460,13 @@ def _flush_stdio() -> None:
             stream.flush()
 
 
-def _refuse_initialised_cuda() -> None:
-    """Each child must create its own CUDA context: one made here cannot cross a fork."""
+def _refuse_initialised_cuda(server: _Server | None = None) -> None:
+    """Each child must create its own CUDA context: one made here cannot cross a fork. The
+    server ends (after killing the runs of `server`, when it serves already)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
+        if server is not None:
+            _kill_all(server)
         os._exit(CUDA_INITIALISED_EXIT_CODE)
 
 

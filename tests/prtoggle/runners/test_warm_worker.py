@@ -490,6 +490,40 @@ def test_a_widened_preload_that_initialises_cuda_goes_back_to_the_narrower_one(
     ]
 
 
+def test_a_run_in_flight_when_a_widened_preload_initialises_cuda_is_killed_not_orphaned(
+    project: FakeProject, tmp_path: Path
+) -> None:
+    (project.source_dir / "cuda_initialising.py").write_text(
+        "import torch\ntorch.cuda.is_initialized = lambda: True\n"
+    )
+    marker = tmp_path / "first.pid"
+    code = (
+        "import os, pathlib, time\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.write_text(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "print('ran')\n"
+    )
+    runs: list[CommandRun] = []
+    with WarmWorker(preload=("json",), base_env=stable_env()) as worker:
+        worker.start()
+        thread = threading.Thread(
+            target=lambda: runs.append(worker.run([sys.executable, "-c", code], env=stable_env()))
+        )
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker.widen(["cuda_initialising"])
+        thread.join(timeout=30)
+        after = worker.run([sys.executable, "-c", code], env=stable_env())
+    assert not thread.is_alive()
+    assert [(run.returncode, run.stdout) for run in runs] == [(-signal.SIGKILL, "")]
+    assert not alive(int(marker.read_text()))  # killed with the server, not left running
+    assert (after.returncode, after.stdout, worker.preload) == (0, "ran\n", ("json",))
+
+
 def test_a_child_that_gets_sigterm_before_it_resets_its_signals_only_exits() -> None:
     # the server's SIGTERM handler is inherited by a fork until the child resets it: in
     # the child it must not try to reap the server's runs (a traceback, status 1)
