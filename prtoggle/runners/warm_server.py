@@ -2,9 +2,9 @@
 
 Started by `prtoggle.runners.warm_client.WarmWorker` as `python -m
 prtoggle.runners.warm_server FD [MODULE...]` with FD one end of a SOCK_SEQPACKET socket
-pair. The server is single-threaded: it imports MODULE... (a module that fails to import is
-left for the child to import), freezes what the imports made (gc.freeze: a run's collections
-skip it), records the signal dispositions a fresh interpreter has, then waits. Each request
+pair. The server is single-threaded: it imports MODULE... (warm_preload.py: a module that
+fails to import is left for the child to import), freezes what the imports made (gc.freeze:
+a run's collections skip it), records the signal dispositions a fresh interpreter has, then waits. Each request
 carries a JSON description of the run and four descriptors (the reply socket, stdin, stdout,
 stderr). The server forks; the child becomes a fresh-looking process (see `_become_fresh`)
 and runs the program; the server replies `{"pid": N}`, then `{"status": S}` (a wait status)
@@ -25,8 +25,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import gc
-import importlib
 import json
 import os
 import runpy
@@ -36,18 +34,24 @@ import socket
 import sys
 import threading
 import types
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from prtoggle.protocol import REVERT_ENV, TRACE_ENV, TRACE_FROM_HERE, TRACE_PACKAGES_ENV
+from prtoggle.protocol import REVERT_ENV
 from prtoggle.runners.warm_environ import (
     expect_run,
-    record_more_reads,
     record_preload_reads,
     stop_recording,
     unset_expected,
     watch_run,
+)
+from prtoggle.runners.warm_preload import (
+    cuda_initialised,
+    freeze_preloaded_heap,
+    import_more,
+    maybe_start_trace,
+    preload,
+    split_at_trace_mark,
 )
 
 MAX_REQUEST_BYTES = 1 << 20
@@ -114,16 +118,16 @@ def main(argv: list[str] | None = None) -> None:
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
     record_preload_reads()
-    untraced, traced = _split_at_trace_mark(args[1:])
+    untraced, traced = split_at_trace_mark(args[1:])
     for name in untraced:
-        _preload(name)
-    stop_trace = _maybe_start_trace(preload=True)
+        preload(name)
+    stop_trace = maybe_start_trace(preloading=True)
     for name in traced:
-        _preload(name)
+        preload(name)
     stop_trace()
     stop_recording([*untraced, *traced])
     _refuse_initialised_cuda()
-    _freeze_preloaded_heap()
+    freeze_preloaded_heap()
     server = _Server(
         requests=requests,
         fresh_signals=fresh_signals,
@@ -227,14 +231,8 @@ def _served_in_place(server: _Server, payload: bytes, fds: list[int]) -> bool:
     for fd in fds:
         os.close(fd)
     if "import" in data:
-        names = [str(name) for name in data["import"]]
-        record_more_reads()
-        for name in names:
-            _preload(name)
-        server.preloaded.extend(names)
-        stop_recording(server.preloaded)
+        import_more([str(name) for name in data["import"]], preloaded=server.preloaded)
         _refuse_initialised_cuda(server)
-        _freeze_preloaded_heap()
     else:
         from prtoggle.patching.prepared_sources import prepare_sources
 
@@ -317,7 +315,7 @@ def _become_fresh(
     python_path = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [first, *python_path, *server.base_path[1:]]
     _reset_detection_state()
-    _maybe_start_trace()
+    maybe_start_trace()
     _maybe_apply_reverts()
     os.set_inheritable(reply.fileno(), False)  # the run's notices; not its programs'
     _SERVED.reply = reply
@@ -390,61 +388,6 @@ def _maybe_apply_reverts() -> None:
     child.start()  # as the start-up hook of a fresh child does
 
 
-def _maybe_start_trace(*, preload: bool = False) -> Callable[[], None]:
-    """Record what runs from now on when PRTOGGLE_TRACE_DIR asks (`bisect --git`): in the
-    server, its preload (the returned function writes it and stops); in a forked run, the
-    run (written at its exit), as the start-up hook of a fresh child does."""
-    directory = os.environ.get(TRACE_ENV, "")
-    if not directory:
-        return lambda: None
-    from prtoggle.revert import run_trace
-
-    packages = run_trace.packages_from(os.environ.get(TRACE_PACKAGES_ENV, ""))
-    return run_trace.start(directory, packages=packages, preload=preload)
-
-
-def _split_at_trace_mark(names: list[str]) -> tuple[list[str], list[str]]:
-    """The preload's modules before TRACE_FROM_HERE (none without it), and after it."""
-    if TRACE_FROM_HERE not in names:
-        return [], names
-    mark = names.index(TRACE_FROM_HERE)
-    return names[:mark], names[mark + 1 :]
-
-
-def _preload(name: str) -> None:
-    """Import `name` now; one that fails is left out (the child then imports it and fails).
-    With pytest come the plugins pytest itself imports at start (`_preload_pytest_plugins`)."""
-    try:
-        importlib.import_module(name)
-    except Exception:  # the child imports it again and reports the error itself
-        sys.modules.pop(name, None)
-        return
-    if name == "pytest":
-        _preload_pytest_plugins()
-
-
-def _preload_pytest_plugins() -> None:
-    """Import the modules of the installed pytest plugins (the `pytest11` entry points) that
-    pytest imports as each run starts, unless PYTEST_DISABLE_PLUGIN_AUTOLOAD keeps it from
-    them: a run then finds them imported (an sglang unit test's run: 0.47 s, 0.28 s)."""
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return
-    from importlib.metadata import entry_points
-
-    for point in entry_points(group="pytest11"):
-        _preload(point.module)
-
-
-def _freeze_preloaded_heap() -> None:
-    """Move every object the preload made into the collector's permanent generation
-    (CPython's advice for a process that forks without exec): a child's collections then
-    skip them (pytest collects twice as it ends; over sglang's heap that was about 0.7 s
-    per run) and the pages the children share stay shared. Objects a run makes are
-    collected as usual."""
-    gc.collect()
-    gc.freeze()
-
-
 def _end_server() -> NoReturn:
     """The request socket closed: every run is reaped. The server owes no output, so it
     ends without tearing the preloaded modules down (a second or more with torch loaded,
@@ -463,8 +406,7 @@ def _flush_stdio() -> None:
 def _refuse_initialised_cuda(server: _Server | None = None) -> None:
     """Each child must create its own CUDA context: one made here cannot cross a fork. The
     server ends (after killing the runs of `server`, when it serves already)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    if cuda_initialised():
         if server is not None:
             _kill_all(server)
         os._exit(CUDA_INITIALISED_EXIT_CODE)

@@ -89,6 +89,7 @@ LAZY: dict[str, dict[str, str]] = {
             "not at prtoggle's import"
         ),
     },
+    "prtoggle/runners/warm_preload.py": {"prtoggle.revert": _WARM_FORK},
     "prtoggle/runners/warm_server.py": {
         "prtoggle.detect.findings.checking": _WARM_FORK,
         "prtoggle.recipes.registry": _WARM_FORK,
