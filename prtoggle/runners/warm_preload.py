@@ -3,8 +3,9 @@
 The server imports the modules named before TRACE_FROM_HERE untraced, then, when
 PRTOGGLE_TRACE_DIR asks (`bisect --git`), the rest under the trace (revert/run_trace.py).
 pytest brings the installed pytest plugins. The variables the imports read are noted
-(warm_environ.py), then the heap they made is frozen. `import_more` adds modules later, by
-the same rules. Process-global: meant for the server's own process, before its forks.
+(warm_environ.py); no collection runs until the heap they made is frozen. `import_more` adds
+modules later, by the same rules. Process-global: meant for the server's own process, before
+its forks.
 """
 
 from __future__ import annotations
@@ -52,9 +53,18 @@ def maybe_start_trace(*, preloading: bool = False) -> Callable[[], None]:
     return run_trace.start(directory, packages=packages, preload=preloading)
 
 
+def collections_off() -> None:
+    """No automatic collection until freeze_preloaded_heap (CPython's advice for a process
+    that forks without exec): over sglang's growing heap, the ones its import set off took
+    about 1.5 s of a 6.5 s preload, and another 0.35 s ended the trace in the middle of
+    writing it. The one collection before the freeze frees what they would have."""
+    gc.disable()
+
+
 def import_more(names: list[str], *, preloaded: list[str]) -> None:
     """After the preload (`preloaded`, extended with `names`): import `names` too, untraced,
     noting the variables they read, and freeze the heap again."""
+    collections_off()
     record_more_reads()
     for name in names:
         preload(name)
@@ -67,10 +77,11 @@ def freeze_preloaded_heap() -> None:
     """Move every object the preload made into the collector's permanent generation
     (CPython's advice for a process that forks without exec): a child's collections then
     skip them (pytest collects twice as it ends; over sglang's heap that was about 0.7 s
-    per run) and the pages the children share stay shared. Objects a run makes are
-    collected as usual."""
+    per run) and the pages the children share stay shared. Collections are on again after
+    it: objects a run makes are collected as usual."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def cuda_initialised() -> bool:

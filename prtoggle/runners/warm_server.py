@@ -4,20 +4,20 @@ Started by `prtoggle.runners.warm_client.WarmWorker` as `python -m
 prtoggle.runners.warm_server FD [MODULE...]` with FD one end of a SOCK_SEQPACKET socket
 pair. The server is single-threaded: it imports MODULE... (warm_preload.py: a module that
 fails to import is left for the child to import), freezes what the imports made (gc.freeze:
-a run's collections skip it), records the signal dispositions a fresh interpreter has, then waits. Each request
-carries a JSON description of the run and four descriptors (the reply socket, stdin, stdout,
-stderr). The server forks; the child becomes a fresh-looking process (see `_become_fresh`)
-and runs the program; the server replies `{"pid": N}`, then `{"status": S}` (a wait status)
-when the child ends; before it, the child itself may send `{"stale_env": NAME, "value":
-VALUE}` and kill its group when its program changes a variable the preload may have read
-(`warm_environ`), or `{"stale_env": NAME, "value": VALUE, "unset": true}` at its end when it
-did not set a variable of the request's `expect` (the values the worker was built with) that
-way. Two requests, with no descriptors, the server does itself and answers nothing: `{"import":
-[MODULE...]}` preloads more modules in place (the preload's rules), `{"prepare": [FILE...]}`
-reads those source files ahead for the runs' reverts (patching/prepared_sources.py). A reply
-socket that closes early, or the request socket closing, kills the run's
-process group (the server then ends at once, its modules not torn down). The server never
-initialises CUDA and never reverts a fix itself.
+a run's collections skip it), records the signal dispositions a fresh interpreter has, then
+waits. Each request carries a JSON description of the run and four descriptors (the reply
+socket, stdin, stdout, stderr). The server forks; the child becomes a fresh-looking process
+(see `_become_fresh`) and runs the program; the server replies `{"pid": N}`, then
+`{"status": S}` (a wait status) when the child ends; before it, the child itself may send
+`{"stale_env": NAME, "value": VALUE}` and kill its group when its program changes a variable
+the preload may have read (`warm_environ`), or `{"stale_env": NAME, "value": VALUE, "unset":
+true}` at its end when it did not set a variable of the request's `expect` (the values the
+worker was built with) that way. Two requests, with no descriptors, the server does itself
+and answers nothing: `{"import": [MODULE...]}` preloads more modules in place (the preload's
+rules), `{"prepare": [FILE...]}` reads those source files ahead for the runs' reverts
+(patching/prepared_sources.py). A reply socket that closes early, or the request socket
+closing, kills the run's process group (the server then ends at once, its modules not torn
+down). The server never initialises CUDA and never reverts a fix itself.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from prtoggle.runners.warm_environ import (
     watch_run,
 )
 from prtoggle.runners.warm_preload import (
+    collections_off,
     cuda_initialised,
     freeze_preloaded_heap,
     import_more,
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     base_path = _path_without_python_path(list(sys.path))
     sys.argv = [""]  # what a preloaded module sees; each run gets its own argv
+    collections_off()
     record_preload_reads()
     untraced, traced = split_at_trace_mark(args[1:])
     for name in untraced:

@@ -58,7 +58,7 @@ toggle.apply_revert(90003)
 """A preloaded module that changes every kind of process-global state at import."""
 
 PROBE_SOURCE = """\
-import json, os, signal, sys
+import gc, json, os, signal, sys
 import prtoggle_fake_target as target
 from prtoggle import detect
 from prtoggle.revert import toggle
@@ -89,6 +89,7 @@ print(json.dumps({
     "phase": detect.current_phase(),
     "step": detect.current_step(),
     "stdin": sys.stdin.read(),
+    "collections": gc.isenabled(),
 }, sort_keys=True))
 """
 
