@@ -93,12 +93,10 @@ def widen_after_first_run(
 
 def prepare_changed_files(
     worker: WarmWorker | None, commits: Iterable[HistoryCommit], *, located: Mapping[str, str]
-) -> list[str]:
+) -> None:
     """Have `worker`'s server read ahead the files `commits` change (in their order) that
-    the run imported (`located`: file under the source folder -> its path); those asked."""
-    paths = [located[file] for commit in commits for file in commit.files if file in located]
-    if worker is None or not paths:
-        return []
-    asked = list(dict.fromkeys(paths))
-    worker.prepare_sources(asked)
-    return asked
+    the run imported (`located`: file under the source folder -> its path)."""
+    if worker is not None:
+        worker.prepare_sources(
+            [located[file] for commit in commits for file in commit.files if file in located]
+        )

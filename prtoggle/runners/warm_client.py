@@ -211,9 +211,6 @@ class WarmWorker:
         again) and says so in one line."""
         with self._lock:
             known = {*self.preload, *self.untraced}
-            known |= {
-                name.rsplit(".", n)[0] for name in known for n in range(1, name.count(".") + 1)
-            }
             new = tuple(dict.fromkeys(n for n in names if n not in known))
             if self.stepped_aside is not None or not new:
                 return 0

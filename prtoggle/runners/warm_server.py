@@ -74,8 +74,8 @@ class RunRequest:
     expect: dict[str, str | None]
 
     @classmethod
-    def from_json(cls, payload: bytes) -> RunRequest:
-        data = json.loads(payload)
+    def from_data(cls, data: dict[str, Any]) -> RunRequest:
+        """The run a request's decoded JSON describes."""
         return cls(
             form=data["form"],
             target=data["target"],
@@ -127,14 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     for name in traced:
         preload(name)
     stop_trace()
-    stop_recording([*untraced, *traced])
+    preloaded = [*untraced, *traced]
+    stop_recording(preloaded)
     _refuse_initialised_cuda()
     freeze_preloaded_heap()
     server = _Server(
-        requests=requests,
-        fresh_signals=fresh_signals,
-        base_path=base_path,
-        preloaded=[*untraced, *traced],
+        requests=requests, fresh_signals=fresh_signals, base_path=base_path, preloaded=preloaded
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda _number, _frame: _stop(server))
@@ -210,9 +208,10 @@ def _serve(server: _Server) -> RunRequest | None:
                 if not payload:
                     _kill_all(server)
                     return None
-                if _served_in_place(server, payload, fds):
+                data = json.loads(payload)
+                if _served_in_place(server, data, fds):
                     continue
-                request = RunRequest.from_json(payload)
+                request = RunRequest.from_data(data)
                 if _fork_run(server, request, fds):
                     return request
             elif ready in by_pidfd:
@@ -221,13 +220,12 @@ def _serve(server: _Server) -> RunRequest | None:
                 _abandon(server, by_reply[ready])
 
 
-def _served_in_place(server: _Server, payload: bytes, fds: list[int]) -> bool:
+def _served_in_place(server: _Server, data: dict[str, Any], fds: list[int]) -> bool:
     """A request the server does itself, so that every run forked later finds it done;
     False for a run. `{"import": [module, ...]}`: preload these too (the preload's rules:
     variables read are noted, CUDA initialised ends the server, the heap is frozen again).
     `{"prepare": [file, ...]}`: read those source files ahead (patching/prepared_sources.py;
     a failure leaves the runs to read them)."""
-    data = json.loads(payload)
     if "import" not in data and "prepare" not in data:
         return False
     for fd in fds:
